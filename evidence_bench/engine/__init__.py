@@ -1,0 +1,1 @@
+"""The engine being measured: ranking, feedback, query refinement and the search session."""

@@ -1,0 +1,164 @@
+"""Typed search results and the normalization that makes them comparable.
+
+Exports :class:`Evidence`, :func:`normalize_text`, :func:`canonical_url` and :func:`dedupe`.
+Brave decorates descriptions with ``<strong>`` and HTML entities and may return the same page
+under several URLs (tracking parameters, fragments, a trailing slash); feedback is keyed by
+the canonical URL so a mark follows the page, not the spelling of its address.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from evidence_bench.errors import QueryError
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_WORDS",
+    "Evidence",
+    "canonical_url",
+    "dedupe",
+    "normalize_text",
+    "validate_query",
+]
+
+#: Brave's limits on ``q`` (BRAVE_API.md); checked before any request is sent.
+MAX_QUERY_CHARS = 400
+MAX_QUERY_WORDS = 50
+
+_TAG = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_TRACKING_EXACT = frozenset({"gclid", "fbclid"})
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One search result, normalized.
+
+    ``rank`` is the 1-based position in the list that holds it: the provider's order after
+    dedup for retrieved candidates, the displayed order for a ranking.
+    """
+
+    title: str
+    url: str
+    snippet: str
+    source: str = "brave"
+    rank: int = 0
+    page_age: datetime | None = None
+    age: str = ""
+    domain: str = ""
+    language: str = ""
+    extra_snippets: tuple[str, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        """The canonical URL: the identity used for dedup, feedback and judgments."""
+        return canonical_url(self.url)
+
+    @property
+    def text(self) -> str:
+        """Title and snippet, the text a local ranker scores."""
+        return f"{self.title} {self.snippet}"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready fields (``page_age`` as ISO-8601)."""
+        return {
+            "title": self.title,
+            "url": self.url,
+            "snippet": self.snippet,
+            "source": self.source,
+            "rank": self.rank,
+            "page_age": self.page_age.isoformat() if self.page_age else None,
+            "age": self.age,
+            "domain": self.domain,
+            "language": self.language,
+            "extra_snippets": list(self.extra_snippets),
+        }
+
+
+def normalize_text(value: str) -> str:
+    """Strip HTML tags, unescape entities, collapse whitespace.
+
+    Entities are unescaped after tags are stripped, so an escaped ``&lt;b&gt;`` in a snippet
+    survives as literal text instead of being removed as a tag. Idempotent on its own output
+    except where unescaping reveals a new entity (``&amp;amp;``); never raises.
+    """
+    text = _TAG.sub(" ", value)
+    text = html.unescape(text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def _is_tracking(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.startswith("utm_") or lowered in _TRACKING_EXACT
+
+
+def canonical_url(url: str) -> str:
+    """The identity of a page's address, for dedup and feedback keys.
+
+    Lowercases scheme and host, drops the default port, the fragment and tracking parameters
+    (``utm_*``, ``gclid``, ``fbclid``), and a trailing slash on a non-root path. The query
+    string's remaining parameters keep their order. Never raises: an address that cannot be
+    parsed is returned stripped of surrounding whitespace.
+    """
+    raw = url.strip()
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError:
+        return raw
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host
+    if parts.username or parts.password:
+        auth = parts.username or ""
+        if parts.password:
+            auth += f":{parts.password}"
+        netloc = f"{auth}@{host}"
+    if port is not None and _DEFAULT_PORTS.get(scheme) != port:
+        netloc += f":{port}"
+    path = parts.path
+    if len(path) > 1 and path.endswith("/"):
+        path = path.rstrip("/") or "/"
+    if not path and host:
+        path = "/"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    params = [(k, v) for k, v in pairs if not _is_tracking(k)]
+    query = urlencode(params, doseq=True)
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def dedupe(results: Iterable[Evidence]) -> list[Evidence]:
+    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1."""
+    seen: set[str] = set()
+    kept: list[Evidence] = []
+    for item in results:
+        key = item.key
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(replace(item, rank=len(kept) + 1))
+    return kept
+
+
+def validate_query(query: str) -> str:
+    """Return the query stripped, or raise :class:`QueryError` where Brave would refuse it."""
+    text = query.strip()
+    if not text:
+        raise QueryError("query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"query has {len(text)} characters; Brave allows at most {MAX_QUERY_CHARS}"
+        )
+    words = len(text.split())
+    if words > MAX_QUERY_WORDS:
+        raise QueryError(f"query has {words} words; Brave allows at most {MAX_QUERY_WORDS}")
+    return text
