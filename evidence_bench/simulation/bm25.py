@@ -1,0 +1,123 @@
+"""BM25 retrieval over an in-memory inverted index: the simulator's stand-in for a web engine.
+
+Okapi BM25 (Robertson, Walker, Jones, Hancock-Beaulieu & Gatford, "Okapi at TREC-3", 1994;
+Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009)::
+
+    score(D, Q) = sum over query terms t of
+                  idf(t) * tf(t, D) * (k1 + 1) / (tf(t, D) + k1 * (1 - b + b * |D| / avgdl))
+
+with Lucene's non-negative idf (``BM25Similarity``)::
+
+    idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+A query term that occurs twice counts twice (Robertson's query-term weight with k3 -> inf,
+as Lucene's Boolean query does). Document lengths are exact (Lucene rounds them to one byte),
+so scores can differ from Anserini's in the last digits; ``k1=0.9, b=0.4`` are its defaults.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+__all__ = ["STOP_WORDS", "BM25Index", "doc_id_order", "tokenize"]
+
+#: A short English stop list: articles, prepositions, conjunctions, pronouns, auxiliaries and
+#: question words ("what similarity laws must be obeyed ..." keeps only the content words).
+_STOP_WORDS_TEXT = """
+    a about after all also an and any are as at be been but by can could did do does for from
+    had has have how if in into is it its may more most must no not of on or other over should
+    so such than that the their them then there these they this those through to under up was
+    we were what when where which while who why will with would
+"""
+STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
+
+_TOKEN = re.compile(r"[^\W_]+")  # a run of letters or digits, in any script
+
+Analyzer = Callable[[str], list[str]]
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased runs of letters or digits, without 1-character tokens and stop words."""
+    return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in STOP_WORDS]
+
+
+def doc_id_order(doc_id: str) -> tuple[int, int, str]:
+    """Sort key for tie-breaks: numeric ids by value first, then other ids as strings.
+
+    Comparing as int only when both ids are numeric would not be a total order with mixed ids
+    ("2" < "10" as numbers, "10" < "1a" < "2" as strings), so numeric ids sort first.
+    """
+    if doc_id.isascii() and doc_id.isdigit():
+        return (0, int(doc_id), doc_id)
+    return (1, 0, doc_id)
+
+
+class BM25Index:
+    """An inverted index over ``doc_id -> text`` that answers top-k BM25 queries."""
+
+    def __init__(
+        self,
+        docs: Mapping[str, str],
+        k1: float = 0.9,
+        b: float = 0.4,
+        analyzer: Analyzer = tokenize,
+    ) -> None:
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1 (got k1={k1}, b={b})")
+        self.k1 = k1
+        self.b = b
+        self.analyzer = analyzer
+        self._doc_ids: list[str] = []
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        lengths: list[int] = []
+        for doc_id, text in docs.items():
+            index = len(self._doc_ids)
+            self._doc_ids.append(doc_id)
+            counts = Counter(analyzer(text))
+            lengths.append(sum(counts.values()))
+            for term, tf in counts.items():
+                self._postings.setdefault(term, []).append((index, tf))
+        total = sum(lengths)
+        avgdl = total / len(lengths) if total else 1.0
+        # k1 * (1 - b + b * |D| / avgdl), the length normalization, once per document.
+        self._norms = [k1 * (1 - b + b * length / avgdl) for length in lengths]
+        self._order = [doc_id_order(doc_id) for doc_id in self._doc_ids]
+
+    def __len__(self) -> int:
+        return len(self._doc_ids)
+
+    def analyze(self, text: str) -> list[str]:
+        """The terms this index sees in ``text`` (for query-biased snippets)."""
+        return self.analyzer(text)
+
+    def idf(self, term: str) -> float:
+        """Lucene's BM25 idf of ``term``: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = len(self._postings.get(term, ()))
+        return math.log(1 + (len(self._doc_ids) - df + 0.5) / (df + 0.5))
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best ``(doc_id, score)`` pairs with score > 0, by score then doc id."""
+        if k <= 0:
+            return []
+        scores: dict[int, float] = {}
+        k1_plus_1 = self.k1 + 1
+        for term in self.analyzer(query):
+            postings = self._postings.get(term)
+            if not postings:
+                continue
+            idf = self.idf(term)
+            norms = self._norms
+            for index, tf in postings:
+                gain = idf * tf * k1_plus_1 / (tf + norms[index])
+                scores[index] = scores.get(index, 0.0) + gain
+        order = self._order
+        best = heapq.nsmallest(
+            k,
+            ((index, score) for index, score in scores.items() if score > 0),
+            key=lambda item: (-item[1], order[item[0]]),
+        )
+        return [(self._doc_ids[index], score) for index, score in best]

@@ -1,0 +1,323 @@
+"""Test collections in BEIR layout: documents, queries and graded judgments (qrels).
+
+A collection directory holds ``corpus.jsonl`` (``{"_id", "title", "text"}`` per line),
+``queries.jsonl`` (``{"_id", "text"}``) and ``qrels.tsv`` (``query-id  corpus-id  score`` with
+a header). TREC qrels (``qid 0 docid rel``, whitespace-separated, in ``qrels.txt`` or in a
+header-less four-column ``qrels.tsv``) are detected and read too.
+
+Every line is validated as it is read: a bad line raises :class:`DataError` with
+``file:line: what is wrong``. A judgment that names a query or document the collection does
+not hold is an error by default (a silently dropped judgment would change every metric).
+
+Documents are served by the simulator under ``https://<name>.evidence-bench.test/doc/<id>``
+(``.test`` is reserved by RFC 2606, so the addresses can never reach a real host);
+:meth:`Collection.doc_id_for` maps such an address back, so judgments keyed by ``doc_id``
+apply to results keyed by canonical URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote
+
+from evidence_bench.errors import ConfigurationError, DataError
+from evidence_bench.evidence import canonical_url
+
+__all__ = ["Collection", "Document", "Query", "load_collection"]
+
+CORPUS_FILE = "corpus.jsonl"
+QUERIES_FILE = "queries.jsonl"
+#: Where qrels are looked for, in order: BEIR's flat file, a TREC file, BEIR's split folder.
+QRELS_FILES = ("qrels.tsv", "qrels.txt", "qrels/test.tsv")
+
+_HOST_UNSAFE = re.compile(r"[^a-z0-9-]")
+_HEADER_FIRST_FIELDS = frozenset({"query-id", "query_id", "qid", "query"})
+_UNKNOWN_MODES = ("error", "warn")
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document of a collection; ``title`` or ``text`` may be empty."""
+
+    doc_id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One query (topic) of a collection."""
+
+    query_id: str
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class Collection:
+    """Documents, queries and qrels (``query_id -> doc_id -> grade``), in file order.
+
+    ``checksum`` identifies the data: for a loaded collection it is the SHA-256 of
+    ``corpus.jsonl``, ``queries.jsonl`` and the qrels file concatenated (so
+    ``cat corpus.jsonl queries.jsonl qrels.tsv | sha256sum`` reproduces it); for one built in
+    memory it is computed from the records. Caches keyed by it survive reloads.
+    ``dropped_qrels`` counts judgments skipped with ``unknown="warn"``. Equality and hashing
+    are by identity: a collection is a large container, not a value.
+    """
+
+    name: str
+    documents: dict[str, Document] = field(repr=False)
+    queries: dict[str, Query] = field(repr=False)
+    qrels: dict[str, dict[str, int]] = field(repr=False)
+    path: Path | None = None
+    checksum: str = ""
+    dropped_qrels: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.checksum:
+            object.__setattr__(self, "checksum", _records_checksum(self))
+
+    def __repr__(self) -> str:
+        judged = sum(len(docs) for docs in self.qrels.values())
+        return (
+            f"Collection(name={self.name!r}, documents={len(self.documents)}, "
+            f"queries={len(self.queries)}, qrels={judged}, checksum={self.checksum[:12]!r})"
+        )
+
+    @property
+    def host(self) -> str:
+        """The host name documents are served under (``<slug>.evidence-bench.test``)."""
+        slug = _HOST_UNSAFE.sub("-", self.name.lower()).strip("-") or "collection"
+        return f"{slug}.evidence-bench.test"
+
+    def url_for(self, doc_id: str) -> str:
+        """The address the simulator serves ``doc_id`` under."""
+        return f"https://{self.host}/doc/{quote(doc_id, safe='')}"
+
+    def doc_id_for(self, url: str) -> str | None:
+        """The document served at ``url`` (any spelling with the same canonical URL), or None."""
+        return self._doc_ids_by_url.get(canonical_url(url))
+
+    def qrels_by_url(self) -> dict[str, dict[str, int]]:
+        """The qrels keyed by canonical URL: ``query_id -> canonical URL -> grade``."""
+        return {
+            query_id: {canonical_url(self.url_for(doc_id)): grade for doc_id, grade in docs.items()}
+            for query_id, docs in self.qrels.items()
+        }
+
+    def judged_query_ids(self) -> list[str]:
+        """Queries with at least one relevant (grade > 0) judgment, in file order."""
+        return [
+            query_id
+            for query_id in self.queries
+            if any(grade > 0 for grade in self.qrels.get(query_id, {}).values())
+        ]
+
+    @cached_property
+    def _doc_ids_by_url(self) -> dict[str, str]:
+        return {canonical_url(self.url_for(doc_id)): doc_id for doc_id in self.documents}
+
+
+def load_collection(
+    path: str | Path,
+    name: str | None = None,
+    *,
+    unknown: Literal["error", "warn"] = "error",
+) -> Collection:
+    """Read a BEIR-layout collection directory, validating every line.
+
+    ``name`` defaults to the directory's name. ``unknown`` says what a qrels row naming an
+    unknown query or document does: ``"error"`` raises :class:`DataError`; ``"warn"`` skips
+    it, counts it in :attr:`Collection.dropped_qrels` and emits one warning per file.
+    """
+    if unknown not in _UNKNOWN_MODES:
+        raise ConfigurationError(
+            f"unknown={unknown!r} is not a valid choice (valid: {', '.join(_UNKNOWN_MODES)})"
+        )
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError(f"{root}: collection directory not found")
+    corpus_file = root / CORPUS_FILE
+    queries_file = root / QUERIES_FILE
+    qrels_file = next((root / n for n in QRELS_FILES if (root / n).is_file()), None)
+    if qrels_file is None:
+        raise DataError(
+            f"{root / QRELS_FILES[0]}: file not found (nor {', '.join(QRELS_FILES[1:])})"
+        )
+
+    corpus_bytes = _read_bytes(corpus_file)
+    queries_bytes = _read_bytes(queries_file)
+    qrels_bytes = _read_bytes(qrels_file)
+
+    documents = {
+        doc_id: Document(
+            doc_id,
+            _text_field(record, "title", corpus_file, n),
+            _text_field(record, "text", corpus_file, n),
+        )
+        for n, doc_id, record in _records(corpus_file, corpus_bytes, "document")
+    }
+    queries = {
+        query_id: Query(query_id, _text_field(record, "text", queries_file, n, required=True))
+        for n, query_id, record in _records(queries_file, queries_bytes, "query")
+    }
+    qrels, dropped = _read_qrels(qrels_file, qrels_bytes, documents, queries, unknown)
+
+    checksum = hashlib.sha256(corpus_bytes + queries_bytes + qrels_bytes).hexdigest()
+    return Collection(
+        name=name or root.resolve().name,
+        documents=documents,
+        queries=queries,
+        qrels=qrels,
+        path=root,
+        checksum=checksum,
+        dropped_qrels=dropped,
+    )
+
+
+def _read_bytes(file: Path) -> bytes:
+    try:
+        return file.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{file}: file not found") from None
+    except OSError as exc:
+        raise DataError(f"{file}: cannot be read ({exc.strerror})") from exc
+
+
+def _lines(file: Path, data: bytes) -> Iterator[tuple[int, str]]:
+    """Non-blank lines with their 1-based numbers; CRLF and a UTF-8 BOM are accepted."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        at = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"{file}:{at}: not valid UTF-8 ({exc.reason})") from exc
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.rstrip("\r")
+        if stripped.strip():
+            yield number, stripped
+
+
+def _records(file: Path, data: bytes, kind: str) -> Iterator[tuple[int, str, dict[str, object]]]:
+    """JSON objects with a unique ``_id`` (an int id is read as its decimal string)."""
+    first_seen: dict[str, int] = {}
+    for number, line in _lines(file, data):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{file}:{number}: invalid JSON ({exc.msg} at column {exc.colno})"
+            ) from exc
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{file}:{number}: expected a JSON object, found {type(record).__name__}"
+            )
+        raw_id = record.get("_id")
+        if raw_id is None:
+            raise DataError(f"{file}:{number}: missing '_id'")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+            raise DataError(f"{file}:{number}: '_id' must be a string, found {raw_id!r}")
+        item_id = str(raw_id).strip()
+        if not item_id:
+            raise DataError(f"{file}:{number}: '_id' is empty")
+        if item_id in first_seen:
+            raise DataError(
+                f"{file}:{number}: duplicate {kind} id {item_id!r} "
+                f"(first on line {first_seen[item_id]})"
+            )
+        first_seen[item_id] = number
+        yield number, item_id, record
+
+
+def _text_field(
+    record: dict[str, object], key: str, file: Path, number: int, *, required: bool = False
+) -> str:
+    value = record.get(key)
+    if value is None:
+        if required:
+            raise DataError(f"{file}:{number}: missing {key!r}")
+        return ""
+    if not isinstance(value, str):
+        raise DataError(f"{file}:{number}: {key!r} must be a string, found {value!r}")
+    return value
+
+
+def _read_qrels(
+    file: Path,
+    data: bytes,
+    documents: dict[str, Document],
+    queries: dict[str, Query],
+    unknown: str,
+) -> tuple[dict[str, dict[str, int]], int]:
+    """BEIR (``query-id corpus-id score``) or TREC (``qid iter docid rel``), by column count."""
+    qrels: dict[str, dict[str, int]] = {}
+    first_seen: dict[tuple[str, str], int] = {}
+    dropped: list[str] = []
+    trec: bool | None = None
+    for number, line in _lines(file, data):
+        words = line.split()
+        # BEIR is tab-separated (an id may hold a space); TREC is any whitespace.
+        cells = [cell.strip() for cell in line.split("\t")] if "\t" in line else words
+        fields = words if trec else cells
+        if trec is None:  # the first line decides the format
+            trec = len(words) == 4 and len(cells) != 3
+            fields = words if trec else cells
+            if not trec and len(fields) == 3 and fields[0].lower() in _HEADER_FIRST_FIELDS:
+                continue
+        expected = 4 if trec else 3
+        if len(fields) != expected:
+            layout = (
+                "TREC: query-id iteration doc-id relevance" if trec else "query-id corpus-id score"
+            )
+            raise DataError(
+                f"{file}:{number}: expected {expected} columns ({layout}), found {len(fields)}"
+            )
+        query_id, doc_id, score = (fields[0], fields[2], fields[3]) if trec else fields
+        try:
+            grade = int(score)
+        except ValueError:
+            raise DataError(f"{file}:{number}: score {score!r} is not an integer") from None
+        if (query_id, doc_id) in first_seen:
+            raise DataError(
+                f"{file}:{number}: duplicate judgment for query {query_id!r} and document "
+                f"{doc_id!r} (first on line {first_seen[query_id, doc_id]})"
+            )
+        first_seen[query_id, doc_id] = number
+        problem = ""
+        if query_id not in queries:
+            problem = f"unknown query id {query_id!r} (not in {QUERIES_FILE})"
+        elif doc_id not in documents:
+            problem = f"unknown document id {doc_id!r} (not in {CORPUS_FILE})"
+        if problem:
+            if unknown == "error":
+                raise DataError(f"{file}:{number}: {problem}")
+            dropped.append(f"{file}:{number}: {problem}")
+            continue
+        qrels.setdefault(query_id, {})[doc_id] = grade
+    if dropped:
+        warnings.warn(
+            f"{len(dropped)} judgment(s) skipped for an unknown query or document; "
+            f"first: {dropped[0]}",
+            UserWarning,
+            stacklevel=3,
+        )
+    return qrels, len(dropped)
+
+
+def _records_checksum(collection: Collection) -> str:
+    """SHA-256 of the records in a canonical JSON form, for collections built in memory."""
+    digest = hashlib.sha256()
+    for doc in collection.documents.values():
+        digest.update(json.dumps(["d", doc.doc_id, doc.title, doc.text]).encode() + b"\n")
+    for query in collection.queries.values():
+        digest.update(json.dumps(["q", query.query_id, query.text]).encode() + b"\n")
+    for query_id, docs in collection.qrels.items():
+        for doc_id, grade in docs.items():
+            digest.update(json.dumps(["r", query_id, doc_id, grade]).encode() + b"\n")
+    return digest.hexdigest()

@@ -1,0 +1,657 @@
+"""A Brave-compatible Web Search endpoint that serves a test collection, offline.
+
+The engine and its provider talk to Brave's API; the experiment needs the same conversation
+over a collection with qrels. :class:`BraveSimulator` answers ``GET /res/v1/web/search`` from a
+BM25 index with Brave's body, headers, limits and error bodies (``BRAVE_API.md``), so the
+provider code under test is the code that talks to Brave. It runs in-process
+(:class:`SimulatorTransport`, no socket) or over HTTP on 127.0.0.1 only (:func:`serve`,
+:func:`run_server`).
+
+Success bodies are a pure function of the request (same query, same bytes), so cassettes
+recorded against the simulator never change between recordings; only error ids and times and,
+with ``rate_limit`` set, the per-second rate-limit headers vary.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import json
+import math
+import re
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import httpx
+
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
+from evidence_bench.simulation.bm25 import BM25Index
+from evidence_bench.simulation.collections import Collection, Document
+
+__all__ = [
+    "SEARCH_PATH",
+    "BraveSimulator",
+    "RunningSimulator",
+    "SimResponse",
+    "SimulatorTransport",
+    "run_server",
+    "serve",
+]
+
+SEARCH_PATH = "/res/v1/web/search"
+LOOPBACK = "127.0.0.1"
+MAX_COUNT = 20
+MAX_OFFSET = 9
+SNIPPET_CHARS = 300
+TITLE_WORDS = 10
+MONTH_SECONDS = 2_592_000
+#: Reported when ``rate_limit`` is None, and the monthly window in every answer: the monthly
+#: quota is not simulated, each answer reports one request used.
+UNLIMITED_RATE = 1000
+MONTHLY_QUOTA = 15_000
+
+_SPAN = re.compile(r"[^\W_]+")
+_INTEGER = re.compile(r"-?[0-9]+")
+_BOOLEANS = {"true": True, "false": False}
+
+
+@dataclass(frozen=True, slots=True)
+class SimResponse:
+    """One answer: status, headers (canonical case) and the exact body bytes."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body decoded (every answer is JSON)."""
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class _SearchRequest:
+    q: str
+    count: int
+    offset: int
+    text_decorations: bool
+    extra_snippets: bool
+
+
+class BraveSimulator:
+    """Answers Brave Web Search requests from a collection's BM25 ranking.
+
+    ``token``: the only accepted ``X-Subscription-Token`` (None accepts any non-empty one).
+    ``rate_limit``: successful requests allowed per 1-second window (None: unlimited, and
+    the rate-limit headers are constants). ``clock`` (monotonic seconds) drives the window;
+    ``wall_clock`` (Unix seconds) stamps error bodies.
+    """
+
+    def __init__(
+        self,
+        collection: Collection,
+        *,
+        token: str | None = None,
+        rate_limit: int | None = None,
+        extra_snippet_count: int = 3,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if rate_limit is not None and rate_limit < 1:
+            raise ConfigurationError(f"rate_limit must be at least 1 or None, got {rate_limit}")
+        if not 0 <= extra_snippet_count <= 5:
+            raise ConfigurationError(
+                f"extra_snippet_count must be 0-5 (Brave sends up to 5), got {extra_snippet_count}"
+            )
+        self.collection = collection
+        self.extra_snippet_count = extra_snippet_count
+        self._token = token
+        self._rate_limit = rate_limit
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._window_start: float | None = None
+        self._window_used = 0
+        self._index = _index_for(collection)
+
+    def __repr__(self) -> str:
+        token = "None" if self._token is None else "'***'"
+        return (
+            f"BraveSimulator(collection={self.collection.name!r}, token={token}, "
+            f"rate_limit={self._rate_limit})"
+        )
+
+    def handle(
+        self, method: str, path: str, params: Mapping[str, str], headers: Mapping[str, str]
+    ) -> SimResponse:
+        """Answer one request; ``params`` are the query parameters, ``headers`` any case."""
+        if path != SEARCH_PATH:
+            return self._error(404, "RESOURCE_NOT_FOUND", "Resource not found.", {"path": path})
+        if method.upper() != "GET":
+            return self._error(
+                405,
+                "METHOD_NOT_ALLOWED",
+                f"Method {method.upper()} not allowed.",
+                {"allow": "GET"},
+                {"Allow": "GET"},
+            )
+        lowered = {name.lower(): value for name, value in headers.items()}
+        token = lowered.get("x-subscription-token")
+        errors: list[dict[str, Any]] = []
+        if token is None:
+            errors.append(
+                _field_error(("header", "x-subscription-token"), "Field required", "missing")
+            )
+        request = _parse_params(params, errors)
+        if errors or request is None or token is None:
+            return self._error(
+                422, "VALIDATION", "Unable to validate request parameter(s)", {"errors": errors}
+            )
+        if not self._token_ok(token):
+            return self._error(
+                422,
+                "SUBSCRIPTION_TOKEN_INVALID",
+                "The provided subscription token is invalid.",
+                {"component": "authentication"},
+            )
+        allowed, rate_headers, rate_current = self._take_rate_slot()
+        if not allowed:
+            meta = {
+                "plan": "Simulator",
+                "rate_limit": self._rate_limit,
+                "rate_current": rate_current,
+                "quota_limit": MONTHLY_QUOTA,
+                "quota_current": 1,
+                "component": "rate_limiter",
+            }
+            return self._error(
+                429, "RATE_LIMITED", "Request rate limit exceeded for plan", meta, rate_headers
+            )
+        body = _encode(self._search_body(request))
+        return SimResponse(200, {"Content-Type": "application/json", **rate_headers}, body)
+
+    # -- authentication and rate limit -------------------------------------------------------
+
+    def _token_ok(self, token: str) -> bool:
+        if not token.strip():
+            return False
+        if self._token is None:
+            return True
+        return hmac.compare_digest(token.encode(), self._token.encode())
+
+    def _take_rate_slot(self) -> tuple[bool, dict[str, str], int]:
+        """Count one successful request in the current 1-second window, if it has room."""
+        limit = self._rate_limit
+        if limit is None:
+            return True, _rate_headers(UNLIMITED_RATE, UNLIMITED_RATE - 1, 1), 1
+        now = self._clock()
+        with self._lock:
+            if self._window_start is None or now - self._window_start >= 1.0:
+                self._window_start = now
+                self._window_used = 0
+            reset = max(1, math.ceil(self._window_start + 1.0 - now))
+            if self._window_used >= limit:
+                return False, _rate_headers(limit, 0, reset), self._window_used + 1
+            self._window_used += 1
+            return True, _rate_headers(limit, limit - self._window_used, reset), self._window_used
+
+    def _error(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        meta: Mapping[str, Any],
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> SimResponse:
+        body = {
+            "type": "ErrorResponse",
+            "error": {
+                "id": str(uuid.uuid4()),
+                "status": status,
+                "code": code,
+                "detail": detail,
+                "meta": dict(meta),
+            },
+            "time": int(self._wall_clock()),
+        }
+        headers = {"Content-Type": "application/json", **(extra_headers or {})}
+        return SimResponse(status, headers, _encode(body))
+
+    # -- the search body ---------------------------------------------------------------------
+
+    def _search_body(self, request: _SearchRequest) -> dict[str, Any]:
+        start = request.offset * request.count
+        hits = self._index.search(request.q, start + request.count + 1)
+        page = hits[start : start + request.count]
+        more = len(hits) > start + request.count and request.offset < MAX_OFFSET
+        terms = frozenset(self._index.analyze(request.q))
+        results = [
+            self._result(self.collection.documents[doc_id], terms, request) for doc_id, _ in page
+        ]
+        body: dict[str, Any] = {
+            "query": {
+                "original": request.q,
+                "show_strict_warning": False,
+                "is_navigational": False,
+                "is_news_breaking": False,
+                "spellcheck_off": True,
+                "country": "us",
+                "bad_results": False,
+                "should_fallback": False,
+                "postal_code": "",
+                "city": "",
+                "header_country": "",
+                "more_results_available": more,
+                "state": "",
+            },
+            "mixed": {
+                "type": "mixed",
+                "main": [{"type": "web", "index": i, "all": False} for i in range(len(results))],
+                "top": [],
+                "side": [],
+            },
+            "type": "search",
+        }
+        if results:
+            body["web"] = {"type": "search", "results": results, "family_friendly": True}
+        return body
+
+    def _result(
+        self, doc: Document, terms: frozenset[str], request: _SearchRequest
+    ) -> dict[str, Any]:
+        host = self.collection.host
+        favicon = f"https://{host}/favicon.ico"
+        words = (doc.text or doc.title).split()
+        hits = [frozenset(self._index.analyze(word)) & terms for word in words]
+        windows = _windows(
+            words, hits, 1 + (self.extra_snippet_count if request.extra_snippets else 0)
+        )
+        description = ""
+        if windows:
+            lo, hi = windows[0]
+            description = _render(
+                words[lo:hi], terms, self._index.analyze, request.text_decorations
+            )
+        result: dict[str, Any] = {
+            "title": html.escape(_title(doc)),
+            "url": self.collection.url_for(doc.doc_id),
+            "description": description,
+            "type": "search_result",
+            "subtype": "generic",
+            "is_source_local": False,
+            "is_source_both": False,
+            "is_live": False,
+            "language": "en",
+            "family_friendly": True,
+            "profile": {
+                "name": self.collection.name,
+                "url": f"https://{host}/",
+                "long_name": host,
+                "img": favicon,
+            },
+            "meta_url": {
+                "scheme": "https",
+                "netloc": host,
+                "hostname": host,
+                "favicon": favicon,
+                "path": f"› doc › {doc.doc_id}",
+            },
+        }
+        if request.extra_snippets and len(windows) > 1:
+            # Brave's extra snippets are plain excerpts, without <strong> decorations.
+            result["extra_snippets"] = [
+                _render(words[lo:hi], terms, self._index.analyze, False) for lo, hi in windows[1:]
+            ]
+        return result
+
+
+_INDEXES: dict[str, BM25Index] = {}
+_INDEXES_LOCK = threading.Lock()
+_INDEXES_KEPT = 4
+
+
+def _index_for(collection: Collection) -> BM25Index:
+    """The BM25 index over title + text, shared by simulators of the same checksum.
+
+    A runner may build a simulator per worker or per replay miss; indexing once per
+    collection keeps that cheap. The few most recent collections are kept.
+    """
+    with _INDEXES_LOCK:
+        index = _INDEXES.get(collection.checksum)
+        if index is None:
+            index = BM25Index(
+                {doc.doc_id: f"{doc.title} {doc.text}" for doc in collection.documents.values()}
+            )
+            if len(_INDEXES) >= _INDEXES_KEPT:
+                del _INDEXES[next(iter(_INDEXES))]
+            _INDEXES[collection.checksum] = index
+        return index
+
+
+# -- request parsing (Brave's rules, pydantic-style messages) ------------------------------------
+
+
+def _field_error(loc: Sequence[str], msg: str, kind: str) -> dict[str, Any]:
+    return {"loc": list(loc), "msg": msg, "type": kind}
+
+
+def _parse_params(params: Mapping[str, str], errors: list[dict[str, Any]]) -> _SearchRequest | None:
+    """The search request, or None after appending each violation to ``errors``."""
+    before = len(errors)
+    q = params.get("q")
+    loc = ("query", "q")
+    if q is None:
+        errors.append(_field_error(loc, "Field required", "missing"))
+    elif not q.strip():
+        errors.append(
+            _field_error(loc, "String should have at least 1 character", "string_too_short")
+        )
+    elif len(q) > MAX_QUERY_CHARS:
+        msg = f"String should have at most {MAX_QUERY_CHARS} characters"
+        errors.append(_field_error(loc, msg, "string_too_long"))
+    elif len(q.split()) > MAX_QUERY_WORDS:
+        msg = f"Value error, query should have at most {MAX_QUERY_WORDS} words"
+        errors.append(_field_error(loc, msg, "value_error"))
+    count = _parse_int(params, "count", MAX_COUNT, 1, MAX_COUNT, errors)
+    offset = _parse_int(params, "offset", 0, 0, MAX_OFFSET, errors)
+    decorations = _parse_bool(params, "text_decorations", True, errors)
+    extra = _parse_bool(params, "extra_snippets", False, errors)
+    _parse_bool(params, "spellcheck", True, errors)
+    if len(errors) > before or q is None:
+        return None
+    return _SearchRequest(q, count, offset, decorations, extra)
+
+
+def _parse_int(
+    params: Mapping[str, str],
+    name: str,
+    default: int,
+    low: int,
+    high: int,
+    errors: list[dict[str, Any]],
+) -> int:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    loc = ("query", name)
+    if not _INTEGER.fullmatch(raw.strip()):
+        msg = "Input should be a valid integer, unable to parse string as an integer"
+        errors.append(_field_error(loc, msg, "int_parsing"))
+        return default
+    value = int(raw)
+    if value < low:
+        errors.append(
+            _field_error(
+                loc, f"Input should be greater than or equal to {low}", "greater_than_equal"
+            )
+        )
+    elif value > high:
+        errors.append(
+            _field_error(loc, f"Input should be less than or equal to {high}", "less_than_equal")
+        )
+    return value
+
+
+def _parse_bool(
+    params: Mapping[str, str], name: str, default: bool, errors: list[dict[str, Any]]
+) -> bool:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    value = _BOOLEANS.get(raw.strip().lower())
+    if value is None:
+        msg = "Input should be a valid boolean, unable to interpret input"
+        errors.append(_field_error(("query", name), msg, "bool_parsing"))
+        return default
+    return value
+
+
+def _rate_headers(per_second: int, remaining: int, reset: int) -> dict[str, str]:
+    """Brave's two-window headers: per second, then per month (BRAVE_API.md)."""
+    return {
+        "X-RateLimit-Limit": f"{per_second}, {MONTHLY_QUOTA}",
+        "X-RateLimit-Policy": f"{per_second};w=1, {MONTHLY_QUOTA};w={MONTH_SECONDS}",
+        "X-RateLimit-Remaining": f"{remaining}, {MONTHLY_QUOTA - 1}",
+        "X-RateLimit-Reset": f"{reset}, {MONTH_SECONDS}",
+    }
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# -- snippets ------------------------------------------------------------------------------------
+
+
+def _title(doc: Document) -> str:
+    if doc.title.strip():
+        return doc.title.strip()
+    words = doc.text.split()
+    if not words:
+        return f"Document {doc.doc_id}"
+    return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
+
+
+def _windows(words: list[str], hits: list[frozenset[str]], n: int) -> list[tuple[int, int]]:
+    """Up to ``n`` disjoint word windows of at most SNIPPET_CHARS, best first.
+
+    The best window has the most distinct query terms, then the most term hits, then comes
+    first; each next one is the best among the words no earlier window holds.
+    """
+    chosen: list[tuple[int, int]] = []
+    gaps = [(0, len(words))] if words else []
+    while gaps and len(chosen) < n:
+        candidates = [_best_window(words, hits, lo, hi) for lo, hi in gaps]
+        _, lo, hi = max(candidates, key=lambda c: (c[0], -c[1]))
+        chosen.append((lo, hi))
+        gaps = [g for gap in gaps for g in _split_gap(gap, lo, hi)]
+    return chosen
+
+
+def _split_gap(gap: tuple[int, int], lo: int, hi: int) -> list[tuple[int, int]]:
+    if not gap[0] <= lo < gap[1]:
+        return [gap]
+    return [g for g in ((gap[0], lo), (hi, gap[1])) if g[0] < g[1]]
+
+
+def _best_window(
+    words: list[str], hits: list[frozenset[str]], lo: int, hi: int
+) -> tuple[tuple[int, int], int, int]:
+    """The best ``(score, start, end)`` window within ``words[lo:hi]`` (two pointers, O(n))."""
+    best: tuple[tuple[int, int], int, int] | None = None
+    end = lo
+    length = -1  # len(" ".join(words[start:end])), and -1 while the window is empty
+    counts: dict[str, int] = {}
+    total = 0
+    for start in range(lo, hi):
+        while end < hi and (end == start or length + 1 + len(words[end]) <= SNIPPET_CHARS):
+            length += 1 + len(words[end])
+            for term in hits[end]:
+                counts[term] = counts.get(term, 0) + 1
+            total += len(hits[end])
+            end += 1
+        score = (len(counts), total)
+        if best is None or score > best[0]:
+            best = (score, start, end)
+        length -= 1 + len(words[start])
+        for term in hits[start]:
+            counts[term] -= 1
+            if not counts[term]:
+                del counts[term]
+        total -= len(hits[start])
+    assert best is not None  # lo < hi: the loop ran
+    return best
+
+
+def _render(
+    words: list[str], terms: frozenset[str], analyze: Callable[[str], list[str]], decorate: bool
+) -> str:
+    """The words HTML-escaped, joined by spaces; query terms in ``<strong>`` if ``decorate``."""
+    text = " ".join(words)
+    if len(text) > SNIPPET_CHARS:  # one word longer than a snippet
+        text = text[:SNIPPET_CHARS]
+    if not decorate:
+        return html.escape(text)
+    parts: list[str] = []
+    position = 0
+    for match in _SPAN.finditer(text):
+        if terms.intersection(analyze(match.group())):
+            parts.append(html.escape(text[position : match.start()]))
+            parts.append(f"<strong>{html.escape(match.group())}</strong>")
+            position = match.end()
+    parts.append(html.escape(text[position:]))
+    return "".join(parts)
+
+
+# -- in-process transport ------------------------------------------------------------------------
+
+
+class SimulatorTransport(httpx.BaseTransport):
+    """An httpx transport that hands each request to a simulator, with no socket."""
+
+    def __init__(self, simulator: BraveSimulator) -> None:
+        self.simulator = simulator
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        params = {name: request.url.params[name] for name in request.url.params}
+        answer = self.simulator.handle(
+            request.method, request.url.path, params, dict(request.headers.items())
+        )
+        return httpx.Response(
+            answer.status, headers=answer.headers, content=answer.body, request=request
+        )
+
+
+# -- loopback HTTP server ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunningSimulator:
+    """A simulator being served: point a Brave client's base URL at ``base_url``."""
+
+    base_url: str
+    port: int
+
+    @property
+    def search_url(self) -> str:
+        """The Web Search endpoint's full address."""
+        return f"{self.base_url}/web/search"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hangs up; report anything else (a bug) as usual."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Hands every request to ``simulator``; no Date or Server header, no access log."""
+
+    simulator: BraveSimulator
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request access log on stderr."""
+
+    def _answer(self, send_body: bool = True) -> None:
+        split = urlsplit(self.path)
+        params: dict[str, str] = {}
+        for name, value in parse_qsl(split.query, keep_blank_values=True):
+            params.setdefault(name, value)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        if length > 0:
+            self.rfile.read(length)
+        answer = self.simulator.handle(
+            self.command, unquote(split.path), params, dict(self.headers.items())
+        )
+        # send_response_only: no Date header, so recorded cassettes stay byte-stable.
+        self.send_response_only(answer.status)
+        for name, value in answer.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer.body)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(answer.body)
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_HEAD(self) -> None:
+        self._answer(send_body=False)
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
+
+
+def _make_server(simulator: BraveSimulator, host: str, port: int) -> _Server:
+    if host != LOOPBACK:
+        raise ConfigurationError(
+            f"the simulator listens on {LOOPBACK} only, never beyond loopback; got host {host!r}"
+        )
+    if not 0 <= port <= 65535:
+        raise ConfigurationError(f"port must be 0-65535 (0 picks a free one), got {port}")
+    handler = type("SimulatorHandler", (_Handler,), {"simulator": simulator})
+    try:
+        return _Server((LOOPBACK, port), handler)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot listen on {LOOPBACK}:{port} ({exc.strerror}); choose another port"
+        ) from exc
+
+
+@contextmanager
+def serve(
+    simulator: BraveSimulator, *, host: str = LOOPBACK, port: int = 0
+) -> Iterator[RunningSimulator]:
+    """Serve ``simulator`` on 127.0.0.1 in a daemon thread for the ``with`` block.
+
+    ``port=0`` picks a free port; the yielded :class:`RunningSimulator` names it.
+    """
+    server = _make_server(simulator, host, port)
+    bound_port = int(server.server_address[1])
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name=f"brave-simulator-{bound_port}",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield RunningSimulator(base_url=f"http://{LOOPBACK}:{bound_port}/res/v1", port=bound_port)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def run_server(simulator: BraveSimulator, host: str = LOOPBACK, port: int = 8765) -> None:
+    """Serve ``simulator`` in the foreground until Ctrl-C (the CLI's ``serve`` command)."""
+    server = _make_server(simulator, host, port)
+    bound_port = int(server.server_address[1])
+    print(
+        f"Brave-compatible simulator for {simulator.collection.name} at "
+        f"http://{LOOPBACK}:{bound_port}/res/v1 (Ctrl-C to stop)",
+        flush=True,
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
