@@ -1,0 +1,108 @@
+"""Query refinement from feedback: add the words that the results a user liked share.
+
+The refined query is only for retrieval (``expand``); rankers keep scoring against the
+original query, so a refinement can widen the candidate pool without drifting the ranking.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from evidence_bench.engine.base import Feedback, RefinedQuery
+from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
+
+__all__ = ["LexicalRefiner"]
+
+# Term scores are rounded before ordering so that equal scores computed along different
+# float paths still tie and fall back to the alphabetical order.
+_TIE_DIGITS = 12
+
+
+def _document(item: Evidence) -> str:
+    return " ".join((item.title, item.snippet, *item.extra_snippets))
+
+
+@dataclass(frozen=True)
+class LexicalRefiner:
+    """Appends up to ``max_terms`` terms from positively marked results to the query.
+
+    * Candidate terms come from the title, snippet and extra snippets of results marked
+      MORE or RELEVANT, minus every term of the query itself.
+    * Each term scores tf x idf: tf summed over the positive results; idf over all
+      candidates, ``ln((N + 1) / (df + 1)) + 1`` as in the ranker.
+    * A term tied mainly to irrelevant evidence is dropped: its summed tf in results marked
+      LESS or IRRELEVANT is at least its summed tf in the positive ones.
+    * Terms are appended by score, descending, ties alphabetically; a term that would take
+      the query past Brave's limits (400 characters, 50 words) is skipped.
+
+    Without positive feedback nothing is added: the query comes back unchanged. Negative
+    feedback alone says what to avoid, and Brave's ``q`` has no reliable way to exclude it.
+    """
+
+    max_terms: int = 4
+    analyzer: Analyzer = field(default=tokenize)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_terms, bool) or not isinstance(self.max_terms, int):
+            raise ConfigurationError(f"max_terms must be an integer, got {self.max_terms!r}")
+        if self.max_terms < 0:
+            raise ConfigurationError(f"max_terms must be >= 0, got {self.max_terms}")
+
+    def refine(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> RefinedQuery:
+        """The query with the added terms, and those terms in the order they were added."""
+        ranked = self.term_scores(query, candidates, feedback)
+        base = query.strip()
+        terms = self._fit(base, (term for term, _ in ranked))
+        if not terms:
+            return RefinedQuery(query=query, added_terms=())
+        return RefinedQuery(query=f"{base} {' '.join(terms)}", added_terms=tuple(terms))
+
+    def term_scores(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[tuple[str, float]]:
+        """Every eligible term with its tf-idf score, in the order :meth:`refine` adds them."""
+        positive: Counter[str] = Counter()
+        negative: Counter[str] = Counter()
+        df: Counter[str] = Counter()
+        for item in candidates:
+            terms = self.analyzer(_document(item))
+            df.update(set(terms))
+            label = feedback.get(item.key)
+            if label is None:
+                continue
+            if label.polarity > 0:
+                positive.update(terms)
+            elif label.polarity < 0:
+                negative.update(terms)
+        excluded = set(self.analyzer(query))
+        n = len(candidates)
+        scored = [
+            # tf-idf with the smoothed idf ln((N + 1) / (df + 1)) + 1.
+            (term, tf * (math.log((n + 1) / (df[term] + 1)) + 1.0))
+            for term, tf in positive.items()
+            if term not in excluded and negative[term] < tf
+        ]
+        scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+        return scored
+
+    def _fit(self, query: str, ordered: Iterable[str]) -> list[str]:
+        """Up to ``max_terms`` terms, skipping any that would break Brave's query limits."""
+        chars = len(query)
+        words = len(query.split())
+        kept: list[str] = []
+        for term in ordered:
+            if len(kept) == self.max_terms:
+                break
+            if chars + 1 + len(term) > MAX_QUERY_CHARS or words + 1 > MAX_QUERY_WORDS:
+                continue
+            kept.append(term)
+            chars += 1 + len(term)
+            words += 1
+        return kept

@@ -1,0 +1,61 @@
+"""Turning result text into terms: the one analyzer the ranker and the refiner share.
+
+Both must see the same terms, or the refiner would add words the ranker cannot match. The
+analyzer is a frozen dataclass so it can sit in a config, be compared and be hashed (the
+ranker caches term counts per analyzer and text). Stemming is a later step of the same
+per-token pipeline (:meth:`Analyzer._keep`), not a new seam.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["STOP_WORDS", "Analyzer", "tokenize"]
+
+_STOP_WORDS_TEXT = """
+    a about above after again against all am an and any are as at
+    be because been before being below between both but by
+    can could did do does doing down during each few for from further
+    had has have having he her here hers him his how
+    i if in into is it its itself just me more most my
+    no nor not of off on once only or other our ours out over own
+    same she should so some such than that the their theirs them then there these they
+    this those through to too under until up very
+    was we were what when where which while who whom why will with would
+    you your yours
+"""
+#: A small English stop-word list: articles, prepositions, conjunctions, pronouns,
+#: auxiliaries and question words. Deliberately short: on 20-60 snippets a long list would
+#: remove words that still tell results apart.
+STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
+
+# A token is a run of letters or digits in any script; everything else separates tokens.
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzer:
+    """Splits text into terms: optional lowercasing, stop words and a minimum length.
+
+    Stop words are matched case-insensitively, so ``lowercase=False`` keeps the case of the
+    terms but still drops "The". ``stop_words=None`` keeps every word.
+    """
+
+    lowercase: bool = True
+    stop_words: frozenset[str] | None = STOP_WORDS
+    min_length: int = 2
+
+    def __call__(self, text: str) -> list[str]:
+        """The terms of ``text`` in order of appearance, repeats kept (they are the tf)."""
+        source = text.lower() if self.lowercase else text
+        return [token for token in _TOKEN.findall(source) if self._keep(token)]
+
+    def _keep(self, token: str) -> bool:
+        if len(token) < self.min_length:
+            return False
+        return self.stop_words is None or token.lower() not in self.stop_words
+
+
+#: The default analyzer; ``tokenize("What is TF-IDF?") == ["tf", "idf"]``.
+tokenize = Analyzer()
