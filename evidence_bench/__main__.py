@@ -1,0 +1,193 @@
+"""``python -m evidence_bench COMMAND``: run, record, serve, report, check.
+
+``run`` and ``record`` take Hydra overrides (``+experiment=NAME``, ``ranker.beta=0.5``,
+``--multirun``); ``__main__`` only wires configs to the plain functions that do the work.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+USAGE = """\
+usage: python -m evidence_bench COMMAND [ARGS]
+
+commands:
+  run +experiment=NAME [overrides]     replay cassettes, simulate users, write a run + report
+  record +experiment=NAME [overrides]  record the cassettes an experiment needs
+  serve collection=NAME [port=8765]    a Brave-compatible simulator on 127.0.0.1
+  report RUN_DIR                       re-render RUN_DIR/report.html (or a multirun dir)
+  check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
+
+experiments: smoke, ci, rocchio_sweep, policy_compare (conf/experiment/)
+"""
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def _fail(message: str, code: int = 1) -> None:
+    print(f"evidence_bench: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _hydra(task: Any, argv: list[str]) -> None:
+    import hydra
+
+    from evidence_bench.experiment.config import register_configs
+
+    register_configs()
+    sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
+    hydra.main(config_path=CONF_DIR, config_name="config", version_base=None)(task)()
+
+
+def _resolved(cfg: Any) -> tuple[dict[str, Any], str]:
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    return {str(k): v for k, v in container.items()}, OmegaConf.to_yaml(cfg, resolve=True)
+
+
+def _run(cfg: Any) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.run import perform_run
+
+    plain, text = _resolved(cfg)
+    hydra_cfg = HydraConfig.get()
+    job_dir = None
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        job_dir = Path(hydra_cfg.runtime.output_dir) / "run"
+    try:
+        outcome = perform_run(plain, text, run_dir=job_dir)
+    except EvidenceBenchError as exc:
+        _fail(str(exc))
+    _print_outcome(outcome.path)
+
+
+def _print_outcome(path: Path) -> None:
+    try:
+        from evidence_bench.report.terminal import summary_table
+
+        print(summary_table(path))
+    except ImportError:  # pragma: no cover - the report package ships with the engine
+        pass
+    report = path / "report.html"
+    print(f"run: {path}")
+    if report.exists():
+        print(f"report: {report}")
+
+
+def _record(cfg: Any) -> None:
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.runner import plan_run
+    from evidence_bench.fixtures.record import record
+
+    plain, _text = _resolved(cfg)
+    try:
+        summary = record(
+            plan_run(plain),
+            provider=str(plain.get("provider", "simulator")),
+            rounds=int(plain.get("record_rounds", 1)),
+        )
+    except EvidenceBenchError as exc:
+        _fail(str(exc))
+    print(
+        f"recorded {summary.interactions} interactions for {summary.queries} queries "
+        f"in {summary.directory}; manifest {summary.manifest}"
+    )
+
+
+def _key_values(argv: list[str], allowed: dict[str, str]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key not in allowed:
+            valid = ", ".join(f"{k}=<{v}>" for k, v in allowed.items())
+            _fail(f"serve: unexpected argument {arg!r} (valid: {valid})", 2)
+        values[key] = value
+    return values
+
+
+def _serve(argv: list[str]) -> None:
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.queryset import resolve_path
+    from evidence_bench.simulation.collections import load_collection
+    from evidence_bench.simulation.simulator import BraveSimulator, run_server
+
+    args = _key_values(
+        argv,
+        {
+            "collection": "name or path",
+            "port": "int",
+            "token": "text",
+            "rate_limit": "requests/s",
+        },
+    )
+    name = args.get("collection", "cranfield")
+    try:
+        path = (
+            Path(name) if Path(name).is_dir() else resolve_path(f"collections/{name}", "collection")
+        )
+        port = int(args.get("port", "8765"))
+        rate = int(args["rate_limit"]) if "rate_limit" in args else None
+        simulator = BraveSimulator(
+            load_collection(path, name=path.name), token=args.get("token"), rate_limit=rate
+        )
+        run_server(simulator, "127.0.0.1", port)
+    except ValueError as exc:
+        _fail(f"serve: {exc}", 2)
+    except EvidenceBenchError as exc:
+        _fail(str(exc))
+
+
+def _report(argv: list[str]) -> None:
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.report.render import gather_multirun, render_report
+
+    if len(argv) != 1:
+        _fail("usage: python -m evidence_bench report RUN_DIR", 2)
+    target = Path(argv[0])
+    if not target.is_dir():
+        _fail(f"report: {target} is not a directory", 2)
+    try:
+        if (target / "manifest.json").exists():
+            path = render_report(target)
+        else:
+            path = gather_multirun(target)
+    except EvidenceBenchError as exc:
+        _fail(str(exc))
+    print(f"report: {path}")
+
+
+def _check(argv: list[str]) -> None:
+    from evidence_bench.gate import main as gate_main
+
+    raise SystemExit(gate_main(argv))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        raise SystemExit(0 if args else 2)
+    command, rest = args[0], args[1:]
+    if command == "run":
+        _hydra(_run, rest)
+    elif command == "record":
+        _hydra(_record, rest)
+    elif command == "serve":
+        _serve(rest)
+    elif command == "report":
+        _report(rest)
+    elif command == "check":
+        _check(rest)
+    else:
+        _fail(f"unknown command {command!r}; commands: run, record, serve, report, check", 2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Experiments: typed configs, simulated episodes, the runner and the run directory."""

@@ -1,0 +1,183 @@
+"""One simulated episode: a user gives feedback over rounds; every stage is evaluated.
+
+For each round r = 1..R the user examines the displayed list (the provider's order at
+round 1, then the last ranking), the session records the marks, ``show`` reranks
+(stage ``rerank``) and ``expand`` retrieves with the refined query (stage ``expand``).
+At every round the ``initial`` ranking (the provider's order) and the ``control`` ranking
+(the same ranker with its feedback terms off, over the initial candidates) are evaluated
+under the same removal of examined documents, so before, control and after compare like
+with like.
+
+Evaluation modes (Salton & Buckley 1990 for residual ranking):
+- ``full``: the ranking as it is, against all judgments;
+- ``residual``: every document examined up to round r leaves the ranking and the qrels;
+  a query with no relevant document left is excluded (no row);
+- ``frozen``: examined documents keep the ranks at which the user saw them, the rest fill
+  the other ranks in the ranking's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
+from evidence_bench.engine.session import SearchSession
+from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
+from evidence_bench.evidence import Evidence
+from evidence_bench.fixtures.cassettes import SkippedRequest
+from evidence_bench.simulation.users import UserPolicy
+
+__all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
+
+STAGES = ("initial", "control", "rerank", "expand")
+
+
+@dataclass(frozen=True, slots=True)
+class Judgments:
+    """One query's judgments keyed by canonical URL, prepared once for every episode."""
+
+    grades: Mapping[str, int]
+    prepared: QueryJudgments
+
+
+@dataclass(slots=True)
+class EpisodeResult:
+    """What one (config, user, query) episode produced, in plain rows."""
+
+    #: (round, stage, eval_mode, measure, value)
+    scores: list[tuple[int, str, str, str, float]] = field(default_factory=list)
+    #: (round, key, label) for every examined document; label "seen" where not marked
+    feedback: list[tuple[int, str, str]] = field(default_factory=list)
+    #: (round, stage) -> ranked keys, as evaluated in the full mode
+    rankings: dict[tuple[int, str], list[str]] = field(default_factory=dict)
+    #: per round: marks, refined query, added terms, rankings shown (for the report)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    skipped_expand: int = 0
+
+
+def frozen_order(ranking: Sequence[str], pinned: Mapping[str, tuple[int, int]]) -> list[str]:
+    """``ranking`` with each pinned key at its (rank, round); the rest keep their order.
+
+    Two keys pinned to one rank (seen in different rounds) stand in the order they were
+    examined.
+    """
+    rest = [key for key in ranking if key not in pinned]
+    for key, (rank, _round) in sorted(pinned.items(), key=lambda item: (item[1][0], -item[1][1])):
+        rest.insert(min(rank - 1, len(rest)), key)
+    return rest
+
+
+def _score(
+    result: EpisodeResult,
+    round_: int,
+    stage: str,
+    mode: str,
+    ranking: Sequence[str],
+    judgments: QueryJudgments,
+    measures: Sequence[Measure],
+) -> None:
+    for name, value in evaluate(ranking, judgments, measures).items():
+        result.scores.append((round_, stage, mode, name, value))
+
+
+def run_episode(
+    *,
+    query_id: str,
+    query: str,
+    initial: Sequence[Evidence],
+    provider: SearchProvider,
+    ranker: Ranker,
+    control: Ranker,
+    refiner: Refiner,
+    user: UserPolicy,
+    judgments: Judgments,
+    measures: Sequence[Measure],
+    modes: Sequence[str],
+    rounds: int,
+    depth: int,
+) -> EpisodeResult:
+    """Run one episode from the provider's ``initial`` results; see the module docstring."""
+    result = EpisodeResult()
+    session = SearchSession(
+        query, provider, ranker=ranker, refiner=refiner, limit=depth, candidates=initial
+    )
+    initial_keys = [item.key for item in initial]
+    control_keys = [item.key for item in control.rank(query, initial, {})]
+    for mode in modes:
+        _score(result, 0, "initial", mode, initial_keys, judgments.prepared, measures)
+        _score(result, 0, "control", mode, control_keys, judgments.prepared, measures)
+    result.rankings[(0, "initial")] = initial_keys
+    result.rankings[(0, "control")] = control_keys
+
+    displayed: list[Evidence] = list(initial)
+    examined: set[str] = set()
+    pinned: dict[str, tuple[int, int]] = {}
+    for round_ in range(1, rounds + 1):
+        position = {item.key: index for index, item in enumerate(displayed, start=1)}
+        marks = user.judge(
+            query_id=query_id,
+            round=round_,
+            displayed=displayed,
+            judgments=judgments.grades,
+            examined=examined,
+        )
+        for mark in marks:
+            examined.add(mark.key)
+            pinned[mark.key] = (position[mark.key], round_)
+            result.feedback.append((round_, mark.key, mark.label.value if mark.label else "seen"))
+            if mark.label is not None:
+                session.mark(mark.label, mark.key)
+        reranked = [item.key for item in session.show()]
+        stages: dict[str, list[str]] = {
+            "initial": initial_keys,
+            "control": control_keys,
+            "rerank": reranked,
+        }
+        record: dict[str, Any] = {
+            "round": round_,
+            "marks": [(mark.key, mark.label.value if mark.label else "seen") for mark in marks],
+            "before": [item.key for item in displayed[:10]],
+            "after_rerank": reranked[:10],
+            "refined_query": None,
+            "added_terms": [],
+            "added": 0,
+            "after_expand": None,
+        }
+        try:
+            expansion = session.expand()
+        except SkippedRequest:
+            result.skipped_expand += 1
+            displayed = session.ranking
+        else:
+            expanded = [item.key for item in expansion.ranking]
+            stages["expand"] = expanded
+            displayed = expansion.ranking
+            record.update(
+                refined_query=expansion.refined.query,
+                added_terms=list(expansion.refined.added_terms),
+                added=expansion.added,
+                after_expand=expanded[:10],
+            )
+        result.rounds.append(record)
+
+        residual: QueryJudgments | None = None
+        if "residual" in modes:
+            left = {k: g for k, g in judgments.grades.items() if k not in examined}
+            residual = prepare(left)
+        for stage, keys in stages.items():
+            result.rankings[(round_, stage)] = keys
+            for mode in modes:
+                if mode == "full":
+                    _score(result, round_, stage, mode, keys, judgments.prepared, measures)
+                elif mode == "residual":
+                    assert residual is not None
+                    if residual.num_relevant == 0:
+                        continue
+                    kept = [key for key in keys if key not in examined]
+                    _score(result, round_, stage, mode, kept, residual, measures)
+                elif mode == "frozen":
+                    ordered = frozen_order(keys, pinned)
+                    _score(result, round_, stage, mode, ordered, judgments.prepared, measures)
+    return result

@@ -1,0 +1,87 @@
+"""A query set: the queries sent, their judgments, and where their cassettes are.
+
+Queries are sent as Brave would accept them: a collection query over Brave's limits (some
+CACM queries have 73 words) is cut to the first 50 words and 400 characters, and the run
+records how many were cut.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
+from evidence_bench.simulation.collections import Collection, load_collection
+
+__all__ = ["QuerySet", "brave_query", "load_query_set", "resolve_path"]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_path(value: str, key: str) -> Path:
+    """A path from a config value: as given, else relative to the project root."""
+    path = Path(value).expanduser()
+    if path.is_absolute() or path.exists():
+        return path
+    rooted = PROJECT_ROOT / path
+    if rooted.exists():
+        return rooted
+    if key.endswith("cassettes"):
+        return path
+    raise ConfigurationError(f"{key}={value!r}: no such file or directory")
+
+
+def brave_query(text: str) -> str:
+    """The query text cut to Brave's limits (50 words, 400 characters), on word boundaries."""
+    words = text.split()[:MAX_QUERY_WORDS]
+    while len(" ".join(words)) > MAX_QUERY_CHARS:
+        words.pop()
+    return " ".join(words)
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    name: str
+    collection: Collection
+    cassettes: Path
+    source: str
+    #: query_id -> the query as sent, in file order, judged queries only
+    queries: Mapping[str, str]
+    #: query_id -> canonical URL -> grade, for the queries above
+    qrels: Mapping[str, Mapping[str, int]]
+    truncated: int
+
+
+@functools.cache
+def _collection(path: str, name: str) -> Collection:
+    return load_collection(path, name=name)
+
+
+def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
+    """The query set a config names; ``limit`` keeps the first N judged queries."""
+    name = str(conf["name"])
+    path = resolve_path(str(conf["path"]), "query_set.path")
+    cassettes = resolve_path(str(conf["cassettes"]), "query_set.cassettes")
+    source = str(conf.get("source", "collection"))
+    if source not in ("collection", "live"):
+        raise ConfigurationError(
+            f"query_set.source={source!r} is not valid (valid: collection, live)"
+        )
+    collection = _collection(str(path), name)
+    ids = collection.judged_query_ids()
+    caps = [n for n in (limit, conf.get("limit")) if n is not None]
+    if caps:
+        ids = ids[: min(caps)]
+    if not ids:
+        raise ConfigurationError(f"query set {name!r} at {path} has no judged query")
+    queries = {qid: brave_query(collection.queries[qid].text) for qid in ids}
+    truncated = sum(
+        1 for qid in ids if queries[qid] != " ".join(collection.queries[qid].text.split())
+    )
+    by_url = collection.qrels_by_url()
+    qrels = {qid: by_url[qid] for qid in ids}
+    return QuerySet(name, collection, cassettes, source, queries, qrels, truncated)

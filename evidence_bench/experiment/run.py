@@ -1,0 +1,208 @@
+"""``run``: plan, execute, and write one complete run directory."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
+from evidence_bench.experiment.rundir import (
+    PER_QUERY_COLUMNS,
+    RunDirectory,
+    new_run_id,
+    summarize_scores,
+    write_csv,
+    write_json,
+    write_jsonl,
+    write_rows,
+    write_trec,
+)
+from evidence_bench.experiment.runner import QueryOutput, execute, plan_run
+from evidence_bench.fixtures.cassettes import file_sha256
+
+__all__ = ["RunOutcome", "perform_run"]
+
+
+class RunOutcome:
+    """Where a run went and the figures a caller prints."""
+
+    def __init__(self, path: Path, summary: pd.DataFrame, manifest: Mapping[str, Any]) -> None:
+        self.path = path
+        self.summary = summary
+        self.manifest = manifest
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("evidence_bench")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def perform_run(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    *,
+    run_dir: Path | None = None,
+) -> RunOutcome:
+    """Run the experiment ``cfg`` describes and write its run directory.
+
+    ``run_dir``: write into exactly this (new) directory instead of
+    ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs).
+    """
+    started = time.perf_counter()
+    plan = plan_run(cfg)
+    query_set = load_query_set(plan.query_set, limit=plan.query_limit)
+    query_ids = list(query_set.queries)
+    outputs: Iterable[QueryOutput] = execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
+    if cfg.get("progress", True):
+        outputs = tqdm(outputs, total=len(query_ids), desc=plan.experiment, unit="query")
+
+    scores: list[tuple[Any, ...]] = []
+    feedback: list[tuple[Any, ...]] = []
+    episodes: list[dict[str, Any]] = []
+    documents: dict[str, Any] = {}
+    rankings: dict[tuple[str, str, int, str], dict[str, list[str]]] = {}
+    requests: Counter[str] = Counter()
+    skipped = 0
+    for out in outputs:
+        scores.extend(out.scores)
+        feedback.extend(out.feedback)
+        episodes.extend(out.episodes)
+        for key, evidence in out.documents.items():
+            documents.setdefault(key, evidence)
+        for run_key, keys in out.rankings.items():
+            rankings.setdefault(run_key, {})[out.query_id] = keys
+        requests.update(out.requests)
+        skipped += out.skipped_expands
+
+    per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
+    summary = summarize_scores(per_query)
+    collection = query_set.collection
+    manifest_file = query_set.cassettes / "manifest.json"
+    manifest: dict[str, Any] = {
+        "package_version": _package_version(),
+        "git_commit": _git_commit(),
+        "experiment": plan.experiment,
+        "query_set": query_set.name,
+        "cassettes": str(query_set.cassettes),
+        "cassette_manifest_sha256": (
+            file_sha256(manifest_file) if manifest_file.exists() else None
+        ),
+        "collection_checksum": collection.checksum,
+        "seeds": sorted({plan.seed + int(u.get("seed", 0)) for u in plan.users.values()}),
+        "queries": len(query_ids),
+        "queries_truncated": query_set.truncated,
+        "episodes": len(episodes),
+        "replay": {
+            "replayed": requests["replayed"],
+            "simulated": requests["simulated"],
+            "skipped": requests["skipped"],
+            "skipped_expand_stages": skipped,
+            "on_miss": plan.on_miss.value,
+        },
+        "excluded": _excluded(per_query, len(query_ids)),
+        "sweep": {"params": list(plan.swept)},
+    }
+
+    if run_dir is not None:
+        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
+    else:
+        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+        target = RunDirectory(root / plan.experiment, new_run_id(config_yaml))
+    with target as tmp:
+        (tmp / "config.yaml").write_text(config_yaml)
+        write_csv(tmp / "per_query.csv", per_query)
+        write_csv(tmp / "summary.csv", summary)
+        write_rows(
+            tmp / "configs.csv",
+            [
+                "config_id",
+                "label",
+                "ranker",
+                "refiner",
+                "role",
+                "alpha",
+                "beta",
+                "gamma",
+                "max_terms",
+            ],
+            (
+                [e.config_id, e.label, e.ranker, e.refiner, e.role]
+                + [e.params().get(k, "") for k in ("alpha", "beta", "gamma", "max_terms")]
+                for e in plan.engines
+            ),
+        )
+        write_rows(
+            tmp / "feedback.csv",
+            ["config_id", "policy", "query_id", "round", "doc_id", "label"],
+            feedback,
+        )
+        write_jsonl(tmp / "episodes.jsonl", episodes)
+        doc_id = collection.doc_id_for
+        write_jsonl(
+            tmp / "documents.jsonl",
+            (
+                {
+                    "doc_id": doc_id(key) or key,
+                    "url": ev.url,
+                    "title": ev.title,
+                    "snippet": ev.snippet,
+                }
+                for key, ev in documents.items()
+            ),
+        )
+        write_rows(
+            tmp / "qrels.csv",
+            ["query_id", "doc_id", "relevance"],
+            (
+                (qid, doc_id(key) or key, grade)
+                for qid in query_ids
+                for key, grade in query_set.qrels[qid].items()
+            ),
+        )
+        write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
+        write_trec(tmp / "trec", query_set.qrels, rankings)
+        manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
+        write_json(tmp / "manifest.json", manifest)
+        if cfg.get("report", True):
+            from evidence_bench.report.render import render_report
+
+            render_report(tmp)
+    return RunOutcome(target.final, summary, manifest)
+
+
+def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:
+    """Queries without a row per (config, policy, round, stage, mode): excluded from means."""
+    counts = per_query.groupby(["config_id", "policy", "round", "stage", "eval_mode"], sort=False)[
+        "query_id"
+    ].nunique()
+    excluded: dict[str, int] = {}
+    for key, n in counts.items():
+        if n < queries:
+            assert isinstance(key, tuple)
+            excluded["|".join(str(part) for part in key)] = queries - int(n)
+    return excluded

@@ -1,0 +1,324 @@
+"""The experiment runner: plan a run from its config, replay every episode, collect rows.
+
+The work is split by query: one task replays one query's cassette for every engine config
+and user, so each cassette is parsed once per process, and tasks spread over the cores.
+Results come back in query order and every random draw is seeded per (seed, query, round,
+document), so the numbers do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evaluation.measures import Measure, parse_measure, prepare
+from evidence_bench.evidence import Evidence
+from evidence_bench.experiment.components import (
+    RANKER_PARAMS,
+    EngineConfig,
+    engine_config,
+    make_ranker,
+    make_refiner,
+    make_user,
+)
+from evidence_bench.experiment.episode import Judgments, run_episode
+from evidence_bench.experiment.queryset import QuerySet, load_query_set
+from evidence_bench.fixtures.cassettes import (
+    REPLAY_BASE_URL,
+    CassetteStore,
+    OnMiss,
+    SkippedRequest,
+)
+from evidence_bench.providers.brave import BraveProvider, RetryPolicy
+from evidence_bench.simulation.simulator import BraveSimulator, SimulatorTransport
+from evidence_bench.simulation.users import UserPolicy
+
+__all__ = ["EVAL_MODES", "MemoProvider", "QueryOutput", "RunPlan", "execute", "plan_run"]
+
+EVAL_MODES = ("full", "residual", "frozen")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run does, validated, in plain values."""
+
+    experiment: str
+    query_set: Mapping[str, Any]
+    query_limit: int | None
+    engines: tuple[EngineConfig, ...]
+    users: Mapping[str, Mapping[str, Any]]
+    measures: tuple[Measure, ...]
+    modes: tuple[str, ...]
+    rounds: int
+    depth: int
+    on_miss: OnMiss
+    seed: int
+    swept: tuple[str, ...] = ()
+
+
+@dataclass
+class QueryOutput:
+    """One query's rows, for every engine config and user."""
+
+    query_id: str
+    scores: list[tuple[str, str, str, int, str, str, str, float]] = field(default_factory=list)
+    feedback: list[tuple[str, str, str, int, str, str]] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    rankings: dict[tuple[str, str, int, str], list[str]] = field(default_factory=dict)
+    documents: dict[str, Evidence] = field(default_factory=dict)
+    requests: Counter[str] = field(default_factory=Counter)
+    skipped_expands: int = 0
+
+
+def _choice(key: str, value: str, valid: Sequence[str]) -> str:
+    if value not in valid:
+        raise ConfigurationError(f"{key}={value!r} is not valid (valid: {', '.join(valid)})")
+    return value
+
+
+def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
+    """Validate a resolved config (a plain mapping) into a :class:`RunPlan`."""
+    experiment = cfg["experiment"]
+    if experiment.get("name") in (None, "???"):
+        raise ConfigurationError(
+            "no experiment chosen: add +experiment=NAME (see conf/experiment/)"
+        )
+    measures = tuple(parse_measure(name) for name in cfg["eval"]["measures"])
+    if not measures:
+        raise ConfigurationError("eval.measures is empty")
+    modes = tuple(_choice("eval.modes", str(mode), EVAL_MODES) for mode in cfg["eval"]["modes"])
+    _choice("eval.primary_mode", str(cfg["eval"]["primary_mode"]), modes)
+    primary = str(parse_measure(str(cfg["eval"]["primary_measure"])))
+    if primary not in {str(m) for m in measures}:
+        raise ConfigurationError(f"eval.primary_measure={primary!r} is not in eval.measures")
+    if not cfg.get("policies"):
+        raise ConfigurationError(
+            "the experiment names no user: add policies, e.g. +policy@policies.oracle=oracle"
+        )
+    users = {name: dict(conf) for name, conf in cfg["policies"].items()}
+    for name, conf in users.items():
+        make_user(name, conf)  # fails early, naming the policy
+    rounds = int(experiment["rounds"])
+    depth = int(experiment["depth"])
+    if rounds < 1:
+        raise ConfigurationError(f"experiment.rounds={rounds} must be at least 1")
+    if not 1 <= depth <= 200:
+        raise ConfigurationError(f"experiment.depth={depth} must be between 1 and 200")
+
+    ranker = dict(cfg["ranker"])
+    grid = {str(k): list(v) for k, v in (experiment.get("grid") or {}).items()}
+    takes = RANKER_PARAMS.get(str(ranker["name"]), ())
+    for key in grid:
+        if key not in takes:
+            valid = ", ".join(takes) or "none"
+            raise ConfigurationError(
+                f"experiment.grid.{key}: ranker {ranker['name']!r} has no parameter {key!r} "
+                f"(valid: {valid})"
+            )
+        if not grid[key]:
+            raise ConfigurationError(f"experiment.grid.{key} is empty")
+    engines: list[EngineConfig] = []
+    for index, values in enumerate(itertools.product(*grid.values())):
+        point = {**ranker, **dict(zip(grid, values, strict=True))}
+        engines.append(engine_config(f"c{index:02d}", point, dict(cfg["refiner"])))
+
+    source = str(cfg["query_set"].get("source", "collection"))
+    default_miss = "simulate" if source == "collection" else "error"
+    on_miss = OnMiss(
+        _choice(
+            "replay.on_miss",
+            str(cfg.get("replay", {}).get("on_miss") or default_miss),
+            [m.value for m in OnMiss],
+        )
+    )
+    if on_miss is OnMiss.SIMULATE and source != "collection":
+        raise ConfigurationError(
+            "replay.on_miss=simulate needs a collection-backed query set "
+            f"(query_set.source={source!r})"
+        )
+    queries = experiment.get("queries")
+    return RunPlan(
+        experiment=str(experiment["name"]),
+        query_set=dict(cfg["query_set"]),
+        query_limit=int(queries) if queries is not None else None,
+        engines=tuple(engines),
+        users=users,
+        measures=measures,
+        modes=modes,
+        rounds=rounds,
+        depth=depth,
+        on_miss=on_miss,
+        seed=int(cfg.get("seed", 0)),
+        swept=tuple(key for key, values in grid.items() if len(values) > 1),
+    )
+
+
+class MemoProvider:
+    """Answers a repeated search from memory: every config of a query asks the same first
+    question, and most ask the same refined one."""
+
+    def __init__(self, provider: SearchProvider) -> None:
+        self._provider = provider
+        self._answers: dict[tuple[str, int], list[Evidence] | None] = {}
+
+    def search(self, query: str, *, limit: int) -> list[Evidence]:
+        key = (query, limit)
+        if key not in self._answers:
+            try:
+                self._answers[key] = self._provider.search(query, limit=limit)
+            except SkippedRequest:
+                self._answers[key] = None
+        answer = self._answers[key]
+        if answer is None:
+            raise SkippedRequest(query)
+        return answer
+
+    def answers(self) -> Iterator[list[Evidence]]:
+        """Every answer given, in the order first asked."""
+        return (answer for answer in self._answers.values() if answer is not None)
+
+
+@dataclass
+class _Worker:
+    """What one process builds once and reuses for all its queries."""
+
+    plan: RunPlan
+    query_set: QuerySet
+    store: CassetteStore
+    engines: list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
+    users: list[tuple[str, UserPolicy]]
+
+
+_WORKER: _Worker | None = None
+
+
+def _worker(plan: RunPlan) -> _Worker:
+    global _WORKER
+    if _WORKER is None or _WORKER.plan is not plan:
+        query_set = load_query_set(plan.query_set, limit=plan.query_limit)
+        collection = query_set.collection
+        store = CassetteStore(
+            query_set.cassettes,
+            on_miss=plan.on_miss,
+            fallback=(
+                (lambda: SimulatorTransport(BraveSimulator(collection)))
+                if plan.on_miss is OnMiss.SIMULATE
+                else None
+            ),
+            record_hint=f"python -m evidence_bench record +experiment={plan.experiment}",
+        )
+        engines = [
+            (e, make_ranker(e), make_ranker(e, feedback=False), make_refiner(e))
+            for e in plan.engines
+        ]
+        users = []
+        for name, conf in plan.users.items():
+            seeded = {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}
+            users.append((name, make_user(name, seeded)))
+        _WORKER = _Worker(plan, query_set, store, engines, users)
+    return _WORKER
+
+
+def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
+    worker = _worker(plan)
+    query = worker.query_set.queries[query_id]
+    grades = worker.query_set.qrels[query_id]
+    judgments = Judgments(grades, prepare(grades))
+    doc_id = worker.query_set.collection.doc_id_for
+    out = QueryOutput(query_id)
+    before = Counter(worker.store.counts)
+    with httpx.Client(transport=worker.store.transport(query_id)) as client:
+        provider = MemoProvider(
+            BraveProvider(
+                "replay",
+                base_url=REPLAY_BASE_URL,
+                http_client=client,
+                retry=RetryPolicy(attempts=1),
+            )
+        )
+        initial = provider.search(query, limit=plan.depth)
+        for engine, ranker, control, refiner in worker.engines:
+            for user_name, user in worker.users:
+                result = run_episode(
+                    query_id=query_id,
+                    query=query,
+                    initial=initial,
+                    provider=provider,
+                    ranker=ranker,
+                    control=control,
+                    refiner=refiner,
+                    user=user,
+                    judgments=judgments,
+                    measures=plan.measures,
+                    modes=plan.modes,
+                    rounds=plan.rounds,
+                    depth=plan.depth,
+                )
+                cid = engine.config_id
+                out.skipped_expands += result.skipped_expand
+                for round_, stage, mode, measure, value in result.scores:
+                    out.scores.append(
+                        (cid, user_name, query_id, round_, stage, mode, measure, value)
+                    )
+                for round_, key, label in result.feedback:
+                    out.feedback.append(
+                        (cid, user_name, query_id, round_, doc_id(key) or key, label)
+                    )
+                for (round_, stage), keys in result.rankings.items():
+                    out.rankings[(cid, user_name, round_, stage)] = keys
+                out.episodes.append(
+                    {
+                        "config_id": cid,
+                        "policy": user_name,
+                        "query_id": query_id,
+                        "query": query,
+                        "rounds": [_episode_round(r, doc_id) for r in result.rounds],
+                    }
+                )
+        for answer in provider.answers():
+            for item in answer:
+                out.documents.setdefault(item.key, item)
+    out.requests = Counter(worker.store.counts) - before
+    return out
+
+
+def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
+    def ids(keys: Sequence[str] | None) -> list[str] | None:
+        return None if keys is None else [doc_id(key) or key for key in keys]
+
+    return {
+        "round": record["round"],
+        "refined_query": record["refined_query"],
+        "added_terms": record["added_terms"],
+        "added": record["added"],
+        "before": ids(record["before"]),
+        "after_rerank": ids(record["after_rerank"]),
+        "after_expand": ids(record["after_expand"]),
+        "marks": [{"doc_id": doc_id(key) or key, "label": label} for key, label in record["marks"]],
+    }
+
+
+def _call(args: tuple[RunPlan, str]) -> QueryOutput:
+    return _run_query(*args)
+
+
+def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
+    """Run every query's episodes, yielding results in ``query_ids`` order."""
+    count = workers or os.cpu_count() or 1
+    count = max(1, min(count, len(query_ids)))
+    tasks = [(plan, qid) for qid in query_ids]
+    if count == 1:
+        yield from map(_call, tasks)
+        return
+    context = multiprocessing.get_context("fork")
+    with context.Pool(count) as pool:
+        yield from pool.imap(_call, tasks, chunksize=1)

@@ -1,0 +1,50 @@
+"""Shared fixtures: a tiny BEIR collection that nobody here has seen before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+TOPICS = {
+    "wing": ["wing", "lift", "airfoil", "stall", "flap"],
+    "heat": ["heat", "conduction", "thermal", "slab", "temperature"],
+    "shock": ["shock", "wave", "supersonic", "mach", "pressure"],
+    "boundary": ["boundary", "layer", "viscous", "laminar", "turbulent"],
+}
+
+
+def write_tiny_collection(root: Path, *, payload: str = "") -> Path:
+    """12 documents a topic, 4 queries, graded judgments; deterministic."""
+    root.mkdir(parents=True, exist_ok=True)
+    docs, qrels = [], []
+    names = list(TOPICS)
+    for t, words in enumerate(TOPICS.values()):
+        other = TOPICS[names[(t + 1) % len(names)]]
+        for i in range(12):
+            doc_id = f"{t * 12 + i + 1}"
+            # The first documents of a topic are on topic; later ones drift to the next topic.
+            on = words[: 5 - i // 3] if i < 9 else words[:1]
+            off = other[: i // 2]
+            text = " ".join([*on, *off, f"study{i}", "results", "measured"] * 3)
+            title = f"{payload}{' '.join(on[:2])} {' '.join(off[:1])} report {doc_id}"
+            docs.append({"_id": doc_id, "title": title, "text": text})
+            if i < 6:
+                qrels.append((str(t + 1), doc_id, 3 if i < 2 else (2 if i < 4 else 1)))
+            elif i < 8:
+                qrels.append((str(t + 1), doc_id, 0))
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    queries = [
+        {"_id": str(t + 1), "text": f"{payload}{' '.join(words[:3])} experiments"}
+        for t, words in enumerate(TOPICS.values())
+    ]
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
+    (root / "qrels.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture
+def tiny_collection(tmp_path: Path) -> Path:
+    return write_tiny_collection(tmp_path / "tiny")

@@ -1,0 +1,274 @@
+"""The experiment pipeline end to end on a collection nobody has seen: record from the
+simulator over loopback, replay with no socket, and check every number with trec_eval."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import pytrec_eval
+
+from evidence_bench.errors import ConfigurationError, ReplayMissError
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.run import perform_run
+from evidence_bench.experiment.runner import plan_run
+from evidence_bench.fixtures.record import record
+
+TREC_NAMES = {
+    "nDCG@10": "ndcg_cut_10",
+    "P@10": "P_10",
+    "R@20": "recall_20",
+    "AP": "map",
+    "RR": "recip_rank",
+}
+
+
+def overrides(collection: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "+experiment=ci",
+        "query_set=beir",
+        "query_set.name=tiny",
+        f"query_set.path={collection}",
+        f"query_set.cassettes={tmp_path / 'cassettes'}",
+        f"runs_dir={tmp_path / 'runs'}",
+        "experiment.depth=10",
+        "workers=1",
+        "progress=false",
+        "report=false",
+        *extra,
+    ]
+
+
+def record_all(collection: Path, tmp_path: Path, *extra: str) -> None:
+    cfg, _ = compose(overrides(collection, tmp_path, *extra))
+    record(plan_run(cfg), provider="simulator", rounds=0)
+
+
+def run(collection: Path, tmp_path: Path, *extra: str) -> Path:
+    cfg, text = compose(overrides(collection, tmp_path, *extra))
+    return perform_run(cfg, text).path
+
+
+@pytest.fixture
+def recorded(tiny_collection: Path, tmp_path: Path) -> Path:
+    record_all(tiny_collection, tmp_path)
+    return tiny_collection
+
+
+def test_record_writes_a_cassette_per_query_and_a_manifest(recorded: Path, tmp_path: Path) -> None:
+    cassettes = tmp_path / "cassettes"
+    names = sorted(p.name for p in cassettes.glob("*.json"))
+    assert names == ["1.json", "2.json", "3.json", "4.json", "manifest.json"]
+    manifest = json.loads((cassettes / "manifest.json").read_text())
+    assert manifest["recorded_from"] == "simulator"
+    assert set(manifest["cassettes"]) == {"1.json", "2.json", "3.json", "4.json"}
+    cassette = json.loads((cassettes / "1.json").read_text())
+    queries = [i["request"]["uri"] for i in cassette["interactions"]]
+    assert len(queries) >= 2  # the initial search and at least one refined query
+    assert all("/res/v1/web/search?" in uri for uri in queries)
+
+
+def test_replay_opens_no_socket_and_needs_no_simulator(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("replay opened a socket")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", "http://127.0.0.1:9/elsewhere/res/v1")
+    path = run(recorded, tmp_path, "replay.on_miss=error")
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["replay"]["simulated"] == 0
+    assert manifest["replay"]["replayed"] > 0
+    assert (tmp_path / "runs" / "ci" / "latest").resolve() == path.resolve()
+
+
+def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
+    path = run(recorded, tmp_path)
+    for name in ("config.yaml", "manifest.json", "per_query.csv", "configs.csv", "summary.csv",
+                 "feedback.csv", "episodes.jsonl", "documents.jsonl", "qrels.csv", "queries.csv",
+                 "trec/qrels.txt"):  # fmt: skip
+        assert (path / name).is_file(), name
+    per_query = pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
+    assert list(per_query.columns) == [
+        "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value"
+    ]  # fmt: skip
+    assert set(per_query["stage"]) == {"initial", "control", "rerank", "expand"}
+    assert set(per_query["eval_mode"]) == {"full", "residual", "frozen"}
+    assert set(per_query["policy"]) == {"oracle", "noisy"}
+    assert (per_query[per_query["round"] == 0]["stage"].isin(["initial", "control"])).all()
+    feedback = pd.read_csv(path / "feedback.csv", dtype={"query_id": str, "doc_id": str})
+    assert set(feedback["label"]) <= {"more", "relevant", "less", "irrelevant", "unsure", "seen"}
+    assert feedback["doc_id"].str.fullmatch(r"\d+").all()  # named as in the TREC files
+    summary = pd.read_csv(path / "summary.csv")
+    means = per_query.groupby(["config_id", "policy", "round", "stage", "eval_mode", "measure"])[
+        "value"
+    ].mean()
+    for row in summary.itertuples():
+        key = (row.config_id, row.policy, row.round, row.stage, row.eval_mode, row.measure)
+        assert row.mean == pytest.approx(means[key])
+        assert row.ci_low <= row.mean <= row.ci_high
+
+
+def test_two_runs_are_identical_whatever_the_workers(recorded: Path, tmp_path: Path) -> None:
+    first = run(recorded, tmp_path)
+    second = run(recorded, tmp_path, "workers=2")
+    assert first != second
+    for name in ("per_query.csv", "summary.csv", "feedback.csv", "episodes.jsonl",
+                 "documents.jsonl", "configs.csv", "trec/c00.noisy.r2.expand.run"):  # fmt: skip
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def _trec_eval(qrels: dict[str, dict[str, int]], run_file: Path) -> dict[str, dict[str, float]]:
+    run_scores: dict[str, dict[str, float]] = {}
+    for line in run_file.read_text().splitlines():
+        qid, _q0, doc, _rank, score, _tag = line.split()
+        run_scores.setdefault(qid, {})[doc] = float(score)
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(TREC_NAMES.values()))
+    return evaluator.evaluate(run_scores)  # type: ignore[no-any-return]
+
+
+def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_path: Path) -> None:
+    path = run(recorded, tmp_path)
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (path / "trec" / "qrels.txt").read_text().splitlines():
+        qid, _zero, doc, rel = line.split()
+        qrels.setdefault(qid, {})[doc] = int(rel)
+    per_query = pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
+    feedback = pd.read_csv(path / "feedback.csv", dtype={"query_id": str, "doc_id": str})
+    documents = (path / "documents.jsonl").read_text().splitlines()
+    url = {row["doc_id"]: row["url"] for row in map(json.loads, documents)}
+    checked = 0
+    for run_file in sorted((path / "trec").glob("*.run")):
+        config_id, policy, round_tag, stage = run_file.name.removesuffix(".run").split(".")
+        round_ = int(round_tag[1:])
+        rows = per_query[
+            (per_query.config_id == config_id) & (per_query.policy == policy)
+            & (per_query["round"] == round_) & (per_query.stage == stage)
+        ]  # fmt: skip
+        full = _trec_eval(qrels, run_file)
+        for row in rows[rows.eval_mode == "full"].itertuples():
+            assert row.value == pytest.approx(full[row.query_id][TREC_NAMES[row.measure]], abs=1e-9)
+            checked += 1
+        # residual: drop what the user examined up to this round from run and qrels
+        seen = feedback[
+            (feedback.config_id == config_id) & (feedback.policy == policy)
+            & (feedback["round"] <= round_)
+        ]  # fmt: skip
+        examined = {(r.query_id, url[r.doc_id]) for r in seen.itertuples()}
+        residual_qrels = {
+            q: {d: g for d, g in docs.items() if (q, d) not in examined}
+            for q, docs in qrels.items()
+        }
+        residual_file = tmp_path / "residual.run"
+        residual_file.write_text(
+            "".join(
+                line + "\n"
+                for line in run_file.read_text().splitlines()
+                if (line.split()[0], line.split()[2]) not in examined
+            )
+        )
+        residual = _trec_eval(residual_qrels, residual_file)
+        for row in rows[rows.eval_mode == "residual"].itertuples():
+            expected = residual[row.query_id][TREC_NAMES[row.measure]]
+            assert row.value == pytest.approx(expected, abs=1e-9)
+            checked += 1
+    assert checked >= 400
+
+
+def test_miss_with_on_miss_error_names_query_cassette_and_command(
+    tiny_collection: Path, tmp_path: Path
+) -> None:
+    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    good = run(tiny_collection, tmp_path, "experiment.rounds=1", "replay.on_miss=error")
+    with pytest.raises(ReplayMissError) as caught:
+        run(tiny_collection, tmp_path, "replay.on_miss=error")  # round 2 was never recorded
+    message = str(caught.value)
+    assert "query id '1'" in message
+    assert str(tmp_path / "cassettes" / "1.json") in message
+    assert "python -m evidence_bench record +experiment=ci" in message
+    assert "\n" not in message
+    runs = tmp_path / "runs" / "ci"
+    assert (runs / "latest").resolve() == good.resolve()
+    assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == []
+
+
+def test_miss_with_simulate_and_skip_are_counted(tiny_collection: Path, tmp_path: Path) -> None:
+    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    simulated = run(tiny_collection, tmp_path, "replay.on_miss=simulate")
+    counts = json.loads((simulated / "manifest.json").read_text())["replay"]
+    assert counts["simulated"] > 0 and counts["replayed"] > 0
+    skipped = run(tiny_collection, tmp_path, "replay.on_miss=skip")
+    counts = json.loads((skipped / "manifest.json").read_text())["replay"]
+    assert counts["skipped"] > 0 and counts["skipped_expand_stages"] > 0
+    per_query = pd.read_csv(skipped / "per_query.csv")
+    full = per_query[per_query.eval_mode == "full"]
+    episodes = ["config_id", "policy", "query_id"]
+    round1 = full[(full["round"] == 1) & (full.stage == "expand")].groupby(episodes).ngroups
+    round2 = full[(full["round"] == 2) & (full.stage == "expand")].groupby(episodes).ngroups
+    assert round1 == 8  # 1 config x 2 users x 4 queries, all recorded
+    assert round2 + counts["skipped_expand_stages"] == 8
+
+
+def test_recording_never_writes_the_key(
+    tiny_collection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidence_bench.simulation.collections import load_collection
+    from evidence_bench.simulation.simulator import BraveSimulator, serve
+
+    sentinel = "SENTINEL-KEY-5f3a9c1e7b"
+    simulator = BraveSimulator(load_collection(tiny_collection, name="tiny"), token=sentinel)
+    with serve(simulator) as running:
+        monkeypatch.setenv("BRAVE_SEARCH_API_KEY", sentinel)
+        monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", running.base_url)
+        cfg, _ = compose(overrides(tiny_collection, tmp_path, "provider=brave_live"))
+        record(plan_run(cfg), provider="brave_live", rounds=1)
+    files = list((tmp_path / "cassettes").rglob("*"))
+    assert len(files) == 5
+    for file in files:
+        assert sentinel not in file.read_text(), file
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["ranker.name=bm42"], "ranker.name='bm42' is not a known ranker (valid: provider_order"),
+        (["+experiment.grid.delta=[1,2]"], "experiment.grid.delta: ranker 'tfidf_rocchio' has no"),
+        (["policies.noisy.kind=psychic"], "policies.noisy.kind='psychic' is not known (valid:"),
+        (["eval.measures=[nDCG@10,MRR]"], "unknown measure 'MRR'"),
+        (["eval.primary_mode=half"], "eval.primary_mode='half' is not valid"),
+        (["experiment.rounds=0"], "experiment.rounds=0 must be at least 1"),
+        (["replay.on_miss=pray"], "replay.on_miss='pray' is not valid (valid: error, simulate"),
+    ],
+)
+def test_bad_config_is_one_clear_line(
+    tiny_collection: Path, tmp_path: Path, extra: list[str], message: str
+) -> None:
+    cfg, _ = compose(overrides(tiny_collection, tmp_path, *extra))
+    with pytest.raises(ConfigurationError) as caught:
+        plan_run(cfg)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_failed_run_leaves_no_partial_directory(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = run(recorded, tmp_path)
+    import evidence_bench.experiment.run as run_module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(run_module, "write_trec", broken)
+    with pytest.raises(OSError, match="disk full"):
+        run(recorded, tmp_path)
+    runs = tmp_path / "runs" / "ci"
+    assert (runs / "latest").resolve() == good.resolve()
+    assert sorted(p.name for p in runs.iterdir()) == sorted(["latest", good.name])
+    assert os.listdir(good)  # the good run is untouched
