@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from evidence_bench.engine.base import Feedback
@@ -31,7 +31,7 @@ _TIE_DIGITS = 12
 def _renumber(ordered: Sequence[Evidence]) -> list[Evidence]:
     """``rank`` = position; an item already at its rank is reused (Evidence is frozen)."""
     return [
-        item if item.rank == position else replace(item, rank=position)
+        item if item.rank == position else item.with_rank(position)
         for position, item in enumerate(ordered, start=1)
     ]
 

@@ -8,6 +8,7 @@ per-token pipeline (:meth:`Analyzer._keep`), not a new seam.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -48,13 +49,22 @@ class Analyzer:
 
     def __call__(self, text: str) -> list[str]:
         """The terms of ``text`` in order of appearance, repeats kept (they are the tf)."""
+        return list(_analyze(self, text))
+
+    def terms(self, text: str) -> tuple[str, ...]:
         source = text.lower() if self.lowercase else text
-        return [token for token in _TOKEN.findall(source) if self._keep(token)]
+        return tuple(token for token in _TOKEN.findall(source) if self._keep(token))
 
     def _keep(self, token: str) -> bool:
         if len(token) < self.min_length:
             return False
         return self.stop_words is None or token.lower() not in self.stop_words
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _analyze(analyzer: Analyzer, text: str) -> tuple[str, ...]:
+    """Memoized: a sweep analyzes the same titles and snippets once per config otherwise."""
+    return analyzer.terms(text)
 
 
 #: The default analyzer; ``tokenize("What is TF-IDF?") == ["tf", "idf"]``.

@@ -1,0 +1,180 @@
+"""``evidence-fetcher``: search Brave from the shell, optionally refining with feedback.
+
+Without ``--interactive`` it prints Brave's results in Brave's order (deduplicated), as text
+or JSON. With ``--interactive`` it opens a :class:`SearchSession`: the user marks results by
+their number, reranks locally (``show``, no search) and asks for more (``expand``, one
+search). Any :class:`EvidenceBenchError` ends the command with one line on stderr and exit
+status 1; a usage error exits 2 (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from evidence_bench.engine.base import Label
+from evidence_bench.engine.session import SearchSession
+from evidence_bench.errors import EvidenceBenchError, FeedbackError
+from evidence_bench.evidence import Evidence
+from evidence_bench.providers.brave import BraveProvider
+
+__all__ = ["main"]
+
+PROG = "evidence-fetcher"
+MAX_LIMIT = 200
+
+_HELP = """\
+Commands (numbers refer to the list as last displayed):
+  more N...        show more results like these
+  less N...        show fewer results like these
+  relevant N...    these results are relevant
+  irrelevant N...  these results are not relevant
+  unsure N...      looked at, no opinion (changes nothing)
+  show             rerank the results with all feedback so far (no new search)
+  expand           search again with a query refined by the feedback, merge new results
+  help             this list
+  done             finish"""
+
+
+def _limit(value: str) -> int:
+    try:
+        limit = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if not 1 <= limit <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Fetch web evidence from the Brave Search API "
+        "(key in BRAVE_SEARCH_API_KEY) and refine it with relevance feedback.",
+    )
+    parser.add_argument("query", nargs="+", metavar="QUERY", help="the search query")
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (text)"
+    )
+    parser.add_argument(
+        "--limit", type=_limit, default=10, help=f"results to fetch, 1-{MAX_LIMIT} (10)"
+    )
+    parser.add_argument(
+        "--interactive",
+        action="store_true",
+        help="mark results and rerank or expand them; type 'help' at the prompt",
+    )
+    return parser
+
+
+def _render(results: Sequence[Evidence]) -> str:
+    """The numbered text listing: title, then URL and snippet indented (no snippet line when
+    the result has none)."""
+    if not results:
+        return "No results.\n"
+    lines: list[str] = []
+    for position, item in enumerate(results, start=1):
+        lines.append(f"{position}. {item.title or '(no title)'}")
+        lines.append(f"   {item.url}")
+        if item.snippet:
+            lines.append(f"   {item.snippet}")
+    return "\n".join(lines) + "\n"
+
+
+def _positions(params: Sequence[str]) -> list[int]:
+    if not params:
+        raise FeedbackError("give the numbers of the results, e.g. 'more 1 3'")
+    positions = []
+    for param in params:
+        try:
+            positions.append(int(param))
+        except ValueError:
+            raise FeedbackError(f"not a result number: {param!r}") from None
+    return positions
+
+
+def _interact(session: SearchSession, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The feedback loop: one command per line until ``done`` or end of input."""
+    labels = {label.value: label for label in Label}
+    stdout.write(_render(session.ranking))
+    stdout.write("Type 'help' for commands, 'done' to finish.\n")
+    while True:
+        stdout.write("> ")
+        stdout.flush()
+        line = stdin.readline()
+        if not line:  # end of input: finish like 'done', on a fresh line
+            stdout.write("\n")
+            return 0
+        words = line.split()
+        if not words:
+            continue
+        command, params = words[0].lower(), words[1:]
+        if command == "done":
+            return 0
+        if command == "help":
+            stdout.write(_HELP + "\n")
+        elif command in labels:
+            try:
+                positions = _positions(params)
+                session.mark(labels[command], *positions)
+            except FeedbackError as exc:
+                stdout.write(f"{exc}\n")
+                continue
+            stdout.write(f"recorded {command}: {' '.join(map(str, positions))}\n")
+        elif command == "show":
+            stdout.write("Updated ranking from accumulated feedback:\n")
+            stdout.write(_render(session.show()))
+        elif command == "expand":
+            try:
+                expansion = session.expand()
+            except EvidenceBenchError as exc:  # keep the session and its feedback
+                stderr.write(f"{PROG}: {exc}\n")
+                continue
+            added = expansion.added
+            stdout.write(f"Searching with refined query: {expansion.refined.query}\n")
+            stdout.write(f"Added {added} new {'result' if added == 1 else 'results'}.\n")
+            stdout.write("Updated ranking:\n")
+            stdout.write(_render(expansion.ranking))
+        else:
+            stdout.write(f"unknown command {command!r}; type 'help' for the list\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit status (0 ok, 1 failure, 2 usage error)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.interactive and args.format == "json":
+            parser.error("--interactive works only with --format text")
+    except SystemExit as exc:  # argparse: a usage error (2) or --help (0)
+        return exc.code if isinstance(exc.code, int) else 0
+    query = " ".join(args.query)
+    try:
+        # Both modes show the session's first ranking (the local ranker, no feedback yet),
+        # so a query lists in the same order with and without --interactive.
+        session = SearchSession(query, BraveProvider(), limit=args.limit)
+        if args.interactive:
+            if not session.ranking:
+                sys.stdout.write(_render([]))
+                return 0
+            return _interact(session, sys.stdin, sys.stdout, sys.stderr)
+        results = session.ranking
+    except EvidenceBenchError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        sys.stdout.write("\n")
+        return 130
+    if args.format == "json":
+        json.dump([item.to_dict() for item in results], sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(_render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
