@@ -33,6 +33,10 @@ MAX_QUERY_CHARS = 400
 MAX_QUERY_WORDS = 50
 
 _TAG = re.compile(r"<[^>]*>")
+# Inline emphasis (Brave's match highlighting) joins the text around it; other tags separate.
+_INLINE_TAG = re.compile(r"</?(?:strong|b|em|i|mark|span)(?:\s[^>]*)?>", re.IGNORECASE)
+# What urlsplit and str.strip disagree on at the edges; stripped before and after parsing.
+_EDGE = re.compile(r"^[\s\x00-\x20]+|[\s\x00-\x20]+$")
 _SPACE = re.compile(r"\s+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_EXACT = frozenset({"gclid", "fbclid"})
@@ -105,7 +109,7 @@ def normalize_text(value: str) -> str:
     survives as literal text instead of being removed as a tag. Idempotent on its own output
     except where unescaping reveals a new entity (``&amp;amp;``); never raises.
     """
-    text = _TAG.sub(" ", value)
+    text = _TAG.sub(" ", _INLINE_TAG.sub("", value))
     text = html.unescape(text)
     return _SPACE.sub(" ", text).strip()
 
@@ -124,7 +128,7 @@ def canonical_url(url: str) -> str:
     string's remaining parameters keep their order. Never raises: an address that cannot be
     parsed is returned stripped of surrounding whitespace.
     """
-    raw = url.strip()
+    raw = _EDGE.sub("", url)
     try:
         parts = urlsplit(raw)
         port = parts.port
@@ -150,7 +154,7 @@ def canonical_url(url: str) -> str:
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     params = [(k, v) for k, v in pairs if not _is_tracking(k)]
     query = urlencode(params, doseq=True)
-    return urlunsplit((scheme, netloc, path, query, ""))
+    return _EDGE.sub("", urlunsplit((scheme, netloc, path, query, "")))
 
 
 def dedupe(results: Iterable[Evidence]) -> list[Evidence]:

@@ -1,0 +1,390 @@
+"""Brave Web Search as a :class:`~evidence_bench.engine.base.SearchProvider`.
+
+One query becomes ``GET {base}/web/search`` requests, one per page of up to 20 results.
+Answers that may succeed later (429, 5xx, transport failures) are retried under a bounded
+:class:`RetryPolicy`; every httpx and JSON failure is translated into the package's errors
+here, at this one boundary. The subscription token never leaves memory: it is masked in the
+provider's repr and removed from any message built from a dependency's text.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from evidence_bench.errors import (
+    ConfigurationError,
+    ProviderStatusError,
+    QueryError,
+    RateLimitError,
+    RequestError,
+    ResponseFormatError,
+)
+from evidence_bench.evidence import Evidence, dedupe, normalize_text, validate_query
+
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "DEFAULT_BASE_URL",
+    "MAX_COUNT",
+    "MAX_OFFSET",
+    "BraveProvider",
+    "HttpClient",
+    "RetryPolicy",
+]
+
+API_KEY_ENV = "BRAVE_SEARCH_API_KEY"
+BASE_URL_ENV = "BRAVE_SEARCH_BASE_URL"
+DEFAULT_BASE_URL = "https://api.search.brave.com/res/v1"
+#: Brave's bounds: ``count`` is 1–20 results a page; ``offset`` is a page number 0–9.
+MAX_COUNT = 20
+MAX_OFFSET = 9
+
+_MASK = "****"
+#: Parameters the provider sets itself; ``params`` may not override them.
+_RESERVED_PARAMS = ("q", "count", "offset", "extra_snippets")
+_T = TypeVar("_T")
+
+
+class HttpClient(Protocol):
+    """What the provider needs of an HTTP client: the shape of ``httpx.Client.get``."""
+
+    def get(
+        self,
+        url: str,
+        *,
+        params: Mapping[str, str],
+        headers: Mapping[str, str],
+        timeout: float,
+    ) -> httpx.Response: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded retries for answers that may succeed later: 429, 5xx and transport failures.
+
+    ``attempts`` counts every request, the first included. Before retry ``n`` (1-based) the
+    provider waits ``backoff * 2 ** (n - 1)`` seconds, capped at ``max_wait``; after a 429
+    that carries ``X-RateLimit-Reset`` it waits that reset instead, and gives up at once when
+    the reset is longer than ``max_wait``. Other 4xx answers are never retried: they would
+    fail the same way again.
+    """
+
+    attempts: int = 3
+    backoff: float = 0.5
+    max_wait: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigurationError(
+                f"RetryPolicy.attempts must be at least 1, got {self.attempts}"
+            )
+        if not (self.backoff >= 0 and self.max_wait >= 0):
+            raise ConfigurationError(
+                f"RetryPolicy.backoff and max_wait must be >= 0, got {self.backoff}, "
+                f"{self.max_wait}"
+            )
+
+    def delay(self, retry: int, error: RequestError) -> float | None:
+        """Seconds to wait before retry number ``retry`` (1-based) after ``error``, or None."""
+        if retry >= self.attempts or not _retryable(error):
+            return None
+        if isinstance(error, RateLimitError) and error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_wait else None
+        return float(min(self.backoff * 2 ** (retry - 1), self.max_wait))
+
+
+def _retryable(error: RequestError) -> bool:
+    if isinstance(error, ProviderStatusError):
+        return error.status == 429 or error.status >= 500
+    return True  # a transport failure or a timeout
+
+
+class BraveProvider:
+    """Fetches normalized, deduplicated evidence from Brave's Web Search API.
+
+    The key comes from ``api_key`` or ``BRAVE_SEARCH_API_KEY``, the base URL from
+    ``base_url``, ``BRAVE_SEARCH_BASE_URL`` or Brave's own. Without ``http_client`` each
+    :meth:`search` opens an ``httpx.Client`` and closes it when done. ``retry=None`` means the
+    default :class:`RetryPolicy`; pass ``RetryPolicy(attempts=1)`` for no retries. ``params``
+    adds Brave parameters (``country``, ``safesearch``, …) after the provider's own.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        http_client: HttpClient | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float = 10.0,
+        extra_snippets: bool = False,
+        params: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        key = (api_key or os.environ.get(API_KEY_ENV) or "").strip()
+        if not key:
+            raise ConfigurationError(
+                f"no Brave API key: pass api_key or set {API_KEY_ENV} "
+                "(get one at https://api-dashboard.search.brave.com)"
+            )
+        base = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).strip().rstrip("/")
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigurationError(
+                f"Brave base URL {base!r} (from base_url or {BASE_URL_ENV}) is not an http(s) URL"
+            )
+        if not timeout > 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds, got {timeout}")
+        extra = dict(params or {})
+        clashes = [name for name in _RESERVED_PARAMS if name in extra]
+        if clashes:
+            raise ConfigurationError(
+                f"params may not set {', '.join(clashes)}: the provider sets "
+                f"{', '.join(_RESERVED_PARAMS)} itself (use limit= and extra_snippets=)"
+            )
+        self._key = key
+        self.base_url = base
+        self._endpoint = f"{base}/web/search"
+        self._client = http_client
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._timeout = timeout
+        self._extra_snippets = extra_snippets
+        self._params = extra
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return (
+            f"BraveProvider(api_key={_MASK!r}, base_url={self.base_url!r}, "
+            f"extra_snippets={self._extra_snippets}, retry={self._retry!r})"
+        )
+
+    def search(self, query: str, *, limit: int = 10) -> list[Evidence]:
+        """Up to ``limit`` results in Brave's order, deduplicated by canonical URL.
+
+        Raises :class:`QueryError` before any request when Brave would refuse the query.
+        Pages are fetched while fewer than ``limit`` distinct results are held, Brave says
+        more are available, and the last page (offset 9) has not been reached.
+        """
+        text = validate_query(query)
+        if limit < 1:
+            raise QueryError(f"limit must be at least 1, got {limit}")
+        if self._client is not None:
+            return self._search(self._client, text, limit)
+        with httpx.Client(timeout=self._timeout) as client:
+            return self._search(client, text, limit)
+
+    def _search(self, client: HttpClient, query: str, limit: int) -> list[Evidence]:
+        count = min(limit, MAX_COUNT)
+        found: list[Evidence] = []
+        for offset in range(MAX_OFFSET + 1):
+            body = self._fetch(client, self._query_params(query, count, offset))
+            page, more = _parse_page(body, f"Brave's answer for offset {offset}")
+            found = dedupe([*found, *page])
+            if more is None:  # Brave may omit the flag: a full page suggests another one
+                more = len(page) >= count
+            if len(found) >= limit or not page or not more:
+                break
+        return found[:limit]
+
+    def _query_params(self, query: str, count: int, offset: int) -> dict[str, str]:
+        # Always send offset, even 0, so equal searches make byte-equal requests (cassettes).
+        params = {"q": query, "count": str(count), "offset": str(offset)}
+        if self._extra_snippets:
+            params["extra_snippets"] = "true"
+        params.update(self._params)
+        return params
+
+    def _fetch(self, client: HttpClient, params: Mapping[str, str]) -> Mapping[str, object]:
+        retry = 1
+        while True:
+            try:
+                return self._request(client, params)
+            except RequestError as error:
+                wait = self._retry.delay(retry, error)
+                if wait is None:
+                    raise
+                self._sleep(wait)
+                retry += 1
+
+    def _request(self, client: HttpClient, params: Mapping[str, str]) -> Mapping[str, object]:
+        headers = {
+            "X-Subscription-Token": self._key,
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+        }
+        try:
+            response = client.get(
+                self._endpoint, params=params, headers=headers, timeout=self._timeout
+            )
+        except httpx.RequestError as exc:
+            cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            message = f"could not reach Brave at {self.base_url}: {cause}"
+            raise RequestError(self._redact(message)) from exc
+        if not response.is_success:
+            raise self._status_error(response)
+        try:
+            body = response.json()
+        except ValueError as exc:
+            kind = response.headers.get("Content-Type", "no Content-Type")
+            raise ResponseFormatError(
+                f"Brave's answer from {self._endpoint} is not JSON ({kind}): {exc}"
+            ) from exc
+        if not isinstance(body, dict):
+            raise ResponseFormatError(
+                f"Brave's answer from {self._endpoint} is a JSON {_json_type(body)}, "
+                "expected a JSON object"
+            )
+        return body
+
+    def _status_error(self, response: httpx.Response) -> ProviderStatusError:
+        code, detail = _error_fields(response)
+        code = self._redact(code) if code is not None else None
+        detail = self._redact(detail) if detail is not None else None
+        status = response.status_code
+        if status == 429:
+            reset = _reset_seconds(response.headers.get("X-RateLimit-Reset"))
+            return RateLimitError(status, code, detail, self._endpoint, retry_after=reset)
+        return ProviderStatusError(status, code, detail, self._endpoint)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, _MASK)
+
+
+def _error_fields(response: httpx.Response) -> tuple[str | None, str | None]:
+    """``error.code`` and ``error.detail`` of Brave's ErrorResponse body, when it is one."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None, None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    code, detail = error.get("code"), error.get("detail")
+    return (
+        code if isinstance(code, str) else None,
+        detail if isinstance(detail, str) else None,
+    )
+
+
+def _reset_seconds(header: str | None) -> float | None:
+    """The first window of ``X-RateLimit-Reset`` ("1, 1419704": per second, per month)."""
+    if not header:
+        return None
+    try:
+        seconds = float(header.split(",")[0])
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _parse_page(body: Mapping[str, object], where: str) -> tuple[list[Evidence], bool | None]:
+    """The page's results and ``query.more_results_available`` (None when absent)."""
+    query = _optional(body, "query", dict, "", where)
+    more = _optional(query, "more_results_available", bool, "query", where) if query else None
+    web = _optional(body, "web", dict, "", where)  # no "web" at all when nothing matched
+    items = _optional(web, "results", list, "web", where) if web else None
+    results: list[Evidence] = []
+    for index, item in enumerate(items or []):
+        path = f"web.results[{index}]"
+        if not isinstance(item, dict):
+            raise ResponseFormatError(
+                f"{where}: {path} is a JSON {_json_type(item)}, expected a JSON object"
+            )
+        results.append(_evidence(item, path, where))
+    return results, more
+
+
+def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
+    url = _required(item, "url", str, path, where).strip()
+    if not url:
+        raise ResponseFormatError(f"{where}: {path}.url is empty")
+    title = _required(item, "title", str, path, where)
+    description = _optional(item, "description", str, path, where) or ""
+    extras = _optional(item, "extra_snippets", list, path, where) or []
+    snippets: list[str] = []
+    for index, extra in enumerate(extras):
+        if not isinstance(extra, str):
+            raise ResponseFormatError(
+                f"{where}: {path}.extra_snippets[{index}] is a JSON {_json_type(extra)}, "
+                "expected a JSON string"
+            )
+        if text := normalize_text(extra):
+            snippets.append(text)
+    meta = _optional(item, "meta_url", dict, path, where)
+    hostname = _optional(meta, "hostname", str, f"{path}.meta_url", where) if meta else None
+    return Evidence(
+        title=normalize_text(title),
+        url=url,
+        snippet=normalize_text(description),
+        source="brave",
+        page_age=_page_age(_optional(item, "page_age", str, path, where)),
+        age=_optional(item, "age", str, path, where) or "",
+        domain=hostname or _host(url),
+        language=_optional(item, "language", str, path, where) or "",
+        extra_snippets=tuple(snippets),
+    )
+
+
+def _page_age(value: str | None) -> datetime | None:
+    """Brave's ``page_age`` ("2025-06-30T05:41:00", no zone); an aware value becomes naive UTC
+    so every ``page_age`` compares with every other. Unparseable text gives None."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def _host(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def _optional(
+    obj: Mapping[str, object], name: str, kind: type[_T], parent: str, where: str
+) -> _T | None:
+    """``obj[name]`` checked to be a ``kind``; absent or null is None (Brave omits freely)."""
+    value = obj.get(name)
+    if value is None or isinstance(value, kind):
+        return value
+    path = f"{parent}.{name}" if parent else name
+    raise ResponseFormatError(
+        f"{where}: {path} is a JSON {_json_type(value)}, expected a JSON {_JSON_TYPES[kind]}"
+    )
+
+
+def _required(obj: Mapping[str, object], name: str, kind: type[_T], parent: str, where: str) -> _T:
+    value = _optional(obj, name, kind, parent, where)
+    if value is None:
+        raise ResponseFormatError(f"{where}: {parent}.{name} missing")
+    return value
+
+
+_JSON_TYPES: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    type(None): "null",
+}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
