@@ -3,6 +3,7 @@ simulator over loopback, replay with no socket, and check every number with trec
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -120,13 +121,18 @@ def test_two_runs_are_identical_whatever_the_workers(recorded: Path, tmp_path: P
     second = run(recorded, tmp_path, "workers=2")
     assert first != second
     for name in ("per_query.csv", "summary.csv", "feedback.csv", "episodes.jsonl",
-                 "documents.jsonl", "configs.csv", "trec/c00.noisy.r2.expand.run"):  # fmt: skip
+                 "documents.jsonl", "configs.csv", "trec/c00.noisy.r2.expand.run.gz"):  # fmt: skip
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def _run_lines(run_file: Path) -> list[str]:
+    with gzip.open(run_file, "rt") as handle:
+        return handle.read().splitlines()
 
 
 def _trec_eval(qrels: dict[str, dict[str, int]], run_file: Path) -> dict[str, dict[str, float]]:
     run_scores: dict[str, dict[str, float]] = {}
-    for line in run_file.read_text().splitlines():
+    for line in _run_lines(run_file):
         qid, _q0, doc, _rank, score, _tag = line.split()
         run_scores.setdefault(qid, {})[doc] = float(score)
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(TREC_NAMES.values()))
@@ -144,9 +150,16 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
     documents = (path / "documents.jsonl").read_text().splitlines()
     url = {row["doc_id"]: row["url"] for row in map(json.loads, documents)}
     checked = 0
-    for run_file in sorted((path / "trec").glob("*.run")):
-        config_id, policy, round_tag, stage = run_file.name.removesuffix(".run").split(".")
-        round_ = int(round_tag[1:])
+    run_files = sorted((path / "trec").glob("*.run.gz"))
+    for config_id, policy, round_, stage in (
+        per_query[["config_id", "policy", "round", "stage"]]
+        .drop_duplicates()
+        .itertuples(index=False)
+    ):
+        # initial and control rankings do not change by round: their round-0 file holds them
+        ranked_at = 0 if stage in ("initial", "control") else round_
+        run_file = path / "trec" / f"{config_id}.{policy}.r{ranked_at}.{stage}.run.gz"
+        assert run_file in run_files
         rows = per_query[
             (per_query.config_id == config_id) & (per_query.policy == policy)
             & (per_query["round"] == round_) & (per_query.stage == stage)
@@ -165,14 +178,13 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
             q: {d: g for d, g in docs.items() if (q, d) not in examined}
             for q, docs in qrels.items()
         }
-        residual_file = tmp_path / "residual.run"
-        residual_file.write_text(
-            "".join(
+        residual_file = tmp_path / "residual.run.gz"
+        with gzip.open(residual_file, "wt") as handle:
+            handle.writelines(
                 line + "\n"
-                for line in run_file.read_text().splitlines()
+                for line in _run_lines(run_file)
                 if (line.split()[0], line.split()[2]) not in examined
             )
-        )
         residual = _trec_eval(residual_qrels, residual_file)
         for row in rows[rows.eval_mode == "residual"].itertuples():
             expected = residual[row.query_id][TREC_NAMES[row.measure]]

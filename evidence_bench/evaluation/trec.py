@@ -11,6 +11,7 @@ does not come back from :func:`read_run` (trec_eval does not see it either).
 
 from __future__ import annotations
 
+import gzip
 import math
 import os
 import tempfile
@@ -92,7 +93,8 @@ def read_qrels(path: StrPath) -> dict[str, dict[str, int]]:
 def _records(path: Path, width: int, layout: str) -> Iterator[tuple[str, list[str]]]:
     """(``path:line``, fields) for each non-blank line, which must have ``width`` fields."""
     try:
-        with path.open(encoding="utf-8") as file:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as file:
             for number, line in enumerate(file, start=1):
                 fields = line.split()
                 if not fields:
@@ -133,12 +135,19 @@ def _check_token(value: str, what: str) -> None:
 
 
 def _write_atomic(path: Path, lines: Iterable[str]) -> None:
-    """Write to a temp file in the target's folder, then rename over the target."""
+    """Write to a temp file in the target's folder, then rename over the target.
+
+    A ``.gz`` path is gzip-compressed, with no timestamp so equal runs give equal bytes.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.writelines(lines)
+        with os.fdopen(fd, "wb") as raw:
+            if path.suffix == ".gz":
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as packed:
+                    packed.write("".join(lines).encode("utf-8"))
+            else:
+                raw.write("".join(lines).encode("utf-8"))
         os.chmod(temp, 0o644)  # mkstemp makes it owner-only; a run file is no secret
         os.replace(temp, path)
     except BaseException:

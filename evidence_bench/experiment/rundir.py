@@ -118,13 +118,17 @@ def write_trec(
     qrels: Mapping[str, Mapping[str, int]],
     rankings: Mapping[tuple[str, str, int, str], Mapping[str, Sequence[str]]],
 ) -> None:
-    """``qrels.txt`` and one run file per (config, policy, round, stage), full mode.
+    """``qrels.txt`` and one gzipped run file per (config, policy, round, stage), full mode.
 
     Documents are named by canonical URL; scores are strictly decreasing, so trec_eval
-    ranks exactly as evaluated.
+    ranks exactly as evaluated: ``trec_eval qrels.txt <(gunzip -c c00.oracle.r1.rerank.run.gz)``.
+    The initial and control rankings do not change with the round, so only round 0 of
+    those is written. Gzip keeps a 27-config sweep's runs at tens of MB, not hundreds.
     """
     directory.mkdir()
     write_qrels(directory / "qrels.txt", qrels)
     for (config_id, policy, round_, stage), run in rankings.items():
+        if round_ > 0 and stage in ("initial", "control"):
+            continue
         name = f"{config_id}.{policy}.r{round_}.{stage}"
-        write_run(directory / f"{name}.run", run, tag=name)
+        write_run(directory / f"{name}.run.gz", run, tag=name)
