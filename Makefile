@@ -30,8 +30,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PYTHON) -m pytest
 
+## make gate: replay the ci experiment and compare it with the committed baseline
 gate: $(STAMP)
-	@echo "regression gate: not yet wired"
+	$(PYTHON) -m evidence_bench run +experiment=ci progress=false
+	$(PYTHON) -m evidence_bench check runs/ci/latest --baseline baselines/ci.yaml
 
 bench: $(STAMP)
 	$(PYTHON) benchmarks/bench_run.py

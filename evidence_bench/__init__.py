@@ -1,3 +1,60 @@
-"""evidence_bench: measure, offline and reproducibly, whether relevance feedback helps."""
+"""evidence_bench: measure, offline and reproducibly, whether relevance feedback helps.
+
+The engine being measured is importable from here: fetch evidence from a Brave-compatible
+API, rank it locally, take feedback in a :class:`SearchSession`, and expand the search.
+"""
+
+from evidence_bench.api import fetch_evidence
+from evidence_bench.engine.base import Label, RefinedQuery, Ranker, Refiner, SearchProvider
+from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
+from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.session import Expansion, SearchSession
+from evidence_bench.errors import (
+    ConfigurationError,
+    DataError,
+    EvidenceBenchError,
+    FeedbackError,
+    ProviderStatusError,
+    QueryError,
+    RateLimitError,
+    RegressionError,
+    ReplayMissError,
+    RequestError,
+    ResponseFormatError,
+)
+from evidence_bench.evidence import Evidence, canonical_url, normalize_text
+from evidence_bench.providers.brave import BraveProvider, HttpClient, RetryPolicy
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BraveProvider",
+    "ConfigurationError",
+    "DataError",
+    "Evidence",
+    "EvidenceBenchError",
+    "Expansion",
+    "FeedbackError",
+    "HttpClient",
+    "Label",
+    "LexicalRefiner",
+    "ProviderOrderRanker",
+    "ProviderStatusError",
+    "QueryError",
+    "Ranker",
+    "RateLimitError",
+    "RefinedQuery",
+    "Refiner",
+    "RegressionError",
+    "ReplayMissError",
+    "RequestError",
+    "ResponseFormatError",
+    "RetryPolicy",
+    "SearchProvider",
+    "SearchSession",
+    "TfidfRocchioRanker",
+    "__version__",
+    "canonical_url",
+    "fetch_evidence",
+    "normalize_text",
+]
