@@ -5,7 +5,7 @@ API, rank it locally, take feedback in a :class:`SearchSession`, and expand the 
 """
 
 from evidence_bench.api import fetch_evidence
-from evidence_bench.engine.base import Label, RefinedQuery, Ranker, Refiner, SearchProvider
+from evidence_bench.engine.base import Label, Ranker, RefinedQuery, Refiner, SearchProvider
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.session import Expansion, SearchSession

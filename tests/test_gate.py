@@ -17,8 +17,13 @@ BASELINE = ROOT / "baselines" / "ci.yaml"
 
 def run_ci(tmp_path: Path, *extra: str) -> Path:
     cfg, text = compose(
-        ["+experiment=ci", f"runs_dir={tmp_path / 'runs'}", "progress=false", "report=false",
-         *extra]  # fmt: skip
+        [
+            "+experiment=ci",
+            f"runs_dir={tmp_path / 'runs'}",
+            "progress=false",
+            "report=false",
+            *extra,
+        ]
     )
     return perform_run(cfg, text).path
 
@@ -43,8 +48,10 @@ def test_a_degraded_ranker_fails_naming_measure_place_and_delta(
     header, first = out.splitlines()[:2]
     assert header.split() == ["status", "config", "policy", "round", "stage", "mode", "measure",
                               "expected", "actual", "delta"]  # fmt: skip
-    status, config, policy, round_, stage, mode, measure, expected, actual, delta = first.split()
+    status, config, policy, _round, stage, mode, measure, expected, actual, delta = first.split()
     assert status == "FAIL" and config == "c00" and stage in ("rerank", "expand")
+    assert policy in ("oracle", "noisy") and mode in ("full", "residual", "frozen")
+    assert measure in ("nDCG@10", "P@10", "R@20", "AP", "RR")
     assert float(delta) == pytest.approx(float(actual) - float(expected), abs=2e-4)
     assert float(delta) < 0
     assert "is 'provider_order' in the run" in err
