@@ -3,6 +3,7 @@ simulator over loopback, replay with no socket, and check every number with trec
 
 from __future__ import annotations
 
+import collections
 import gzip
 import json
 import os
@@ -99,7 +100,21 @@ def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
     assert list(per_query.columns) == [
         "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value"
     ]  # fmt: skip
-    assert set(per_query["stage"]) == {"initial", "control", "rerank", "expand"}
+    assert set(per_query["stage"]) == {
+        "initial", "control", "rerank", "expand", "deep_initial", "deep_control"
+    }  # fmt: skip
+    expand = per_query[per_query.stage == "expand"].set_index(
+        ["policy", "query_id", "round", "eval_mode", "measure"]
+    )["value"]
+    deep = per_query[per_query.stage == "deep_initial"].set_index(expand.index.names)["value"]
+    assert expand.index.equals(deep.index)  # every expand has its equal-depth control
+    for round_ in (1, 2):
+        lengths = {}
+        for stage in ("expand", "deep_initial", "deep_control"):
+            lines = _run_lines(path / "trec" / f"c00.oracle.r{round_}.{stage}.run.gz")
+            lengths[stage] = collections.Counter(line.split()[0] for line in lines)
+        assert lengths["expand"] == lengths["deep_initial"] == lengths["deep_control"]
+        assert max(lengths["expand"].values()) > 10  # deeper than the first page
     assert set(per_query["eval_mode"]) == {"full", "residual", "frozen"}
     assert set(per_query["policy"]) == {"oracle", "noisy"}
     assert (per_query[per_query["round"] == 0]["stage"].isin(["initial", "control"])).all()

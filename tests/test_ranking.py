@@ -28,7 +28,7 @@ def _order(ranking: list[Evidence]) -> list[int]:
 
 
 def test_tokenize_lowercases_splits_and_drops_stop_words_and_single_characters() -> None:
-    assert tokenize("What is TF-IDF? A 2-step guide, in 2024 (v2)") == [
+    assert Analyzer(stemmer=None)("What is TF-IDF? A 2-step guide, in 2024 (v2)") == [
         "tf",
         "idf",
         "step",
@@ -43,10 +43,26 @@ def test_tokenize_keeps_repeats_and_non_ascii_letters() -> None:
 
 
 def test_analyzer_options() -> None:
-    keep_case = Analyzer(lowercase=False)
+    keep_case = Analyzer(lowercase=False, stemmer=None)
     assert keep_case("The Rocchio method") == ["Rocchio", "method"]
-    assert Analyzer(stop_words=None)("what is it") == ["what", "is", "it"]
-    assert Analyzer(min_length=4)("tf idf cosine") == ["cosine"]
+    assert Analyzer(stop_words=None, stemmer=None)("what is it") == ["what", "is", "it"]
+    assert Analyzer(min_length=4, stemmer=None)("tf idf cosine") == ["cosine"]
+
+
+def test_the_default_analyzer_stems_with_snowball_english() -> None:
+    # Snowball English (Porter 2): the inflections of one word meet in one term.
+    assert tokenize("Heated wings; heating of a wing") == ["heat", "wing", "heat", "wing"]
+    assert tokenize("aerodynamics aerodynamic") == ["aerodynam", "aerodynam"]
+    assert Analyzer(stemmer="porter")("generalizations") == ["gener"]
+    assert Analyzer(stemmer="english").words("heated wings") == [
+        ("heat", "heated"),
+        ("wing", "wings"),
+    ]
+
+
+def test_an_unknown_stemmer_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigurationError, match=r"unknown stemmer 'klingon' \(valid: .*english"):
+        Analyzer(stemmer="klingon")
 
 
 def test_stop_words_cover_question_words_and_auxiliaries() -> None:

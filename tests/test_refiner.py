@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
 from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence, validate_query
 
@@ -40,7 +41,7 @@ def _idf(df: int, n: int = 4) -> float:
 
 
 def test_terms_are_ordered_by_tfidf_and_irrelevant_tied_terms_dropped() -> None:
-    refiner = LexicalRefiner()
+    refiner = LexicalRefiner(analyzer=Analyzer(stemmer=None))
     refined = refiner.refine("solar", _CANDIDATES, _FEEDBACK)
     # battery 2 * idf(1) > grid 2 * idf(3) > storage 1 * idf(1); inverter: 2 negative >= 1.
     assert refined.added_terms == ("battery", "grid", "storage")
@@ -49,6 +50,12 @@ def test_terms_are_ordered_by_tfidf_and_irrelevant_tied_terms_dropped() -> None:
     assert scores == pytest.approx(
         {"battery": 2 * _idf(1), "grid": 2 * _idf(3), "storage": 1 * _idf(1)}
     )
+
+
+def test_stemmed_terms_are_sent_as_their_most_frequent_word() -> None:
+    refined = LexicalRefiner().refine("solar", _CANDIDATES, _FEEDBACK)
+    # scored as stems (batteri, grid, storag), sent as the words the results used
+    assert refined.added_terms == ("battery", "grid", "storage")
 
 
 def test_a_term_more_frequent_in_positive_evidence_is_kept() -> None:

@@ -42,6 +42,8 @@ class LexicalRefiner:
 
     Without positive feedback nothing is added: the query comes back unchanged. Negative
     feedback alone says what to avoid, and Brave's ``q`` has no reliable way to exclude it.
+    With a stemming analyzer terms are scored as stems but sent as words: each stem's most
+    frequent surface form in the positive results (ties alphabetically).
     """
 
     max_terms: int = 4
@@ -59,7 +61,8 @@ class LexicalRefiner:
         """The query with the added terms, and those terms in the order they were added."""
         ranked = self.term_scores(query, candidates, feedback)
         base = query.strip()
-        terms = self._fit(base, (term for term, _ in ranked))
+        words = self._surface_forms(candidates, feedback)
+        terms = self._fit(base, (words.get(term, term) for term, _ in ranked))
         if not terms:
             return RefinedQuery(query=query, added_terms=())
         return RefinedQuery(query=f"{base} {' '.join(terms)}", added_terms=tuple(terms))
@@ -91,6 +94,20 @@ class LexicalRefiner:
         ]
         scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return scored
+
+    def _surface_forms(self, candidates: Sequence[Evidence], feedback: Feedback) -> dict[str, str]:
+        if self.analyzer.stemmer is None:
+            return {}
+        seen: dict[str, Counter[str]] = {}
+        for item in candidates:
+            label = feedback.get(item.key)
+            if label is not None and label.polarity > 0:
+                for term, word in self.analyzer.words(_document(item)):
+                    seen.setdefault(term, Counter())[word] += 1
+        return {
+            term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
+            for term, counts in seen.items()
+        }
 
     def _fit(self, query: str, ordered: Iterable[str]) -> list[str]:
         """Up to ``max_terms`` terms, skipping any that would break Brave's query limits."""

@@ -2,8 +2,8 @@
 
 Both must see the same terms, or the refiner would add words the ranker cannot match. The
 analyzer is a frozen dataclass so it can sit in a config, be compared and be hashed (the
-ranker caches term counts per analyzer and text). Stemming is a later step of the same
-per-token pipeline (:meth:`Analyzer._keep`), not a new seam.
+ranker caches term counts per analyzer and text). Stemming (Snowball's algorithms, Porter
+1980 among them) is the last step of the same per-token pipeline.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
+
+from evidence_bench.errors import ConfigurationError
 
 __all__ = ["STOP_WORDS", "Analyzer", "tokenize"]
 
@@ -37,15 +40,21 @@ _TOKEN = re.compile(r"[^\W_]+")
 
 @dataclass(frozen=True, slots=True)
 class Analyzer:
-    """Splits text into terms: optional lowercasing, stop words and a minimum length.
+    """Splits text into terms: optional lowercasing, stop words, a minimum length, stemming.
 
     Stop words are matched case-insensitively, so ``lowercase=False`` keeps the case of the
-    terms but still drops "The". ``stop_words=None`` keeps every word.
+    terms but still drops "The". ``stop_words=None`` keeps every word. ``stemmer`` names a
+    Snowball algorithm (``"english"``, ``"porter"``, ...) or None for no stemming.
     """
 
     lowercase: bool = True
     stop_words: frozenset[str] | None = STOP_WORDS
     min_length: int = 2
+    stemmer: str | None = "english"
+
+    def __post_init__(self) -> None:
+        if self.stemmer is not None:
+            _stemmer(self.stemmer)  # fails now, naming the valid algorithms
 
     def __call__(self, text: str) -> list[str]:
         """The terms of ``text`` in order of appearance, repeats kept (they are the tf)."""
@@ -53,12 +62,34 @@ class Analyzer:
 
     def terms(self, text: str) -> tuple[str, ...]:
         source = text.lower() if self.lowercase else text
-        return tuple(token for token in _TOKEN.findall(source) if self._keep(token))
+        kept = [token for token in _TOKEN.findall(source) if self._keep(token)]
+        if self.stemmer is None:
+            return tuple(kept)
+        return tuple(_stemmer(self.stemmer).stemWords(kept))
+
+    def words(self, text: str) -> list[tuple[str, str]]:
+        """(term, the word it came from) pairs: a stemmed term's readable surface form."""
+        source = text.lower() if self.lowercase else text
+        kept = [token for token in _TOKEN.findall(source) if self._keep(token)]
+        if self.stemmer is None:
+            return [(token, token) for token in kept]
+        return list(zip(_stemmer(self.stemmer).stemWords(kept), kept, strict=True))
 
     def _keep(self, token: str) -> bool:
         if len(token) < self.min_length:
             return False
         return self.stop_words is None or token.lower() not in self.stop_words
+
+
+@functools.cache
+def _stemmer(name: str) -> Any:
+    import snowballstemmer
+
+    try:
+        return snowballstemmer.stemmer(name)
+    except KeyError:
+        valid = ", ".join(snowballstemmer.algorithms())
+        raise ConfigurationError(f"unknown stemmer {name!r} (valid: {valid})") from None
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -12,6 +12,7 @@ from typing import Any
 from evidence_bench.engine.base import Ranker, Refiner
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.text import STOP_WORDS, Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.simulation.users import UserPolicy, make_policy
 
@@ -47,6 +48,12 @@ class EngineConfig:
     refiner: str
     ranker_params: tuple[tuple[str, float], ...]
     refiner_params: tuple[tuple[str, int], ...]
+    stemmer: str | None = None
+    stop_words: bool = True
+
+    @property
+    def analyzer(self) -> Analyzer:
+        return Analyzer(stop_words=STOP_WORDS if self.stop_words else None, stemmer=self.stemmer)
 
     @property
     def role(self) -> str:
@@ -59,7 +66,12 @@ class EngineConfig:
         return f"{self.ranker} {params}".strip()
 
     def params(self) -> dict[str, Any]:
-        return {**dict(self.ranker_params), **dict(self.refiner_params)}
+        return {
+            **dict(self.ranker_params),
+            **dict(self.refiner_params),
+            "stemmer": self.stemmer or "none",
+            "stop_words": self.stop_words,
+        }
 
 
 def _pick(kind: str, name: str, registry: Mapping[str, object]) -> None:
@@ -69,26 +81,42 @@ def _pick(kind: str, name: str, registry: Mapping[str, object]) -> None:
 
 
 def engine_config(
-    config_id: str, ranker: Mapping[str, Any], refiner: Mapping[str, Any]
+    config_id: str,
+    ranker: Mapping[str, Any],
+    refiner: Mapping[str, Any],
+    analyzer: Mapping[str, Any] | None = None,
 ) -> EngineConfig:
     """Validate names against the registries and keep only the parameters each part takes."""
     _pick("ranker", ranker["name"], RANKERS)
     _pick("refiner", refiner["name"], REFINERS)
     ranker_params = tuple((key, float(ranker[key])) for key in RANKER_PARAMS[ranker["name"]])
     refiner_params = tuple((key, int(refiner[key])) for key in REFINER_PARAMS[refiner["name"]])
-    return EngineConfig(config_id, ranker["name"], refiner["name"], ranker_params, refiner_params)
+    analyzer = analyzer or {}
+    stemmer = analyzer.get("stemmer")
+    Analyzer(stemmer=stemmer)  # an unknown stemmer fails here, listing the valid ones
+    return EngineConfig(
+        config_id,
+        ranker["name"],
+        refiner["name"],
+        ranker_params,
+        refiner_params,
+        stemmer=stemmer,
+        stop_words=bool(analyzer.get("stop_words", True)),
+    )
 
 
 def make_ranker(config: EngineConfig, *, feedback: bool = True) -> Ranker:
     """The configured ranker; ``feedback=False`` switches its feedback terms off (the control)."""
-    params = dict(config.ranker_params)
+    params: dict[str, Any] = dict(config.ranker_params)
     if not feedback and config.ranker == "tfidf_rocchio":
         params.update(beta=0.0, gamma=0.0)
+    if config.ranker != "provider_order":
+        params["analyzer"] = config.analyzer
     return RANKERS[config.ranker](**params)
 
 
 def make_refiner(config: EngineConfig) -> Refiner:
-    return REFINERS[config.refiner](**dict(config.refiner_params))
+    return REFINERS[config.refiner](**dict(config.refiner_params), analyzer=config.analyzer)
 
 
 def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:

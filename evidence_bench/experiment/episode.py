@@ -3,10 +3,15 @@
 For each round r = 1..R the user examines the displayed list (the provider's order at
 round 1, then the last ranking), the session records the marks, ``show`` reranks
 (stage ``rerank``) and ``expand`` retrieves with the refined query (stage ``expand``).
-At every round the ``initial`` ranking (the provider's order) and the ``control`` ranking
-(the same ranker with its feedback terms off, over the initial candidates) are evaluated
-under the same removal of examined documents, so before, control and after compare like
-with like.
+Two controls keep the comparison honest (they are evaluated at every round under the same
+removal of examined documents, so before, control and after compare like with like):
+
+- the scorer switch: ``control`` is the same ranker with its feedback terms off, over the
+  initial candidates; ``rerank - control`` is what feedback itself did to the ranking;
+- list length: after ``expand`` the list is longer, and AP and recall rise from length
+  alone. ``deep_initial`` is the provider's list for the original query deepened to the
+  expanded list's length (its next pages), ``deep_control`` the no-feedback ranker over
+  it; ``expand - deep_control`` is what feedback and the refined query did at equal depth.
 
 Evaluation modes (Salton & Buckley 1990 for residual ranking):
 - ``full``: the ranking as it is, against all judgments;
@@ -31,7 +36,9 @@ from evidence_bench.simulation.users import UserPolicy
 
 __all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
 
-STAGES = ("initial", "control", "rerank", "expand")
+STAGES = ("initial", "control", "rerank", "expand", "deep_initial", "deep_control")
+#: The stage each feedback stage is compared with, before and at equal depth.
+CONTROLS = {"rerank": ("initial", "control"), "expand": ("deep_initial", "deep_control")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,7 @@ def run_episode(
     query_id: str,
     query: str,
     initial: Sequence[Evidence],
+    deep: Sequence[Evidence] | None,
     provider: SearchProvider,
     ranker: Ranker,
     control: Ranker,
@@ -98,7 +106,12 @@ def run_episode(
     rounds: int,
     depth: int,
 ) -> EpisodeResult:
-    """Run one episode from the provider's ``initial`` results; see the module docstring."""
+    """Run one episode from the provider's ``initial`` results; see the module docstring.
+
+    ``deep`` is the provider's list for the original query fetched deeper than ``initial``
+    (at least as long as any expanded list can grow), for the equal-depth controls; None
+    leaves them out.
+    """
     result = EpisodeResult()
     session = SearchSession(
         query, provider, ranker=ranker, refiner=refiner, limit=depth, candidates=initial
@@ -153,6 +166,10 @@ def run_episode(
         else:
             expanded = [item.key for item in expansion.ranking]
             stages["expand"] = expanded
+            if deep is not None:
+                equal = deep[: len(expanded)]
+                stages["deep_initial"] = [item.key for item in equal]
+                stages["deep_control"] = [item.key for item in control.rank(query, equal, {})]
             displayed = expansion.ranking
             record.update(
                 refined_query=expansion.refined.query,

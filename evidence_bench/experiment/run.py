@@ -137,22 +137,13 @@ def perform_run(
         (tmp / "config.yaml").write_text(config_yaml)
         write_csv(tmp / "per_query.csv", per_query)
         write_csv(tmp / "summary.csv", summary)
+        params = list(dict.fromkeys(k for e in plan.engines for k in e.params()))
         write_rows(
             tmp / "configs.csv",
-            [
-                "config_id",
-                "label",
-                "ranker",
-                "refiner",
-                "role",
-                "alpha",
-                "beta",
-                "gamma",
-                "max_terms",
-            ],
+            ["config_id", "label", "ranker", "refiner", "role", *params],
             (
                 [e.config_id, e.label, e.ranker, e.refiner, e.role]
-                + [e.params().get(k, "") for k in ("alpha", "beta", "gamma", "max_terms")]
+                + [e.params().get(k, "") for k in params]
                 for e in plan.engines
             ),
         )

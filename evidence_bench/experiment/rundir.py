@@ -128,7 +128,7 @@ def write_trec(
     directory.mkdir()
     write_qrels(directory / "qrels.txt", qrels)
     for (config_id, policy, round_, stage), run in rankings.items():
-        if round_ > 0 and stage in ("initial", "control"):
+        if round_ > 0 and stage in ("initial", "control"):  # the same at every round
             continue
         name = f"{config_id}.{policy}.r{round_}.{stage}"
         write_run(directory / f"{name}.run.gz", run, tag=name)

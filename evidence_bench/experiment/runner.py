@@ -42,7 +42,15 @@ from evidence_bench.providers.brave import BraveProvider, RetryPolicy
 from evidence_bench.simulation.simulator import BraveSimulator, SimulatorTransport
 from evidence_bench.simulation.users import UserPolicy
 
-__all__ = ["EVAL_MODES", "MemoProvider", "QueryOutput", "RunPlan", "execute", "plan_run"]
+__all__ = [
+    "EVAL_MODES",
+    "MemoProvider",
+    "QueryOutput",
+    "RunPlan",
+    "deep_limit",
+    "execute",
+    "plan_run",
+]
 
 EVAL_MODES = ("full", "residual", "frozen")
 
@@ -129,7 +137,11 @@ def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
     engines: list[EngineConfig] = []
     for index, values in enumerate(itertools.product(*grid.values())):
         point = {**ranker, **dict(zip(grid, values, strict=True))}
-        engines.append(engine_config(f"c{index:02d}", point, dict(cfg["refiner"])))
+        engines.append(
+            engine_config(
+                f"c{index:02d}", point, dict(cfg["refiner"]), dict(cfg.get("analyzer") or {})
+            )
+        )
 
     source = str(cfg["query_set"].get("source", "collection"))
     default_miss = "simulate" if source == "collection" else "error"
@@ -160,6 +172,11 @@ def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
         seed=int(cfg.get("seed", 0)),
         swept=tuple(key for key, values in grid.items() if len(values) > 1),
     )
+
+
+def deep_limit(plan: RunPlan) -> int:
+    """How deep the equal-depth control fetches: as long as R expansions can make a list."""
+    return min(plan.depth * (plan.rounds + 1), 200)
 
 
 class MemoProvider:
@@ -246,12 +263,17 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
             )
         )
         initial = provider.search(query, limit=plan.depth)
+        try:
+            deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
+        except SkippedRequest:
+            deep = None  # replay.on_miss=skip: the equal-depth stages are left out
         for engine, ranker, control, refiner in worker.engines:
             for user_name, user in worker.users:
                 result = run_episode(
                     query_id=query_id,
                     query=query,
                     initial=initial,
+                    deep=deep,
                     provider=provider,
                     ranker=ranker,
                     control=control,
