@@ -1,0 +1,87 @@
+"""Validity of the before/after comparison: feedback that is switched off gains exactly
+nothing, and a user who marks at random gains nothing significant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from evidence_bench.evaluation.attribution import attribution
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.run import perform_run
+from evidence_bench.experiment.runner import plan_run
+from evidence_bench.fixtures.record import record
+
+
+def _per_query(overrides: list[str]) -> pd.DataFrame:
+    cfg, text = compose([*overrides, "report=false", "progress=false"])
+    path = perform_run(cfg, text).path
+    return pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
+
+
+def test_feedback_switched_off_has_exactly_zero_attributable_gain(
+    tiny_collection: Path, tmp_path: Path
+) -> None:
+    overrides = [
+        "+experiment=ci", "query_set=beir", "query_set.name=tiny",
+        f"query_set.path={tiny_collection}", f"query_set.cassettes={tmp_path / 'c'}",
+        f"runs_dir={tmp_path / 'runs'}", "experiment.depth=10", "workers=1",
+        # the ranker ignores marks and the refiner adds nothing: no feedback at all
+        "ranker.beta=0", "ranker.gamma=0", "refiner.max_terms=0",
+    ]  # fmt: skip
+    cfg, _ = compose(overrides)
+    record(plan_run(cfg), provider="simulator", rounds=0)
+    table = attribution(_per_query(overrides), eval_modes=("full", "residual", "frozen"))
+    assert set(table["stage"]) == {"rerank", "expand"}
+    assert (table["gain"] == 0).all()
+    assert (table["improved"] == 0).all() and (table["degraded"] == 0).all()
+    assert (table["p_randomization"] == 1.0).all()
+
+
+def test_with_feedback_on_the_same_queries_gain_is_not_zero(
+    tiny_collection: Path, tmp_path: Path
+) -> None:
+    overrides = [
+        "+experiment=ci", "query_set=beir", "query_set.name=tiny",
+        f"query_set.path={tiny_collection}", f"query_set.cassettes={tmp_path / 'c'}",
+        f"runs_dir={tmp_path / 'runs'}", "experiment.depth=10", "workers=1",
+    ]  # fmt: skip
+    table = attribution(_per_query(overrides), eval_modes=("full",))
+    assert (table["gain"] != 0).any()
+
+
+def test_a_user_marking_at_random_shows_no_significant_gain(tmp_path: Path) -> None:
+    per_query = _per_query(
+        [
+            "+experiment=smoke",
+            "~policies.oracle",
+            "+policy@policies.random=random",
+            "experiment.queries=60",
+            f"runs_dir={tmp_path}",
+        ]  # fmt: skip
+    )
+    table = attribution(per_query)
+    assert len(table) == 10 and (table["n"] > 40).all()
+    significant_gain = (table["gain"] > 0) & (table["p_holm"] < 0.05)
+    assert not significant_gain.any(), table[["stage", "measure", "gain", "p_holm"]]
+
+
+def test_an_oracle_user_shows_a_significant_gain(tmp_path: Path) -> None:
+    per_query = _per_query(["+experiment=smoke", "experiment.queries=60", f"runs_dir={tmp_path}"])
+    table = attribution(per_query)
+    significant = table[(table["measure"] == "nDCG@10")]
+    assert (significant["gain"] > 0).all() and (significant["p_holm"] < 0.05).all()
+
+
+def test_gains_are_the_paired_differences(tmp_path: Path) -> None:
+    per_query = _per_query(["+experiment=smoke", f"runs_dir={tmp_path}"])
+    table = attribution(per_query)
+    row = table[(table.stage == "rerank") & (table.measure == "AP")].iloc[0]
+    residual = per_query[(per_query.eval_mode == "residual") & (per_query.measure == "AP")]
+    by_stage = residual[residual["round"] == 1].pivot(
+        index="query_id", columns="stage", values="value"
+    )
+    assert row["gain"] == pytest.approx((by_stage["rerank"] - by_stage["control"]).mean())
+    assert row["control"] == pytest.approx(by_stage["control"].mean())
