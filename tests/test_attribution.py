@@ -60,7 +60,7 @@ def test_a_user_marking_at_random_shows_no_significant_gain(tmp_path: Path) -> N
             "+policy@policies.random=random",
             "experiment.queries=60",
             f"runs_dir={tmp_path}",
-        ]  # fmt: skip
+        ]
     )
     table = attribution(per_query)
     assert len(table) == 10 and (table["n"] > 40).all()
