@@ -1,0 +1,364 @@
+"""Load a run directory (notes/RUNDIR.md) into DataFrames, and merge a multirun's runs.
+
+Only ``manifest.json``, ``configs.csv`` and ``per_query.csv`` are required; the report degrades
+(no episode details, no grades) when the others are missing. Episodes and documents are read
+lazily, for the few configurations the report details, because a full sweep holds tens of
+thousands of episodes. Every id is read as a string: a query id ``001`` must not become ``1``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from evidence_bench.errors import DataError
+
+__all__ = [
+    "PER_QUERY_COLUMNS",
+    "RunData",
+    "Settings",
+    "Source",
+    "load_documents",
+    "load_episodes",
+    "load_run",
+    "merge_runs",
+]
+
+PER_QUERY_COLUMNS = (
+    "config_id",
+    "policy",
+    "query_id",
+    "round",
+    "stage",
+    "eval_mode",
+    "measure",
+    "value",
+)
+_PER_QUERY_DTYPES = {
+    "config_id": "category",
+    "policy": "category",
+    "query_id": "category",
+    "round": "int16",
+    "stage": "category",
+    "eval_mode": "category",
+    "measure": "category",
+    "value": "float64",
+}
+#: Read as strings first: pandas infers a category column's type (``001`` would become 1).
+_PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
+#: configs.csv columns that describe a configuration rather than set one of its parameters.
+_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
+_STAGE_ORDER = ("initial", "rerank", "expand")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the run measured and which measure and mode the report leads with."""
+
+    experiment: str
+    query_set: str
+    measures: tuple[str, ...]
+    modes: tuple[str, ...]
+    primary_mode: str
+    primary_measure: str
+    rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One run directory, and the prefixes its ids get when it is merged into a multirun."""
+
+    path: Path
+    config_prefix: str = ""
+    id_prefix: str = ""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run directory's tables; ``path`` is where ``report.html`` goes."""
+
+    path: Path
+    settings: Settings
+    manifest: Mapping[str, Any]
+    configs: pd.DataFrame
+    per_query: pd.DataFrame
+    queries: pd.DataFrame
+    qrels: pd.DataFrame
+    sources: tuple[Source, ...]
+    swept: tuple[str, ...]
+    policies: tuple[str, ...]
+    stages: tuple[str, ...]
+
+
+def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (is this a run directory?)")
+    try:
+        frame: pd.DataFrame = pd.read_csv(path, keep_default_na=True, **kwargs)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise DataError(f"{path}: cannot be read as CSV: {exc}") from exc
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
+    return frame
+
+
+def _optional_csv(path: Path, columns: Sequence[str], dtype: Mapping[str, Any]) -> pd.DataFrame:
+    if not path.is_file():
+        return pd.DataFrame({c: pd.Series(dtype=dtype.get(c, "str")) for c in columns})
+    return _read_csv(path, columns, dtype=dict(dtype))
+
+
+def _lookup(tree: Mapping[str, Any], dotted: str, default: Any) -> Any:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _settings(config: Mapping[str, Any], manifest: Mapping[str, Any], pq: pd.DataFrame) -> Settings:
+    present_measures = list(pd.unique(pq["measure"]).astype(str))
+    present_modes = list(pd.unique(pq["eval_mode"]).astype(str))
+    measures = [m for m in _lookup(config, "eval.measures", []) if m in present_measures]
+    measures += [m for m in present_measures if m not in measures]
+    modes = [m for m in _lookup(config, "eval.modes", []) if m in present_modes]
+    modes += [m for m in present_modes if m not in modes]
+    mode = str(_lookup(config, "eval.primary_mode", "residual"))
+    measure = str(_lookup(config, "eval.primary_measure", "nDCG@10"))
+    rounds = int(pq["round"].max()) if len(pq) else 0
+    return Settings(
+        experiment=str(_lookup(config, "experiment.name", manifest.get("experiment", "?"))),
+        query_set=str(_lookup(config, "query_set.name", manifest.get("query_set", "?"))),
+        measures=tuple(measures),
+        modes=tuple(modes),
+        primary_mode=mode if mode in modes else (modes[0] if modes else mode),
+        primary_measure=measure if measure in measures else (measures[0] if measures else measure),
+        rounds=int(_lookup(config, "experiment.rounds", rounds)),
+    )
+
+
+def _swept(configs: pd.DataFrame, manifest: Mapping[str, Any]) -> tuple[str, ...]:
+    """Parameters that vary across the feedback configurations, manifest's order first."""
+    params = [c for c in configs.columns if c not in _DESCRIPTIVE]
+    listed = [p for p in _lookup(manifest, "sweep.params", []) if p in params]
+    feedback = configs[configs["role"] != "baseline"] if "role" in configs else configs
+    varying = [p for p in params if feedback[p].dropna().nunique() > 1]
+    return tuple([p for p in listed if p in varying] + [p for p in varying if p not in listed])
+
+
+def _ordered(values: Iterable[str], preferred: Sequence[str]) -> tuple[str, ...]:
+    seen = list(dict.fromkeys(values))
+    return tuple([v for v in preferred if v in seen] + [v for v in seen if v not in preferred])
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Read a run directory; raises :class:`DataError` naming the file that is missing or bad.
+
+    The path is resolved, so ``runs/<experiment>/latest`` reports its real run id.
+    """
+    run_dir = Path(run_dir).resolve()
+    manifest_path = run_dir / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{manifest_path}: file not found (is this a run directory?)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{manifest_path}: not valid JSON: {exc}") from exc
+    config_path = run_dir / "config.yaml"
+    config: Any = {}
+    if config_path.is_file():
+        try:
+            config = yaml.safe_load(config_path.read_text("utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise DataError(f"{config_path}: not valid YAML: {exc}") from exc
+    configs = _read_csv(
+        run_dir / "configs.csv",
+        ["config_id", "label"],
+        dtype={"config_id": str, "label": str, "ranker": str, "refiner": str, "role": str},
+    )
+    if "role" not in configs:
+        configs["role"] = "feedback"
+    configs["role"] = configs["role"].fillna("feedback")
+    per_query = _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
+    per_query = per_query.astype(_PER_QUERY_DTYPES)
+    unknown = set(per_query["config_id"].cat.categories) - set(configs["config_id"])
+    if unknown:
+        raise DataError(
+            f"{run_dir / 'per_query.csv'}: config_id(s) {', '.join(sorted(unknown))} "
+            "are not in configs.csv"
+        )
+    queries = _optional_csv(run_dir / "queries.csv", ["query_id", "query"], {"query_id": str})
+    qrels = _optional_csv(
+        run_dir / "qrels.csv",
+        ["query_id", "doc_id", "relevance"],
+        {"query_id": str, "doc_id": str, "relevance": "int64"},
+    )
+    return RunData(
+        path=run_dir,
+        settings=_settings(config, manifest, per_query),
+        manifest=manifest,
+        configs=configs,
+        per_query=per_query,
+        queries=queries,
+        qrels=qrels,
+        sources=(Source(run_dir),),
+        swept=_swept(configs, manifest),
+        policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
+        stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
+    )
+
+
+def _prefixed(frame: pd.DataFrame, columns: Sequence[str], prefix: str) -> pd.DataFrame:
+    if not prefix:
+        return frame
+    out = frame.copy()
+    for column in columns:
+        out[column] = prefix + out[column].astype(str)
+    return out
+
+
+def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> dict[str, Any]:
+    def joined(key: str) -> str:
+        values = [str(r.manifest.get(key, "?")) for _, r in runs]
+        return ", ".join(dict.fromkeys(values))
+
+    def total(*path: str) -> int:
+        return sum(int(_lookup(r.manifest, ".".join(path), 0) or 0) for _, r in runs)
+
+    excluded: dict[str, int] = {}
+    params: list[str] = []
+    seeds: list[Any] = []
+    for prefix, run in runs:
+        for key, count in (run.manifest.get("excluded") or {}).items():
+            excluded[prefix + key] = int(count)
+        params += [p for p in _lookup(run.manifest, "sweep.params", []) if p not in params]
+        seeds += [s for s in run.manifest.get("seeds", []) if s not in seeds]
+    queries = [int(r.manifest.get("queries", len(r.queries)) or 0) for _, r in runs]
+    return {
+        "package_version": joined("package_version"),
+        "git_commit": joined("git_commit"),
+        "experiment": joined("experiment"),
+        "query_set": joined("query_set"),
+        "cassette_manifest_sha256": joined("cassette_manifest_sha256"),
+        "collection_checksum": joined("collection_checksum"),
+        "seeds": seeds,
+        "wall_time_s": sum(float(r.manifest.get("wall_time_s", 0) or 0) for _, r in runs),
+        "episodes": total("episodes"),
+        "queries": sum(queries) if id_prefixed else max(queries, default=0),
+        "created": min(str(r.manifest.get("created", "")) for _, r in runs),
+        "replay": {k: total("replay", k) for k in ("replayed", "simulated", "skipped")},
+        "excluded": excluded,
+        "sweep": {"params": params},
+        "jobs": len(runs),
+    }
+
+
+def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
+    """One RunData from several, each config_id prefixed by its run's prefix (``"j0:"``).
+
+    Where the runs used different query sets, query and document ids are prefixed too, so a
+    query ``1`` of one collection is never paired with, or graded by, a query ``1`` of another.
+    Labels that repeat across runs get the prefix, so every row of the report is told apart.
+    """
+    if not runs:
+        raise DataError(f"{path}: no runs to merge")
+    id_prefixed = len({r.settings.query_set for _, r in runs}) > 1
+    labels = pd.concat([r.configs["label"] for _, r in runs])
+    repeated = set(labels[labels.duplicated()])
+    configs, per_query, queries, qrels, sources = [], [], [], [], []
+    for prefix, run in runs:
+        ids = prefix if id_prefixed else ""
+        cfg = _prefixed(run.configs, ["config_id"], prefix)
+        cfg["label"] = [prefix + label if label in repeated else label for label in cfg["label"]]
+        configs.append(cfg)
+        per_query.append(
+            _prefixed(run.per_query, ["config_id", *(["query_id"] if ids else [])], prefix)
+        )
+        queries.append(_prefixed(run.queries, ["query_id"], ids))
+        qrels.append(_prefixed(run.qrels, ["query_id", "doc_id"], ids))
+        sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
+    merged_pq = pd.concat(per_query, ignore_index=True)
+    merged_pq = merged_pq.astype(_PER_QUERY_DTYPES)
+    merged_configs = pd.concat(configs, ignore_index=True)
+    manifest = _merged_manifest(runs, id_prefixed)
+    first = runs[0][1].settings
+    settings = replace(
+        first,
+        experiment=", ".join(dict.fromkeys(r.settings.experiment for _, r in runs)),
+        query_set=", ".join(dict.fromkeys(r.settings.query_set for _, r in runs)),
+        measures=_ordered((m for _, r in runs for m in r.settings.measures), first.measures),
+        modes=_ordered((m for _, r in runs for m in r.settings.modes), first.modes),
+        rounds=max(r.settings.rounds for _, r in runs),
+    )
+    return RunData(
+        path=Path(path),
+        settings=settings,
+        manifest=manifest,
+        configs=merged_configs,
+        per_query=merged_pq,
+        queries=pd.concat(queries, ignore_index=True).drop_duplicates("query_id"),
+        qrels=pd.concat(qrels, ignore_index=True).drop_duplicates(["query_id", "doc_id"]),
+        sources=tuple(sources),
+        swept=_swept(merged_configs, manifest),
+        policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
+        stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
+    )
+
+
+def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{number}: not valid JSON: {exc}") from exc
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object")
+            yield record
+
+
+def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The episodes of one configuration, keyed by (policy, query_id), ids as in ``data``."""
+    episodes: dict[tuple[str, str], dict[str, Any]] = {}
+    for source in data.sources:
+        if source.config_prefix and not config_id.startswith(source.config_prefix):
+            continue
+        local = config_id[len(source.config_prefix) :]
+        for record in _jsonl(source.path / "episodes.jsonl"):
+            if str(record.get("config_id")) != local:
+                continue
+            query_id = source.id_prefix + str(record.get("query_id"))
+            rounds = record.get("rounds") or []
+            for round_ in rounds:
+                for key in ("before", "after_rerank", "after_expand"):
+                    if round_.get(key) is not None:
+                        round_[key] = [source.id_prefix + str(d) for d in round_[key]]
+                for mark in round_.get("marks") or []:
+                    mark["doc_id"] = source.id_prefix + str(mark.get("doc_id"))
+            record.update(config_id=config_id, query_id=query_id, rounds=rounds)
+            episodes[(str(record.get("policy")), query_id)] = record
+    return episodes
+
+
+def load_documents(data: RunData, doc_ids: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Title, URL and snippet of the given documents (untrusted web text, for escaping)."""
+    wanted = set(doc_ids)
+    found: dict[str, dict[str, str]] = {}
+    for source in data.sources:
+        for record in _jsonl(source.path / "documents.jsonl"):
+            doc_id = source.id_prefix + str(record.get("doc_id"))
+            if doc_id in wanted and doc_id not in found:
+                found[doc_id] = {k: str(record.get(k) or "") for k in ("url", "title", "snippet")}
+    return found

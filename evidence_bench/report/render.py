@@ -1,0 +1,479 @@
+"""Render a run's report: one self-contained HTML file, written atomically.
+
+The page holds its CSS and SVG inline and no script; a Content-Security-Policy forbids loading
+anything. Web text (titles, snippets, URLs, queries, refined queries) is untrusted: it reaches
+the page only through Jinja2's autoescaping, never ``|safe``, and URLs are shown as text, not
+links. Only the SVG that :mod:`evidence_bench.report.charts` draws is marked safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from evidence_bench.errors import DataError
+from evidence_bench.report import charts
+from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
+from evidence_bench.report.tables import (
+    ALPHA,
+    Analysis,
+    analyze,
+    query_deltas,
+    sweep_table,
+    verdict,
+)
+
+__all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
+
+#: Episode details in the page: the best setting's largest losses and gains, split by user.
+MAX_EPISODES = 60
+_BASELINES_IN_CHART = 4
+_MINUS = "\u2212"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "–" if _missing(value) else f"{float(value):.{digits}f}"
+
+
+def _signed(value: Any, digits: int = 3) -> str:
+    """``+0.021`` / ``−0.021`` with a true minus; a change that rounds to zero has no sign."""
+    if _missing(value):
+        return "–"
+    text = f"{float(value):+.{digits}f}"
+    return text[1:] if float(text) == 0 else text.replace("-", _MINUS)
+
+
+def _pct(value: Any) -> str:
+    return "–" if _missing(value) else _signed(value, 1) + "%"
+
+
+def _p_attr(value: Any) -> str:
+    """A p-value for a data attribute: enough digits to compare, few enough to stay small."""
+    return "" if _missing(value) else f"{float(value):.6g}"
+
+
+def _pval(value: Any) -> str:
+    if _missing(value):
+        return "–"
+    return "<0.001" if float(value) < 0.001 else f"{float(value):.3f}"
+
+
+def _count(value: Any) -> str:
+    return "–" if _missing(value) else str(int(value))
+
+
+def _value(value: Any) -> str:
+    """A configuration cell: empty where not applicable, numbers without trailing zeros."""
+    if _missing(value):
+        return ""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _tone(delta: Any, significant: Any = False) -> str:
+    """CSS class of a change: its sign, and whether it is significant."""
+    if _missing(delta) or abs(float(delta)) < 0.0005:  # shown as 0.000
+        return "flat"
+    return ("gain" if float(delta) > 0 else "loss") + (" sig" if significant is True else "")
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("evidence_bench.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        num=_num,
+        signed=_signed,
+        pct=_pct,
+        pval=_pval,
+        count=_count,
+        tone=_tone,
+        value=_value,
+        p_attr=_p_attr,
+    )
+    return env
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+_RUN_ID_TIME = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z")
+
+
+def _run_id(path: Path, manifest: Mapping[str, Any]) -> str:
+    """The run id, also while the runner renders into its ``.<run id>.tmp`` staging dir."""
+    if manifest.get("run_id"):
+        return str(manifest["run_id"])
+    return path.name.removeprefix(".").removesuffix(".tmp")
+
+
+def _created(run_id: str, manifest: Mapping[str, Any]) -> str:
+    if manifest.get("created"):
+        return str(manifest["created"])
+    stamp = _RUN_ID_TIME.match(run_id)  # run ids start with their UTC creation time
+    if stamp:
+        y, mo, d, h, mi, sec = stamp.groups()
+        return f"{y}-{mo}-{d}T{h}:{mi}:{sec}Z"
+    return "–"
+
+
+def _text(value: Any) -> str:
+    return "–" if value is None or value == "" else str(value)
+
+
+def _header(analysis: Analysis) -> dict[str, Any]:
+    data, manifest = analysis.data, analysis.data.manifest
+    replay = manifest.get("replay") or {}
+    run_id = _run_id(data.path, manifest)
+    return {
+        "experiment": data.settings.experiment,
+        "run_id": run_id,
+        "created": _created(run_id, manifest),
+        "package_version": _text(manifest.get("package_version")),
+        "git_commit": _text(manifest.get("git_commit")),
+        "query_set": data.settings.query_set,
+        "queries": int(manifest.get("queries", 0) or 0) or len(data.queries),
+        "truncated": bool(manifest.get("queries_truncated")),
+        "policies": list(data.policies),
+        "primary_mode": data.settings.primary_mode,
+        "modes": list(data.settings.modes),
+        "primary_measure": data.settings.primary_measure,
+        "measures": list(data.settings.measures),
+        "cassette": _text(manifest.get("cassette_manifest_sha256")),
+        "cassettes": _text(manifest.get("cassettes")),
+        "collection": _text(manifest.get("collection_checksum")),
+        "replay": {k: int(replay.get(k, 0) or 0) for k in ("replayed", "simulated", "skipped")},
+        "on_miss": _text(replay.get("on_miss")),
+        "seeds": ", ".join(str(s) for s in manifest.get("seeds", [])) or "–",
+        "wall_time_s": float(manifest.get("wall_time_s", 0) or 0),
+        "configs": len(data.configs),
+        "rounds": data.settings.rounds,
+        "jobs": int(manifest.get("jobs", 1) or 1),
+        "exclusions": analysis.exclusions.to_dict("records"),
+        "trials": analysis.trials,
+    }
+
+
+def _collapsed(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One group for all configs when they scored identically, as the shared initial ranking
+    of round 0 does: twenty-seven copies of a row tell the reader nothing."""
+
+    def key(group: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows = [u["initial"] for u in group["users"]] + [
+            r for u in group["users"] for r in u["stages"]
+        ]
+        return [(r["policy"], r["stage"], r["n"], round(r["mean"], 12)) for r in rows if r]
+
+    if len(groups) < 2 or any(g["users"] and any(u["stages"] for u in g["users"]) for g in groups):
+        return groups
+    if any(key(g) != key(groups[0]) for g in groups[1:]):
+        return groups
+    return [{**groups[0], "config_id": "*", "label": "All configurations", "role": "all"}]
+
+
+def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
+    """Per measure, round and config: each user's initial row and its feedback-stage rows.
+
+    Plain-Python grouping over records: the summary is already sorted, and nested pandas
+    groupbys cost seconds on a sweep's two thousand rows.
+    """
+    records = analysis.summary.to_dict("records")
+    views = []
+    for measure, by_measure in groupby(records, key=itemgetter("measure")):
+        rounds = []
+        for round_, by_round in groupby(by_measure, key=itemgetter("round")):
+            groups = []
+            for config_id, by_config in groupby(by_round, key=itemgetter("config_id")):
+                rows = list(by_config)
+                users = []
+                for policy, by_policy in groupby(rows, key=itemgetter("policy")):
+                    mine = list(by_policy)
+                    initial = next((r for r in mine if r["stage"] == "initial"), None)
+                    stages = [r for r in mine if r["stage"] != "initial"]
+                    users.append({"policy": policy, "initial": initial, "stages": stages})
+                groups.append(
+                    {
+                        "config_id": config_id,
+                        "label": str(rows[0]["label"]),
+                        "role": str(rows[0]["role"]),
+                        "users": users,
+                        "span": sum(max(1, len(u["stages"])) for u in users),
+                    }
+                )
+            rounds.append({"round": int(round_), "groups": _collapsed(groups)})
+        rounds.sort(key=itemgetter("round"), reverse=True)
+        primary = measure == analysis.data.settings.primary_measure
+        views.append({"measure": measure, "primary": primary, "rounds": rounds})
+    views.sort(key=lambda v: not v["primary"])
+    return views
+
+
+def _selected(deltas: pd.DataFrame, policies: Sequence[str], limit: int) -> pd.DataFrame:
+    """Each user's largest losses (up to half its share) and largest gains (the rest of its
+    share), ``limit`` in all, largest loss first."""
+    quota = max(2, limit // max(1, len(policies)))
+    parts = []
+    for policy in policies:
+        mine = deltas[deltas["policy"] == policy].sort_values(["delta", "query_id"])
+        if len(mine) > quota:
+            losses = mine[mine["delta"] < 0].head(quota // 2)
+            gains = mine.drop(losses.index).tail(quota - len(losses))
+            mine = pd.concat([losses, gains])
+        parts.append(mine)
+    chosen = pd.concat(parts) if parts else deltas.head(0)
+    return chosen.sort_values(["delta", "policy", "query_id"], kind="stable")
+
+
+def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, Any]]:
+    data, best = analysis.data, analysis.best
+    if best is None or chosen.empty:
+        return []
+    episodes = load_episodes(data, best.config_id)
+    picks = chosen.to_dict("records")
+    wanted = [episodes.get((str(r["policy"]), str(r["query_id"]))) for r in picks]
+    after_key = "after_expand" if best.stage == "expand" else "after_rerank"
+    doc_ids = {
+        d
+        for ep in wanted
+        if ep
+        for rd in ep.get("rounds") or []
+        for d in [*(rd.get("before") or []), *(rd.get(after_key) or rd.get("after_rerank") or [])]
+    }
+    docs = load_documents(data, doc_ids)
+    qrels = data.qrels[data.qrels["query_id"].isin(set(chosen["query_id"]))]
+    grades = {
+        (str(q), str(d)): int(g)
+        for q, d, g in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)
+    }
+    pq = data.per_query
+    scores_frame = pq[
+        (pq["config_id"] == best.config_id)
+        & (pq["eval_mode"] == data.settings.primary_mode)
+        & (pq["measure"] == data.settings.primary_measure)
+    ]
+    scores = {
+        (str(p), str(q), int(r), str(s)): float(v)
+        for p, q, r, s, v in scores_frame[
+            ["policy", "query_id", "round", "stage", "value"]
+        ].itertuples(index=False)
+    }
+
+    def doc_view(query_id: str, rank: int, doc_id: str, marks: Mapping[str, str]) -> dict[str, Any]:
+        doc = docs.get(doc_id, {})
+        return {
+            "rank": rank,
+            "doc_id": doc_id,
+            "title": _clip(doc.get("title", ""), 160),
+            "url": _clip(doc.get("url", ""), 140),
+            "snippet": _clip(doc.get("snippet", ""), 240),
+            "grade": grades.get((query_id, doc_id)),
+            "mark": marks.get(doc_id),
+            "known": doc_id in docs,
+        }
+
+    views = []
+    for row, episode in zip(picks, wanted, strict=True):
+        policy, query_id = str(row["policy"]), str(row["query_id"])
+        rounds = []
+        for rd in (episode or {}).get("rounds") or []:
+            r = int(rd.get("round", 0))
+            marks = {str(m.get("doc_id")): str(m.get("label")) for m in rd.get("marks") or []}
+            after = rd.get(after_key)
+            skipped = after is None and best.stage == "expand"
+            after = after if after is not None else rd.get("after_rerank") or []
+            rounds.append(
+                {
+                    "round": r,
+                    "marks": [
+                        {**doc_view(query_id, 0, d, marks), "label": label}
+                        for d, label in marks.items()
+                    ],
+                    "refined_query": rd.get("refined_query"),
+                    "added_terms": [str(t) for t in rd.get("added_terms") or []],
+                    "added": rd.get("added"),
+                    "before": [
+                        doc_view(query_id, i, d, marks)
+                        for i, d in enumerate(rd.get("before") or [], 1)
+                    ],
+                    "after": [doc_view(query_id, i, d, {}) for i, d in enumerate(after, 1)],
+                    "after_stage": "rerank" if skipped else best.stage,
+                    "skipped": skipped,
+                    "initial": scores.get((policy, query_id, r, "initial")),
+                    "score": scores.get((policy, query_id, r, best.stage)),
+                }
+            )
+        views.append(
+            {
+                "policy": policy,
+                "query_id": query_id,
+                "query": str(row["query"]),
+                "before": float(row["before"]),
+                "after": float(row["after"]),
+                "delta": float(row["delta"]),
+                "found": episode is not None,
+                "rounds": rounds,
+            }
+        )
+    return views
+
+
+def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
+    data, best, s = analysis.data, analysis.best, analysis.summary
+    measure = data.settings.primary_measure
+    context: dict[str, Any] = {
+        "header": _header(analysis),
+        "summaries": _summary_views(analysis),
+        "alpha": ALPHA,
+        "configs": data.configs.to_dict("records"),
+        "config_columns": list(data.configs.columns),
+        "swept": list(data.swept),
+        "best": None,
+        "forest": None,
+        "sweep": None,
+        "deltas": None,
+        "episodes": [],
+        "episodes_total": 0,
+        "rounds_chart": None,
+        "rounds_configs": [],
+        "won": 0,
+    }
+    if best is None:
+        context["verdict"] = verdict(
+            analysis, pd.DataFrame(columns=["delta", "policy", "query_id"])
+        )
+        return context
+    deltas = query_deltas(data, best.config_id, best.stage, best.round)
+    context["verdict"] = verdict(analysis, deltas)
+    context["won"] = int((best.rows["significant"] & (best.rows["delta"] > 0)).sum())
+    context["best"] = {
+        "config_id": best.config_id,
+        "label": best.label,
+        "stage": best.stage,
+        "round": best.round,
+        "rows": best.rows.to_dict("records"),
+    }
+    last = s[(s["measure"] == measure) & (s["round"] == best.round) & s["delta"].notna()]
+    stages = [st for st in data.stages if st in set(last["stage"])]
+    context["forest"] = charts.forest_chart(last, stages, data.policies, measure, "forest")
+    table = sweep_table(data, s, best)
+    if table is not None:
+        context["sweep"] = {
+            "chart": charts.heatmap_chart(
+                table, data.swept, data.policies, measure, best.config_id, "sweep"
+            ),
+            "size": table["config_id"].nunique(),
+        }
+    if len(deltas):
+        context["deltas"] = charts.delta_chart(deltas, data.policies, measure, "deltas")
+        context["episodes"] = _episode_views(
+            analysis, _selected(deltas, data.policies, max_episodes)
+        )
+        context["episodes_total"] = len(deltas)
+    baselines = data.configs[data.configs["role"] == "baseline"]
+    others = [
+        (str(c), str(label))
+        for c, label in baselines[["config_id", "label"]].itertuples(index=False)
+        if c != best.config_id
+    ]
+    shown = [(best.config_id, best.label), *others[:_BASELINES_IN_CHART]]
+    context["rounds_configs"] = shown
+    ids = {c for c, _ in shown}
+    context["rounds_chart"] = charts.rounds_chart(
+        s[s["config_id"].isin(ids)],
+        shown,
+        data.settings.measures,
+        data.policies,
+        best.stage,
+        "rounds",
+    )
+    return context
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside ``path`` and rename over it: a reader never sees half a report."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def gather_multirun(directory: Path) -> RunData:
+    """The runs of a Hydra multirun (``<dir>/<job>/run/``) as one, config ids ``j<job>:``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"{directory}: not a directory")
+    jobs = sorted(
+        (p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
+        key=lambda p: int(p.name),
+    )
+    runs = []
+    for job in jobs:
+        for candidate in (job / "run", job):
+            if (candidate / "manifest.json").is_file():
+                runs.append((f"j{job.name}:", load_run(candidate)))
+                break
+    if not runs:
+        raise DataError(
+            f"{directory}: no run directories found (expected <job number>/run/manifest.json)"
+        )
+    return merge_runs(runs, directory)
+
+
+def load_source(source: Path | RunData | Analysis, *, trials: int = 5000) -> Analysis:
+    """An :class:`Analysis` from a run directory, a multirun directory, or loaded data."""
+    if isinstance(source, Analysis):
+        return source
+    if isinstance(source, RunData):
+        return analyze(source, trials=trials)
+    path = Path(source)
+    jobs = path.is_dir() and any(p.is_dir() and p.name.isdigit() for p in path.iterdir())
+    if (path / "manifest.json").is_file() or not jobs:
+        return analyze(load_run(path), trials=trials)
+    return analyze(gather_multirun(path), trials=trials)
+
+
+def render_report(
+    source: Path | RunData | Analysis,
+    *,
+    out: Path | None = None,
+    trials: int = 5000,
+    max_episodes: int = MAX_EPISODES,
+) -> Path:
+    """Write ``report.html`` into the run (or multirun) directory and return its path.
+
+    ``trials``: randomization-test trials per comparison. ``max_episodes``: how many of the
+    best setting's episodes are detailed (largest losses and gains).
+    """
+    analysis = load_source(source, trials=trials)
+    html = _environment().get_template("report.html.j2").render(**_context(analysis, max_episodes))
+    target = Path(out) if out is not None else analysis.data.path / "report.html"
+    _write_atomic(target, html)
+    return target

@@ -1,0 +1,94 @@
+"""The report in a real browser: headless Chromium loads it offline, logs nothing, draws it.
+
+The report holds no script, so any console message is a fault: a Content-Security-Policy
+violation (something tried to load or run) or an error. Chromium logs both as ``:CONSOLE``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import image
+from report_fixtures import PAYLOAD_SCRIPT, write_run_dir
+
+from evidence_bench.report import render_report
+
+pytestmark = pytest.mark.slow
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("chromium not installed: apt-get install chromium")
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render_report(write_run_dir(tmp_path_factory.mktemp("browser")), trials=100)
+
+
+def run_chromium(
+    chromium: str, profile: Path, report: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    profile.mkdir()
+    return subprocess.run(
+        [chromium, *FLAGS, f"--user-data-dir={profile}", *args, report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def test_dom_loads_without_console_messages(chromium: str, report: Path, tmp_path: Path) -> None:
+    result = run_chromium(chromium, tmp_path / "profile", report, "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert console_lines(result.stderr) == []
+    dom = result.stdout
+    assert '<table class="summary"' in dom
+    assert 'id="verdict"' in dom
+    assert "<script" not in dom.lower()
+    assert PAYLOAD_SCRIPT.replace("<", "&lt;").replace(">", "&gt;") in dom
+
+
+def test_screenshot_shows_the_report(chromium: str, report: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    result = run_chromium(
+        chromium,
+        tmp_path / "profile",
+        report,
+        f"--screenshot={shot}",
+        "--window-size=1280,2400",
+        "--hide-scrollbars",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert console_lines(result.stderr) == []
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = np.asarray(image.imread(shot))[..., :3]
+    drawn = (pixels < 0.9).any(axis=-1).mean()
+    assert drawn > 0.03  # text, tables and charts, not a blank page
+    greens = ((pixels[..., 1] > pixels[..., 0] + 0.15) & (pixels[..., 1] > 0.3)).mean()
+    assert greens > 0.0005  # colour-coded changes and the verdict's accent were drawn
