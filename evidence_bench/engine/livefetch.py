@@ -1,0 +1,413 @@
+"""LiveFetch-style ranking: relevance, freshness and source trust, with redundancy penalized.
+
+Each candidate d gets
+
+    S(d|q) = w_r·R + w_f·F + w_t·T − w_dup·D
+
+with every component in [0, 1]: R relevance (lexical overlap and fuzzy match, moved by
+feedback), F freshness (half-life decay from ``page_age`` to a fixed reference date), T a
+trust prior by public suffix, and D redundancy with the results already ranked above d. The
+reference date is configured (``as_of``), never read from the clock, so a run reproduces.
+
+Everything that depends only on the candidate set (similarities, base relevance, host
+lookups) is cached, because an experiment reranks the same candidates under many feedback
+states.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TypedDict
+from urllib.parse import urlsplit
+
+from rapidfuzz import fuzz, utils
+
+from evidence_bench.engine.base import Feedback
+from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import Evidence
+
+if TYPE_CHECKING:
+    import tldextract
+
+__all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow"]
+
+#: Public suffix (or registered domain) -> trust prior in [0, 1]. Judgment, not learned:
+#: government, education and international bodies above the 0.5 default, .org a little.
+DEFAULT_TRUST: tuple[tuple[str, float], ...] = (
+    ("gov", 0.9),
+    ("edu", 0.85),
+    ("org", 0.7),
+    ("int", 0.8),
+    ("mil", 0.85),
+    ("ac.uk", 0.85),
+    ("gov.uk", 0.9),
+    ("nhs.uk", 0.85),
+    ("edu.au", 0.85),
+    ("gov.au", 0.9),
+    ("ac.jp", 0.85),
+    ("go.jp", 0.9),
+    ("gc.ca", 0.9),
+    ("ac.nz", 0.85),
+    ("govt.nz", 0.9),
+)
+
+# Scores are rounded before comparison so that equal scores that differ in the last bits
+# (summation order) still tie and keep the candidates' order (as in ranking.py).
+_TIE_DIGITS = 12
+_SECONDS_PER_DAY = 86400.0
+
+_Vector = dict[str, float]
+
+
+class ScoreRow(TypedDict):
+    """One ranked result's score and its components, for the report."""
+
+    url: str
+    R: float
+    F: float
+    T: float
+    D: float
+    S: float
+
+
+# --- hosts and the public suffix list ------------------------------------------------------
+
+
+@functools.cache
+def _extractor() -> tldextract.TLDExtract:
+    """Built once, on first use: the bundled suffix list snapshot, no cache dir, no fetch.
+
+    ``suffix_list_urls=()`` leaves tldextract nothing to download; with ``cache_dir=None``
+    it neither reads nor writes a cache and falls back to the snapshot in the package.
+    """
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def _host(item: Evidence) -> str:
+    """``Evidence.domain`` if set, else the URL's host; lowercase, no port, no final dot."""
+    raw = item.domain.strip() or item.url.strip()
+    if "/" in raw or ":" in raw:
+        try:
+            raw = urlsplit(raw if "//" in raw else f"//{raw}").hostname or ""
+        except ValueError:
+            raw = ""
+    return raw.lower().rstrip(".")
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _trust_keys(host: str) -> tuple[str, ...]:
+    """Table keys to try for a host, longest first: registered domain, then the public
+    suffix and its shorter tails (``ox.ac.uk``, ``ac.uk``, ``uk``). A host without a public
+    suffix (``localhost``, an IP, ``*.test``) has none and gets the default prior."""
+    parts = _extractor()(host)
+    if not parts.suffix:
+        return ()
+    labels = [parts.domain, *parts.suffix.split(".")] if parts.domain else parts.suffix.split(".")
+    return tuple(".".join(labels[i:]) for i in range(len(labels)))
+
+
+@functools.lru_cache(maxsize=64)
+def _table(trust: tuple[tuple[str, float], ...]) -> dict[str, float]:
+    """The trust table as a dict (callers must not mutate it)."""
+    return dict(trust)
+
+
+def _on_list(host: str, entries: tuple[str, ...]) -> bool:
+    """An entry names a host and everything under it, on label boundaries: ``nasa.gov``
+    matches ``www.nasa.gov`` but not ``notnasa.gov``; ``gov`` matches every .gov host."""
+    return any(host == entry or host.endswith(f".{entry}") for entry in entries)
+
+
+def _clean_domain(entry: str) -> str:
+    return entry.strip().lower().strip(".")
+
+
+# --- text similarity and relevance ---------------------------------------------------------
+
+
+def _unit(analyzer: Analyzer, text: str) -> _Vector:
+    counts = Counter(analyzer(text))
+    norm = math.sqrt(sum(tf * tf for tf in counts.values()))
+    return {term: tf / norm for term, tf in counts.items()} if norm else {}
+
+
+@functools.lru_cache(maxsize=512)
+def _similarities(analyzer: Analyzer, texts: tuple[str, ...]) -> tuple[tuple[float, ...], ...]:
+    """Pairwise cosine over raw term counts of the candidates' title and snippet; cached
+    per candidate set (a sweep reranks the same set under many feedback states)."""
+    vectors = [_unit(analyzer, text) for text in texts]
+    n = len(vectors)
+    matrix = [[0.0] * n for _ in range(n)]
+    for i in range(n):
+        vi = vectors[i]
+        matrix[i][i] = 1.0 if vi else 0.0
+        for j in range(i + 1, n):
+            vj = vectors[j]
+            small, large = (vi, vj) if len(vi) <= len(vj) else (vj, vi)
+            value = sum(weight * large.get(term, 0.0) for term, weight in small.items())
+            matrix[i][j] = matrix[j][i] = value
+    return tuple(tuple(row) for row in matrix)
+
+
+@functools.lru_cache(maxsize=512)
+def _base_relevance(analyzer: Analyzer, query: str, texts: tuple[str, ...]) -> tuple[float, ...]:
+    """R = mean of term overlap |q ∩ d| / |q| (distinct analyzer terms; 0 for a query with
+    no terms) and rapidfuzz's token_set_ratio / 100 on lowercased, punctuation-free text."""
+    query_terms = set(analyzer(query))
+    values = []
+    for text in texts:
+        overlap = len(query_terms & set(analyzer(text))) / len(query_terms) if query_terms else 0.0
+        fuzzy = fuzz.token_set_ratio(query, text, processor=utils.default_process) / 100.0
+        values.append((overlap + fuzzy) / 2.0)
+    return tuple(values)
+
+
+def _mean(values: Iterable[float]) -> float:
+    items = list(values)
+    return sum(items) / len(items)
+
+
+# --- dates ---------------------------------------------------------------------------------
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    """Aware datetimes to naive UTC; naive ones (Brave's ``page_age``) are taken as UTC."""
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+@functools.lru_cache(maxsize=64)
+def _reference_date(as_of: str) -> datetime:
+    try:
+        return _naive_utc(datetime.fromisoformat(as_of))
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"as_of must be an ISO-8601 date such as '2026-01-01', got {as_of!r}"
+        ) from None
+
+
+# --- the ranker ----------------------------------------------------------------------------
+
+
+def _check_unit(name: str, value: object) -> None:
+    if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
+        raise ConfigurationError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+@dataclass(frozen=True)
+class LiveFetchRanker:
+    """Greedy multi-factor ranking: S(d|q) = w_r·R + w_f·F + w_t·T − w_dup·D.
+
+    * R, relevance: the mean of query-term overlap and ``fuzz.token_set_ratio / 100`` over
+      title and snippet. Feedback applies Rocchio's (1971) update to it, with similarity in
+      place of the vector sum: R'(d) = alpha·R(d) + beta·mean_{p∈pull} sim(d, p)
+      − gamma·mean_{n∈push} sim(d, n); pull are candidates marked MORE or RELEVANT, push
+      LESS or IRRELEVANT (canonical URL; UNSURE ignored). R' is divided by the largest value
+      its positive part can reach, alpha + beta when some result is pulled and alpha
+      otherwise, then clamped to [0, 1]; so without feedback R' = R.
+    * F, freshness: 2^(−age_days / half_life_days) with age measured from ``as_of`` (an
+      exponential recency prior, as in Li & Croft 2003, "Time-based language models");
+      dates after ``as_of`` count as age 0; no ``page_age`` scores ``neutral_freshness``.
+    * T, trust: the ``trust`` entry for the host's registered domain or the longest matching
+      tail of its public suffix (``ac.uk`` before ``uk``), via tldextract's bundled list;
+      else ``default_trust``. The host is ``Evidence.domain`` if set, else the URL's.
+    * D, redundancy: the highest cosine (raw term counts of title and snippet) between d
+      and the results already ranked. The ranking is built one result at a time, each step
+      taking the highest S, as in Maximal Marginal Relevance (Carbonell & Goldstein 1998,
+      "The use of MMR, diversity-based reranking..."), here with an additive penalty.
+
+    Domain lists (entries match a host and its subdomains): with ``allow_domains`` set,
+    results from other hosts come after all allowed ones; results on ``deny_domains`` come
+    last, even when also allowed. Each group is ranked greedily as above (the penalty counts
+    results of earlier groups), so a ranker keeps every candidate. Ties keep candidate order.
+    """
+
+    w_r: float = 0.55
+    w_f: float = 0.25
+    w_t: float = 0.20
+    w_dup: float = 0.35
+    half_life_days: float = 7.0
+    as_of: str = "2026-01-01"
+    neutral_freshness: float = 0.5
+    trust: tuple[tuple[str, float], ...] = DEFAULT_TRUST
+    default_trust: float = 0.5
+    allow_domains: tuple[str, ...] = ()
+    deny_domains: tuple[str, ...] = ()
+    alpha: float = 1.0
+    beta: float = 0.75
+    gamma: float = 0.15
+    analyzer: Analyzer = field(default=tokenize)
+
+    name = "livefetch"
+
+    def __post_init__(self) -> None:
+        for param in ("w_r", "w_f", "w_t", "w_dup", "alpha", "beta", "gamma"):
+            value = getattr(self, param)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ConfigurationError(f"{param} must be a finite number >= 0, got {value!r}")
+        days = self.half_life_days
+        if not (isinstance(days, int | float) and math.isfinite(days) and days > 0):
+            raise ConfigurationError(f"half_life_days must be a finite number > 0, got {days!r}")
+        _check_unit("neutral_freshness", self.neutral_freshness)
+        _check_unit("default_trust", self.default_trust)
+        _reference_date(self.as_of)
+        # Configs may hand over lists; tuples keep the ranker hashable (it keys caches).
+        table: dict[str, float] = {}
+        for entry in self.trust:
+            try:
+                suffix, prior = entry
+            except (TypeError, ValueError):
+                raise ConfigurationError(
+                    f"trust entries are (suffix, prior) pairs, got {entry!r}"
+                ) from None
+            key = _clean_domain(str(suffix))
+            _check_unit(f"trust[{suffix!r}]", prior)
+            if not key or key in table:
+                raise ConfigurationError(f"trust lists {suffix!r} twice or names no suffix")
+            table[key] = float(prior)
+        object.__setattr__(self, "trust", tuple(table.items()))
+        for param in ("allow_domains", "deny_domains"):
+            entries = tuple(_clean_domain(str(entry)) for entry in getattr(self, param))
+            if not all(entries):
+                raise ConfigurationError(f"{param} holds an empty domain: {entries!r}")
+            object.__setattr__(self, param, entries)
+
+    # -- components
+
+    def freshness(self, page_age: datetime | None) -> float:
+        """F = 2^(−age_days / half_life_days); age from ``as_of``, never the clock."""
+        if page_age is None:
+            return float(self.neutral_freshness)
+        seconds = (_reference_date(self.as_of) - _naive_utc(page_age)).total_seconds()
+        age_days = max(seconds / _SECONDS_PER_DAY, 0.0)
+        return float(2.0 ** (-age_days / self.half_life_days))
+
+    def trust_of(self, item: Evidence) -> float:
+        """T: the prior of the longest table entry matching the item's host."""
+        table = _table(self.trust)
+        for key in _trust_keys(_host(item)):
+            prior = table.get(key)
+            if prior is not None:
+                return prior
+        return float(self.default_trust)
+
+    def relevance(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[float]:
+        """R' per candidate, in the candidates' order (R when there is no feedback)."""
+        texts = tuple(item.text for item in candidates)
+        base = _base_relevance(self.analyzer, query, texts)
+        if not feedback:
+            return list(base)
+        sims = _similarities(self.analyzer, texts)
+        pull: list[int] = []
+        push: list[int] = []
+        for i, item in enumerate(candidates):
+            label = feedback.get(item.key)
+            if label is not None and label.polarity > 0:
+                pull.append(i)
+            elif label is not None and label.polarity < 0:
+                push.append(i)
+        if not pull and not push:
+            return list(base)
+        # Rocchio (1971) on the relevance score: alpha·R + beta·mean sim(pull) −
+        # gamma·mean sim(push), over the positive part's maximum, clamped to [0, 1].
+        denominator = self.alpha + (self.beta if pull else 0.0)
+        values = []
+        for i, r in enumerate(base):
+            value = self.alpha * r
+            if pull:
+                value += self.beta * _mean(sims[i][p] for p in pull)
+            if push:
+                value -= self.gamma * _mean(sims[i][n] for n in push)
+            values.append(min(max(value / denominator, 0.0), 1.0) if denominator > 0 else 0.0)
+        return values
+
+    def missing_dates(self, candidates: Sequence[Evidence]) -> int:
+        """How many candidates have no ``page_age`` (they score ``neutral_freshness``)."""
+        return sum(1 for item in candidates if item.page_age is None)
+
+    # -- ranking
+
+    def rank(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[Evidence]:
+        """The greedy ranking; a permutation of ``candidates`` with rank renumbered 1..n."""
+        order, _ = self._select(query, candidates, feedback)
+        return [
+            item if item.rank == position else item.with_rank(position)
+            for position, item in enumerate((candidates[i] for i in order), start=1)
+        ]
+
+    def score_breakdown(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[ScoreRow]:
+        """R, F, T, D and S of each result in the final ranked order (D and S as they were
+        when the result was placed)."""
+        _, rows = self._select(query, candidates, feedback)
+        return rows
+
+    def _tier(self, host: str) -> int:
+        """0 preferred, 1 not on a non-empty allow list, 2 denied."""
+        if self.deny_domains and _on_list(host, self.deny_domains):
+            return 2
+        if self.allow_domains and not _on_list(host, self.allow_domains):
+            return 1
+        return 0
+
+    def _select(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> tuple[list[int], list[ScoreRow]]:
+        n = len(candidates)
+        if n == 0:
+            return [], []
+        sims = _similarities(self.analyzer, tuple(item.text for item in candidates))
+        relevance = self.relevance(query, candidates, feedback)
+        fresh = [self.freshness(item.page_age) for item in candidates]
+        trusted = [self.trust_of(item) for item in candidates]
+        hosts = [_host(item) for item in candidates]
+        tiers = [self._tier(host) for host in hosts]
+        base = [
+            self.w_r * relevance[i] + self.w_f * fresh[i] + self.w_t * trusted[i] for i in range(n)
+        ]
+        redundancy = [0.0] * n
+        remaining = list(range(n))
+        order: list[int] = []
+        rows: list[ScoreRow] = []
+        # MMR-style greedy selection (Carbonell & Goldstein 1998): at each step take
+        # argmax S(d) with D(d) = max sim(d, s) over the selected s; ties by candidate order.
+        while remaining:
+            best = min(
+                remaining,
+                key=lambda i: (
+                    tiers[i],
+                    -round(base[i] - self.w_dup * redundancy[i], _TIE_DIGITS),
+                    i,
+                ),
+            )
+            remaining.remove(best)
+            order.append(best)
+            rows.append(
+                ScoreRow(
+                    url=candidates[best].url,
+                    R=relevance[best],
+                    F=fresh[best],
+                    T=trusted[best],
+                    D=redundancy[best],
+                    S=base[best] - self.w_dup * redundancy[best],
+                )
+            )
+            row = sims[best]
+            for i in remaining:
+                if row[i] > redundancy[i]:
+                    redundancy[i] = row[i]
+        return order, rows
