@@ -65,18 +65,10 @@ def _run(cfg: Any) -> None:
         outcome = perform_run(plain, text, run_dir=job_dir)
     except EvidenceBenchError as exc:
         _fail(str(exc))
-    _print_outcome(outcome.path)
-
-
-def _print_outcome(path: Path) -> None:
-    try:
-        from evidence_bench.report.terminal import summary_table
-
-        print(summary_table(path))
-    except ImportError:  # pragma: no cover - the report package ships with the engine
-        pass
-    report = path / "report.html"
-    print(f"run: {path}")
+    if outcome.terminal:
+        print(outcome.terminal)
+    print(f"run: {outcome.path}")
+    report = outcome.path / "report.html"
     if report.exists():
         print(f"report: {report}")
 
@@ -146,7 +138,7 @@ def _serve(argv: list[str]) -> None:
 
 def _report(argv: list[str]) -> None:
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.report.render import gather_multirun, render_report
+    from evidence_bench.report.render import render_report
 
     if len(argv) != 1:
         _fail("usage: python -m evidence_bench report RUN_DIR", 2)
@@ -154,10 +146,7 @@ def _report(argv: list[str]) -> None:
     if not target.is_dir():
         _fail(f"report: {target} is not a directory", 2)
     try:
-        if (target / "manifest.json").exists():
-            path = render_report(target)
-        else:
-            path = gather_multirun(target)
+        path = render_report(target)  # a run directory, or a multirun of them
     except EvidenceBenchError as exc:
         _fail(str(exc))
     print(f"report: {path}")

@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,14 @@ __all__ = ["RunOutcome", "perform_run"]
 class RunOutcome:
     """Where a run went and the figures a caller prints."""
 
-    def __init__(self, path: Path, summary: pd.DataFrame, manifest: Mapping[str, Any]) -> None:
+    def __init__(
+        self, path: Path, summary: pd.DataFrame, manifest: Mapping[str, Any], terminal: str
+    ) -> None:
         self.path = path
         self.summary = summary
         self.manifest = manifest
+        #: the short summary table printed at the end of a run ("" without a report)
+        self.terminal = terminal
 
 
 def _git_commit() -> str:
@@ -177,13 +182,18 @@ def perform_run(
         )
         write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
         write_trec(tmp / "trec", query_set.qrels, rankings)
+        manifest["run_id"] = target.final.name
+        manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
         write_json(tmp / "manifest.json", manifest)
+        terminal = ""
         if cfg.get("report", True):
-            from evidence_bench.report.render import render_report
+            from evidence_bench.report import analyze, load_run, render_report, summary_table
 
-            render_report(tmp)
-    return RunOutcome(target.final, summary, manifest)
+            analysis = analyze(load_run(tmp))  # the statistics, once for both renderings
+            render_report(analysis)
+            terminal = summary_table(analysis)
+    return RunOutcome(target.final, summary, manifest, terminal)
 
 
 def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:
