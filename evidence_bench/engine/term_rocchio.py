@@ -1,0 +1,167 @@
+"""Query refinement by Rocchio in term space: the words the moved query vector weighs most.
+
+Where :class:`~evidence_bench.engine.refiner.LexicalRefiner` scores the words of liked
+results by tf-idf, this refiner builds the Rocchio query vector over raw term frequencies
+and adds its heaviest new terms, so negative feedback lowers a term by degree instead of
+vetoing it. The weights travel with the refined query for the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from evidence_bench.engine.base import Feedback, RefinedQuery
+from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
+
+__all__ = ["REPORTED_WEIGHTS", "TermRefinedQuery", "TermRocchioRefiner"]
+
+# Weights are rounded before ordering so that equal weights computed along different float
+# paths still tie and fall back to the alphabetical order.
+_TIE_DIGITS = 12
+#: How many (term, weight) pairs a :class:`TermRefinedQuery` keeps for the report.
+REPORTED_WEIGHTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class TermRefinedQuery(RefinedQuery):
+    """A refined query with the heaviest terms of its Rocchio vector, for the report.
+
+    ``weights`` holds up to 20 (term, weight) pairs, heaviest first, ties alphabetical;
+    query terms included, so the report shows what the query kept and what it gained.
+    Terms are the analyzer's (stems by default); ``added_terms`` are the words sent.
+    """
+
+    weights: tuple[tuple[str, float], ...] = ()
+
+
+def _document(item: Evidence) -> str:
+    return " ".join((item.title, item.snippet, *item.extra_snippets))
+
+
+def _mean(counters: Sequence[Counter[str]]) -> dict[str, float]:
+    total: Counter[str] = Counter()
+    for counts in counters:
+        total.update(counts)
+    return {term: count / len(counters) for term, count in total.items()}
+
+
+@dataclass(frozen=True)
+class TermRocchioRefiner:
+    """Appends the ``max_terms`` heaviest new terms of the Rocchio query vector.
+
+    Over the analyzer's terms of each result's title, snippet and extra snippets, with raw
+    term frequencies (Rocchio 1971; the positive-and-negative form of Salton & Buckley 1990):
+
+        w(t) = freq_query(t) + beta * meanFreq_pull(t) - gamma * meanFreq_push(t)
+
+    pull being the candidates marked MORE or RELEVANT and push those marked LESS or
+    IRRELEVANT (UNSURE ignored). Negative weights are clamped to 0 and zero weights dropped
+    (a negative term weight has no meaning in a query; IIR §9.1.1). Terms not already in the
+    query are appended by weight, descending, ties alphabetically; a term that would take
+    the query past Brave's limits (400 characters, 50 words) is skipped. Without a pull
+    nothing new has a positive weight, and the query comes back unchanged.
+
+    With a stemming analyzer the weights are over stems, and a stem is sent as its most
+    frequent word in the pulled results (ties alphabetically), so Brave gets words.
+    """
+
+    max_terms: int = 4
+    beta: float = 0.75
+    gamma: float = 0.15
+    analyzer: Analyzer = field(default=tokenize)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_terms, bool) or not isinstance(self.max_terms, int):
+            raise ConfigurationError(f"max_terms must be an integer, got {self.max_terms!r}")
+        if self.max_terms < 0:
+            raise ConfigurationError(f"max_terms must be >= 0, got {self.max_terms}")
+        for param in ("beta", "gamma"):
+            value = getattr(self, param)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ConfigurationError(
+                    f"Rocchio {param} must be a finite number >= 0, got {value!r}"
+                )
+
+    def refine(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> TermRefinedQuery:
+        """The query with the added words, those words in order, and the top 20 weights."""
+        weights = self.weights(query, candidates, feedback)
+        reported = tuple(list(weights.items())[:REPORTED_WEIGHTS])
+        excluded = set(self.analyzer(query))
+        words = self._surface_forms(candidates, feedback)
+        new = (words.get(term, term) for term in weights if term not in excluded)
+        base = query.strip()
+        terms = self._fit(base, new)
+        if not terms:
+            return TermRefinedQuery(query=query, added_terms=(), weights=reported)
+        return TermRefinedQuery(
+            query=f"{base} {' '.join(terms)}", added_terms=tuple(terms), weights=reported
+        )
+
+    def weights(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> dict[str, float]:
+        """w(t) > 0 for every term, heaviest first, ties alphabetical (query terms too)."""
+        pull: list[Counter[str]] = []
+        push: list[Counter[str]] = []
+        for item in candidates:
+            label = feedback.get(item.key)
+            if label is None or label.polarity == 0:
+                continue
+            counts = Counter(self.analyzer(_document(item)))
+            (pull if label.polarity > 0 else push).append(counts)
+        # Rocchio (1971): w(t) = q(t) + beta * mean(pull)(t) - gamma * mean(push)(t).
+        weight: dict[str, float] = {
+            term: float(count) for term, count in Counter(self.analyzer(query)).items()
+        }
+        for counters, coefficient in ((pull, self.beta), (push, -self.gamma)):
+            if not counters:
+                continue
+            for term, mean in _mean(counters).items():
+                weight[term] = weight.get(term, 0.0) + coefficient * mean
+        # Clamp and drop on the rounded weight: 0.75 * 0.2 - 0.15 * 1.0 is 2.8e-17, not 0.
+        kept = [(term, value) for term, value in weight.items() if round(value, _TIE_DIGITS) > 0]
+        kept.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+        return dict(kept)
+
+    def _surface_forms(self, candidates: Sequence[Evidence], feedback: Feedback) -> dict[str, str]:
+        """Each stem's most frequent word in the pulled results, ties alphabetically (as
+        :class:`~evidence_bench.engine.refiner.LexicalRefiner` sends them)."""
+        if self.analyzer.stemmer is None:
+            return {}
+        seen: dict[str, Counter[str]] = {}
+        for item in candidates:
+            label = feedback.get(item.key)
+            if label is not None and label.polarity > 0:
+                for term, word in self.analyzer.words(_document(item)):
+                    seen.setdefault(term, Counter())[word] += 1
+        return {
+            term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
+            for term, counts in seen.items()
+        }
+
+    def _fit(self, query: str, ordered: Iterable[str]) -> list[str]:
+        """Up to ``max_terms`` terms, skipping any that would break Brave's query limits."""
+        chars = len(query)
+        words = len(query.split())
+        kept: list[str] = []
+        for term in ordered:
+            if len(kept) == self.max_terms:
+                break
+            if chars + 1 + len(term) > MAX_QUERY_CHARS or words + 1 > MAX_QUERY_WORDS:
+                continue
+            kept.append(term)
+            chars += 1 + len(term)
+            words += 1
+        return kept
