@@ -264,8 +264,11 @@ def test_recording_never_writes_the_key(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["ranker.name=bm42"], "ranker.name='bm42' is not a known ranker (valid: provider_order"),
-        (["+experiment.grid.delta=[1,2]"], "experiment.grid.delta: ranker 'tfidf_rocchio' has no"),
+        (["ranker.name=bm42"], "ranker.name='bm42' is not a known ranker (valid: livefetch, pro"),
+        (["+experiment.grid.delta=[1,2]"], "experiment.grid.delta: not a ranker setting (name,"),
+        (["+experiment.grid.w_r=[1,2]"], "grid.w_r: ranker 'tfidf_rocchio' has no parameter"),
+        (["+experiment.configs=[{ranker:{nmae:x}}]"], "experiment.configs[0].ranker.nmae: unknown"),
+        (["ranker.embedder=glove", "ranker.name=vector_rocchio"], "ranker.embedder='glove' is"),
         (["policies.noisy.kind=psychic"], "policies.noisy.kind='psychic' is not known (valid:"),
         (["eval.measures=[nDCG@10,MRR]"], "unknown measure 'MRR'"),
         (["eval.primary_mode=half"], "eval.primary_mode='half' is not valid"),

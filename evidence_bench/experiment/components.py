@@ -1,42 +1,109 @@
 """Config to engine parts: rankers, refiners and user policies by name.
 
 The registries are the closed sets a config may name; an unknown name fails listing them.
+Each entry says which config keys its part takes, which of them label a config, and how
+to switch its feedback off for the no-feedback control.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evidence_bench.engine.base import Ranker, Refiner
+from evidence_bench.engine.boost import BoostRelevant
+from evidence_bench.engine.livefetch import LiveFetchRanker
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.term_rocchio import TermRocchioRefiner
 from evidence_bench.engine.text import STOP_WORDS, Analyzer
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.simulation.users import UserPolicy, make_policy
+from evidence_bench.simulation.users import POLICIES, UserPolicy, make_policy
 
 __all__ = [
     "RANKERS",
-    "RANKER_PARAMS",
     "REFINERS",
     "EngineConfig",
+    "Part",
+    "engine_config",
     "make_ranker",
     "make_refiner",
     "make_user",
 ]
 
-#: Ranker name -> (factory, the config keys it takes).
-RANKERS: dict[str, Callable[..., Ranker]] = {
-    "tfidf_rocchio": TfidfRocchioRanker,
-    "provider_order": ProviderOrderRanker,
+_ROCCHIO = ("alpha", "beta", "gamma")
+_NO_FEEDBACK = {"beta": 0.0, "gamma": 0.0}
+
+
+@dataclass(frozen=True)
+class Part:
+    """A ranker or refiner a config can name."""
+
+    factory: Callable[..., Any]
+    params: tuple[str, ...] = ()
+    label: tuple[str, ...] = ()
+    #: parameter values that switch feedback off (the no-feedback control)
+    feedback_off: Mapping[str, float] = field(default_factory=dict)
+    analyzed: bool = True
+
+
+def _vector_rocchio(
+    *, alpha: float, beta: float, gamma: float, embedder: str, dimensions: int, analyzer: Analyzer
+) -> Ranker:
+    from evidence_bench.engine.embedding import DenseEmbedder, LsaEmbedder
+    from evidence_bench.engine.vector_rocchio import VectorRocchioRanker
+
+    if embedder == "lsa":
+        chosen: Any = LsaEmbedder(dimensions=dimensions, analyzer=analyzer)
+    elif embedder == "dense":
+        chosen = DenseEmbedder()
+    else:
+        raise ConfigurationError(f"ranker.embedder={embedder!r} is not valid (valid: dense, lsa)")
+    return VectorRocchioRanker(alpha=alpha, beta=beta, gamma=gamma, embedder=chosen)
+
+
+RANKERS: dict[str, Part] = {
+    "tfidf_rocchio": Part(TfidfRocchioRanker, _ROCCHIO, _ROCCHIO, _NO_FEEDBACK),
+    "provider_order": Part(ProviderOrderRanker, analyzed=False),
+    "livefetch": Part(
+        LiveFetchRanker,
+        (
+            "w_r",
+            "w_f",
+            "w_t",
+            "w_dup",
+            "half_life_days",
+            "as_of",
+            "neutral_freshness",
+            "default_trust",
+            "allow_domains",
+            "deny_domains",
+            *_ROCCHIO,
+        ),
+        ("w_r", "w_f", "w_t", "w_dup", "beta", "gamma"),
+        _NO_FEEDBACK,
+    ),
+    "vector_rocchio": Part(
+        _vector_rocchio,
+        (*_ROCCHIO, "embedder", "dimensions"),
+        (*_ROCCHIO, "embedder"),
+        _NO_FEEDBACK,
+    ),
 }
-RANKER_PARAMS: dict[str, tuple[str, ...]] = {
-    "tfidf_rocchio": ("alpha", "beta", "gamma"),
-    "provider_order": (),
+REFINERS: dict[str, Part] = {
+    "lexical": Part(LexicalRefiner, ("max_terms",), ()),
+    "term_rocchio": Part(TermRocchioRefiner, ("max_terms", "beta", "gamma"), ("beta", "gamma")),
 }
-REFINERS: dict[str, Callable[..., Refiner]] = {"lexical": LexicalRefiner}
-REFINER_PARAMS: dict[str, tuple[str, ...]] = {"lexical": ("max_terms",)}
+
+
+def _frozen(value: Any) -> Any:
+    """Config values as hashable ones (lists become tuples) so a config can be a dict key."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +113,11 @@ class EngineConfig:
     config_id: str
     ranker: str
     refiner: str
-    ranker_params: tuple[tuple[str, float], ...]
-    refiner_params: tuple[tuple[str, int], ...]
+    ranker_params: tuple[tuple[str, Any], ...]
+    refiner_params: tuple[tuple[str, Any], ...]
     stemmer: str | None = None
     stop_words: bool = True
+    boost_relevant: bool = False
 
     @property
     def analyzer(self) -> Analyzer:
@@ -58,26 +126,43 @@ class EngineConfig:
     @property
     def role(self) -> str:
         """``baseline`` where feedback cannot change the ranking, else ``feedback``."""
-        return "baseline" if self.ranker == "provider_order" else "feedback"
+        return (
+            "baseline"
+            if self.ranker == "provider_order" and not self.boost_relevant
+            else ("feedback")
+        )
 
     @property
     def label(self) -> str:
-        params = " ".join(f"{name}={value:g}" for name, value in self.ranker_params)
-        return f"{self.ranker} {params}".strip()
+        ranker = dict(self.ranker_params)
+        parts = [self.ranker + ("+boost" if self.boost_relevant else "")]
+        parts += [f"{key}={_show(ranker[key])}" for key in RANKERS[self.ranker].label]
+        if self.refiner != "lexical":
+            refiner = dict(self.refiner_params)
+            shown = " ".join(f"{k}={_show(refiner[k])}" for k in REFINERS[self.refiner].label)
+            parts.append(f"· {self.refiner} {shown}".rstrip())
+        return " ".join(parts)
 
     def params(self) -> dict[str, Any]:
+        """Every parameter, refiner ones prefixed ``refiner_`` (configs.csv columns)."""
         return {
             **dict(self.ranker_params),
-            **dict(self.refiner_params),
+            "boost_relevant": self.boost_relevant,
+            **{f"refiner_{key}": value for key, value in self.refiner_params},
             "stemmer": self.stemmer or "none",
             "stop_words": self.stop_words,
         }
 
 
-def _pick(kind: str, name: str, registry: Mapping[str, object]) -> None:
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _pick(kind: str, name: str, registry: Mapping[str, Part]) -> Part:
     if name not in registry:
         valid = ", ".join(sorted(registry))
         raise ConfigurationError(f"{kind}.name={name!r} is not a known {kind} (valid: {valid})")
+    return registry[name]
 
 
 def engine_config(
@@ -87,42 +172,52 @@ def engine_config(
     analyzer: Mapping[str, Any] | None = None,
 ) -> EngineConfig:
     """Validate names against the registries and keep only the parameters each part takes."""
-    _pick("ranker", ranker["name"], RANKERS)
-    _pick("refiner", refiner["name"], REFINERS)
-    ranker_params = tuple((key, float(ranker[key])) for key in RANKER_PARAMS[ranker["name"]])
-    refiner_params = tuple((key, int(refiner[key])) for key in REFINER_PARAMS[refiner["name"]])
+    ranker_part = _pick("ranker", str(ranker["name"]), RANKERS)
+    refiner_part = _pick("refiner", str(refiner["name"]), REFINERS)
     analyzer = analyzer or {}
     stemmer = analyzer.get("stemmer")
     Analyzer(stemmer=stemmer)  # an unknown stemmer fails here, listing the valid ones
-    return EngineConfig(
+    config = EngineConfig(
         config_id,
-        ranker["name"],
-        refiner["name"],
-        ranker_params,
-        refiner_params,
+        str(ranker["name"]),
+        str(refiner["name"]),
+        tuple((key, _frozen(ranker[key])) for key in ranker_part.params),
+        tuple((key, _frozen(refiner[key])) for key in refiner_part.params),
         stemmer=stemmer,
         stop_words=bool(analyzer.get("stop_words", True)),
+        boost_relevant=bool(ranker.get("boost_relevant", False)),
     )
+    make_ranker(config)  # a bad parameter value fails now, not in a worker
+    make_refiner(config)
+    return config
 
 
 def make_ranker(config: EngineConfig, *, feedback: bool = True) -> Ranker:
     """The configured ranker; ``feedback=False`` switches its feedback terms off (the control)."""
+    part = RANKERS[config.ranker]
     params: dict[str, Any] = dict(config.ranker_params)
-    if not feedback and config.ranker == "tfidf_rocchio":
-        params.update(beta=0.0, gamma=0.0)
-    if config.ranker != "provider_order":
+    if not feedback:
+        params.update(part.feedback_off)
+    if part.analyzed:
         params["analyzer"] = config.analyzer
-    return RANKERS[config.ranker](**params)
+    try:
+        ranker: Ranker = part.factory(**params)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"ranker {config.ranker!r}: {exc}") from exc
+    return BoostRelevant(ranker) if config.boost_relevant and feedback else ranker
 
 
 def make_refiner(config: EngineConfig) -> Refiner:
-    return REFINERS[config.refiner](**dict(config.refiner_params), analyzer=config.analyzer)
+    part = REFINERS[config.refiner]
+    try:
+        refiner: Refiner = part.factory(**dict(config.refiner_params), analyzer=config.analyzer)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"refiner {config.refiner!r}: {exc}") from exc
+    return refiner
 
 
 def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:
     """A simulated user from a ``policies.<name>`` config; passes only the fields its kind takes."""
-    from evidence_bench.simulation.users import POLICIES
-
     kind = conf["kind"]
     cls = POLICIES.get(kind)
     if cls is None:

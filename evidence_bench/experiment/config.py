@@ -45,10 +45,30 @@ class QuerySetConf:
 
 @dataclass
 class RankerConf:
+    """Every ranker's settings; a ranker reads only the keys it takes (components.RANKERS)."""
+
     name: str = "tfidf_rocchio"
+    #: Rocchio weights (tfidf_rocchio, vector_rocchio, and livefetch's relevance part)
     alpha: float = 1.0
     beta: float = 0.75
     gamma: float = 0.15
+    #: lift results the user marked relevant to the front, order kept (any ranker)
+    boost_relevant: bool = False
+    #: livefetch: S = w_r R + w_f F + w_t T - w_dup D
+    w_r: float = 0.55
+    w_f: float = 0.25
+    w_t: float = 0.20
+    w_dup: float = 0.35
+    half_life_days: float = 7.0
+    #: the fixed date freshness is measured against (never the wall clock)
+    as_of: str = "2026-01-01"
+    neutral_freshness: float = 0.5
+    default_trust: float = 0.5
+    allow_domains: list[str] = field(default_factory=list)
+    deny_domains: list[str] = field(default_factory=list)
+    #: vector_rocchio: lsa (no extra) or dense (pip install 'evidence_bench[dense]')
+    embedder: str = "lsa"
+    dimensions: int = 16
 
 
 @dataclass
@@ -65,6 +85,9 @@ class AnalyzerConf:
 class RefinerConf:
     name: str = "lexical"
     max_terms: int = 4
+    #: term_rocchio: w(t) = f_q(t) + beta mean f_rel(t) - gamma mean f_irr(t)
+    beta: float = 0.75
+    gamma: float = 0.15
 
 
 @dataclass
@@ -108,6 +131,9 @@ class ExperimentConf:
     queries: int | None = None
     #: Swept ranker parameters: ``{alpha: [..], beta: [..]}``, a config per combination.
     grid: dict[str, list[float]] = field(default_factory=dict)
+    #: Engine configs side by side: each entry overrides ``ranker`` and ``refiner`` keys,
+    #: e.g. ``[{ranker: {name: provider_order}}, {refiner: {name: term_rocchio}}]``.
+    configs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
+from evidence_bench.engine.base import Feedback, Ranker, Refiner, SearchProvider
 from evidence_bench.engine.session import SearchSession
+from evidence_bench.errors import FeedbackError
 from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.fixtures.cassettes import SkippedRequest
@@ -49,6 +50,25 @@ class Judgments:
     prepared: QueryJudgments
 
 
+class _Tolerant:
+    """A ranker that falls back to its no-feedback ranking when it says the feedback is not
+    usable (a FeedbackError), and counts how often: an episode goes on, the run says so."""
+
+    def __init__(self, ranker: Ranker) -> None:
+        self.inner = ranker
+        self.name = ranker.name
+        self.fallbacks = 0
+
+    def rank(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[Evidence]:
+        try:
+            return self.inner.rank(query, candidates, feedback)
+        except FeedbackError:
+            self.fallbacks += 1
+            return self.inner.rank(query, candidates, {})
+
+
 @dataclass(slots=True)
 class EpisodeResult:
     """What one (config, user, query) episode produced, in plain rows."""
@@ -62,6 +82,8 @@ class EpisodeResult:
     #: per round: marks, refined query, added terms, rankings shown (for the report)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     skipped_expand: int = 0
+    #: reranks where the ranker found no usable feedback and kept its first ranking
+    no_usable_feedback: int = 0
 
 
 def frozen_order(ranking: Sequence[str], pinned: Mapping[str, tuple[int, int]]) -> list[str]:
@@ -113,8 +135,9 @@ def run_episode(
     leaves them out.
     """
     result = EpisodeResult()
+    tolerant = _Tolerant(ranker)
     session = SearchSession(
-        query, provider, ranker=ranker, refiner=refiner, limit=depth, candidates=initial
+        query, provider, ranker=tolerant, refiner=refiner, limit=depth, candidates=initial
     )
     initial_keys = [item.key for item in initial]
     control_keys = [item.key for item in control.rank(query, initial, {})]
@@ -142,7 +165,8 @@ def run_episode(
             result.feedback.append((round_, mark.key, mark.label.value if mark.label else "seen"))
             if mark.label is not None:
                 session.mark(mark.label, mark.key)
-        reranked = [item.key for item in session.show()]
+        shown = session.show()
+        reranked = [item.key for item in shown]
         stages: dict[str, list[str]] = {
             "initial": initial_keys,
             "control": control_keys,
@@ -158,6 +182,10 @@ def run_episode(
             "added": 0,
             "after_expand": None,
         }
+        breakdown = getattr(ranker, "score_breakdown", None)
+        if breakdown is not None:  # rankers that can explain their scores (LiveFetch)
+            rows = breakdown(query, session.candidates, session.feedback)[:10]
+            record["breakdown"] = [dict(row) for row in rows]
         try:
             expansion = session.expand()
         except SkippedRequest:
@@ -171,6 +199,9 @@ def run_episode(
                 stages["deep_initial"] = [item.key for item in equal]
                 stages["deep_control"] = [item.key for item in control.rank(query, equal, {})]
             displayed = expansion.ranking
+            weights = getattr(expansion.refined, "weights", None)
+            if weights:  # refiners that weigh terms (term Rocchio) explain their choice
+                record["term_weights"] = [[term, weight] for term, weight in weights]
             record.update(
                 refined_query=expansion.refined.query,
                 added_terms=list(expansion.refined.added_terms),
@@ -197,4 +228,5 @@ def run_episode(
                 elif mode == "frozen":
                     ordered = frozen_order(keys, pinned)
                     _score(result, round_, stage, mode, ordered, judgments.prepared, measures)
+    result.no_usable_feedback = tolerant.fallbacks
     return result

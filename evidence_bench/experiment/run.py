@@ -92,7 +92,7 @@ def perform_run(
     documents: dict[str, Any] = {}
     rankings: dict[tuple[str, str, int, str], dict[str, list[str]]] = {}
     requests: Counter[str] = Counter()
-    skipped = 0
+    skipped = no_feedback = missing_dates = 0
     for out in outputs:
         scores.extend(out.scores)
         feedback.extend(out.feedback)
@@ -103,6 +103,8 @@ def perform_run(
             rankings.setdefault(run_key, {})[out.query_id] = keys
         requests.update(out.requests)
         skipped += out.skipped_expands
+        no_feedback += out.no_usable_feedback
+        missing_dates += out.missing_dates
 
     per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
     summary = summarize_scores(per_query)
@@ -130,7 +132,13 @@ def perform_run(
             "on_miss": plan.on_miss.value,
         },
         "excluded": _excluded(per_query, len(query_ids)),
+        "no_usable_feedback": no_feedback,
         "sweep": {"params": list(plan.swept)},
+        **(
+            {"missing_dates": missing_dates}
+            if any(e.ranker == "livefetch" for e in plan.engines)
+            else {}
+        ),
     }
 
     if run_dir is not None:

@@ -13,7 +13,7 @@ import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
@@ -23,13 +23,14 @@ from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import Measure, parse_measure, prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.components import (
-    RANKER_PARAMS,
+    RANKERS,
     EngineConfig,
     engine_config,
     make_ranker,
     make_refiner,
     make_user,
 )
+from evidence_bench.experiment.config import RankerConf, RefinerConf
 from evidence_bench.experiment.episode import Judgments, run_episode
 from evidence_bench.experiment.queryset import QuerySet, load_query_set
 from evidence_bench.fixtures.cassettes import (
@@ -85,6 +86,8 @@ class QueryOutput:
     documents: dict[str, Evidence] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     skipped_expands: int = 0
+    no_usable_feedback: int = 0
+    missing_dates: int = 0
 
 
 def _choice(key: str, value: str, valid: Sequence[str]) -> str:
@@ -122,27 +125,7 @@ def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
     if not 1 <= depth <= 200:
         raise ConfigurationError(f"experiment.depth={depth} must be between 1 and 200")
 
-    ranker = dict(cfg["ranker"])
-    grid = {str(k): list(v) for k, v in (experiment.get("grid") or {}).items()}
-    takes = RANKER_PARAMS.get(str(ranker["name"]), ())
-    for key in grid:
-        if key not in takes:
-            valid = ", ".join(takes) or "none"
-            raise ConfigurationError(
-                f"experiment.grid.{key}: ranker {ranker['name']!r} has no parameter {key!r} "
-                f"(valid: {valid})"
-            )
-        if not grid[key]:
-            raise ConfigurationError(f"experiment.grid.{key} is empty")
-    engines: list[EngineConfig] = []
-    for index, values in enumerate(itertools.product(*grid.values())):
-        point = {**ranker, **dict(zip(grid, values, strict=True))}
-        engines.append(
-            engine_config(
-                f"c{index:02d}", point, dict(cfg["refiner"]), dict(cfg.get("analyzer") or {})
-            )
-        )
-
+    engines = _engines(cfg, experiment)
     source = str(cfg["query_set"].get("source", "collection"))
     default_miss = "simulate" if source == "collection" else "error"
     on_miss = OnMiss(
@@ -162,7 +145,7 @@ def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
         experiment=str(experiment["name"]),
         query_set=dict(cfg["query_set"]),
         query_limit=int(queries) if queries is not None else None,
-        engines=tuple(engines),
+        engines=engines,
         users=users,
         measures=measures,
         modes=modes,
@@ -170,13 +153,54 @@ def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
         depth=depth,
         on_miss=on_miss,
         seed=int(cfg.get("seed", 0)),
-        swept=tuple(key for key, values in grid.items() if len(values) > 1),
+        swept=tuple(
+            key for key, values in (experiment.get("grid") or {}).items() if len(values) > 1
+        ),
     )
 
 
 def deep_limit(plan: RunPlan) -> int:
     """How deep the equal-depth control fetches: as long as R expansions can make a list."""
     return min(plan.depth * (plan.rounds + 1), 200)
+
+
+_SCHEMAS = {"ranker": RankerConf, "refiner": RefinerConf}
+
+
+def _engines(cfg: Mapping[str, Any], experiment: Mapping[str, Any]) -> tuple[EngineConfig, ...]:
+    """One engine config per ``experiment.configs`` entry (or the base config) per grid point."""
+    schemas = {part: [f.name for f in fields(schema)] for part, schema in _SCHEMAS.items()}
+    grid = {str(k): list(v) for k, v in (experiment.get("grid") or {}).items()}
+    for key, values in grid.items():
+        if key not in schemas["ranker"]:
+            valid = ", ".join(schemas["ranker"])
+            raise ConfigurationError(f"experiment.grid.{key}: not a ranker setting ({valid})")
+        if not values:
+            raise ConfigurationError(f"experiment.grid.{key} is empty")
+    engines: list[EngineConfig] = []
+    for position, entry in enumerate(experiment.get("configs") or [{}]):
+        where = f"experiment.configs[{position}]"
+        for part, overrides in entry.items():
+            if part not in schemas:
+                raise ConfigurationError(f"{where}.{part}: not valid (valid: ranker, refiner)")
+            for key in overrides:
+                if key not in schemas[part]:
+                    valid = ", ".join(schemas[part])
+                    raise ConfigurationError(f"{where}.{part}.{key}: unknown key ({valid})")
+        ranker = {**cfg["ranker"], **entry.get("ranker", {})}
+        refiner = {**cfg["refiner"], **entry.get("refiner", {})}
+        takes = RANKERS[ranker["name"]].params if ranker["name"] in RANKERS else ()
+        for key in grid:
+            if key not in takes:
+                raise ConfigurationError(
+                    f"experiment.grid.{key}: ranker {ranker['name']!r} has no parameter "
+                    f"{key!r} (valid: {', '.join(takes) or 'none'})"
+                )
+        for point_values in itertools.product(*grid.values()):
+            point = {**ranker, **dict(zip(grid, point_values, strict=True))}
+            analyzer = dict(cfg.get("analyzer") or {})
+            engines.append(engine_config(f"c{len(engines):02d}", point, refiner, analyzer))
+    return tuple(engines)
 
 
 class MemoProvider:
@@ -287,6 +311,7 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
                 )
                 cid = engine.config_id
                 out.skipped_expands += result.skipped_expand
+                out.no_usable_feedback += result.no_usable_feedback
                 for round_, stage, mode, measure, value in result.scores:
                     out.scores.append(
                         (cid, user_name, query_id, round_, stage, mode, measure, value)
@@ -309,6 +334,7 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
         for answer in provider.answers():
             for item in answer:
                 out.documents.setdefault(item.key, item)
+        out.missing_dates = sum(1 for item in initial if item.page_age is None)
     out.requests = Counter(worker.store.counts) - before
     return out
 
@@ -317,7 +343,16 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
     def ids(keys: Sequence[str] | None) -> list[str] | None:
         return None if keys is None else [doc_id(key) or key for key in keys]
 
+    extra: dict[str, Any] = {}
+    if "term_weights" in record:
+        extra["term_weights"] = record["term_weights"]
+    if "breakdown" in record:
+        extra["breakdown"] = [
+            {"doc_id": doc_id(row["url"]) or row["url"], **{k: row[k] for k in "RFTDS"}}
+            for row in record["breakdown"]
+        ]
     return {
+        **extra,
         "round": record["round"],
         "refined_query": record["refined_query"],
         "added_terms": record["added_terms"],
