@@ -84,6 +84,7 @@ def _record(cfg: Any) -> None:
             plan_run(plain),
             provider=str(plain.get("provider", "simulator")),
             rounds=int(plain.get("record_rounds", 1)),
+            deep=bool(plain.get("record_deep", True)),
         )
     except EvidenceBenchError as exc:
         _fail(str(exc))

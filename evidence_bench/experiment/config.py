@@ -150,6 +150,8 @@ class RunConf:
     provider: str = "simulator"
     #: Feedback rounds ``record`` captures (0: all rounds of the experiment).
     record_rounds: int = 1
+    #: Record the provider's next pages for the equal-depth controls too.
+    record_deep: bool = True
     runs_dir: str = "runs"
     seed: int = 0
     #: Worker processes (0: one per core).
