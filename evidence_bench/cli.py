@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -144,6 +145,15 @@ def _interact(session: SearchSession, stdin: TextIO, stdout: TextIO, stderr: Tex
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (0 ok, 1 failure, 2 usage error)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
