@@ -16,14 +16,15 @@ from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
-__all__ = ["LexicalRefiner"]
+__all__ = ["LexicalRefiner", "document_text", "fit_terms", "surface_forms"]
 
 # Term scores are rounded before ordering so that equal scores computed along different
 # float paths still tie and fall back to the alphabetical order.
 _TIE_DIGITS = 12
 
 
-def _document(item: Evidence) -> str:
+def document_text(item: Evidence) -> str:
+    """The text a refiner reads from a result: title, snippet and extra snippets."""
     return " ".join((item.title, item.snippet, *item.extra_snippets))
 
 
@@ -61,8 +62,8 @@ class LexicalRefiner:
         """The query with the added terms, and those terms in the order they were added."""
         ranked = self.term_scores(query, candidates, feedback)
         base = query.strip()
-        words = self._surface_forms(candidates, feedback)
-        terms = self._fit(base, (words.get(term, term) for term, _ in ranked))
+        words = surface_forms(self.analyzer, candidates, feedback)
+        terms = fit_terms(base, (words.get(term, term) for term, _ in ranked), self.max_terms)
         if not terms:
             return RefinedQuery(query=query, added_terms=())
         return RefinedQuery(query=f"{base} {' '.join(terms)}", added_terms=tuple(terms))
@@ -75,7 +76,7 @@ class LexicalRefiner:
         negative: Counter[str] = Counter()
         df: Counter[str] = Counter()
         for item in candidates:
-            terms = self.analyzer(_document(item))
+            terms = self.analyzer(document_text(item))
             df.update(set(terms))
             label = feedback.get(item.key)
             if label is None:
@@ -95,31 +96,37 @@ class LexicalRefiner:
         scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return scored
 
-    def _surface_forms(self, candidates: Sequence[Evidence], feedback: Feedback) -> dict[str, str]:
-        if self.analyzer.stemmer is None:
-            return {}
-        seen: dict[str, Counter[str]] = {}
-        for item in candidates:
-            label = feedback.get(item.key)
-            if label is not None and label.polarity > 0:
-                for term, word in self.analyzer.words(_document(item)):
-                    seen.setdefault(term, Counter())[word] += 1
-        return {
-            term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
-            for term, counts in seen.items()
-        }
 
-    def _fit(self, query: str, ordered: Iterable[str]) -> list[str]:
-        """Up to ``max_terms`` terms, skipping any that would break Brave's query limits."""
-        chars = len(query)
-        words = len(query.split())
-        kept: list[str] = []
-        for term in ordered:
-            if len(kept) == self.max_terms:
-                break
-            if chars + 1 + len(term) > MAX_QUERY_CHARS or words + 1 > MAX_QUERY_WORDS:
-                continue
-            kept.append(term)
-            chars += 1 + len(term)
-            words += 1
-        return kept
+def surface_forms(
+    analyzer: Analyzer, candidates: Sequence[Evidence], feedback: Feedback
+) -> dict[str, str]:
+    """Each stem's most frequent word in the positively marked results, ties alphabetically:
+    a refiner scores stems but must send words a search engine understands."""
+    if analyzer.stemmer is None:
+        return {}
+    seen: dict[str, Counter[str]] = {}
+    for item in candidates:
+        label = feedback.get(item.key)
+        if label is not None and label.polarity > 0:
+            for term, word in analyzer.words(document_text(item)):
+                seen.setdefault(term, Counter())[word] += 1
+    return {
+        term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
+        for term, counts in seen.items()
+    }
+
+
+def fit_terms(query: str, ordered: Iterable[str], max_terms: int) -> list[str]:
+    """Up to ``max_terms`` terms, skipping any that would break Brave's query limits."""
+    chars = len(query)
+    words = len(query.split())
+    kept: list[str] = []
+    for term in ordered:
+        if len(kept) == max_terms:
+            break
+        if chars + 1 + len(term) > MAX_QUERY_CHARS or words + 1 > MAX_QUERY_WORDS:
+            continue
+        kept.append(term)
+        chars += 1 + len(term)
+        words += 1
+    return kept

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
+from evidence_bench.engine.refiner import document_text, fit_terms, surface_forms
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
+from evidence_bench.evidence import Evidence
 
 __all__ = ["REPORTED_WEIGHTS", "TermRefinedQuery", "TermRocchioRefiner"]
 
@@ -37,10 +38,6 @@ class TermRefinedQuery(RefinedQuery):
     """
 
     weights: tuple[tuple[str, float], ...] = ()
-
-
-def _document(item: Evidence) -> str:
-    return " ".join((item.title, item.snippet, *item.extra_snippets))
 
 
 def _mean(counters: Sequence[Counter[str]]) -> dict[str, float]:
@@ -99,10 +96,10 @@ class TermRocchioRefiner:
         weights = self.weights(query, candidates, feedback)
         reported = tuple(list(weights.items())[:REPORTED_WEIGHTS])
         excluded = set(self.analyzer(query))
-        words = self._surface_forms(candidates, feedback)
+        words = surface_forms(self.analyzer, candidates, feedback)
         new = (words.get(term, term) for term in weights if term not in excluded)
         base = query.strip()
-        terms = self._fit(base, new)
+        terms = fit_terms(base, new, self.max_terms)
         if not terms:
             return TermRefinedQuery(query=query, added_terms=(), weights=reported)
         return TermRefinedQuery(
@@ -119,7 +116,7 @@ class TermRocchioRefiner:
             label = feedback.get(item.key)
             if label is None or label.polarity == 0:
                 continue
-            counts = Counter(self.analyzer(_document(item)))
+            counts = Counter(self.analyzer(document_text(item)))
             (pull if label.polarity > 0 else push).append(counts)
         # Rocchio (1971): w(t) = q(t) + beta * mean(pull)(t) - gamma * mean(push)(t).
         weight: dict[str, float] = {
@@ -134,34 +131,3 @@ class TermRocchioRefiner:
         kept = [(term, value) for term, value in weight.items() if round(value, _TIE_DIGITS) > 0]
         kept.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return dict(kept)
-
-    def _surface_forms(self, candidates: Sequence[Evidence], feedback: Feedback) -> dict[str, str]:
-        """Each stem's most frequent word in the pulled results, ties alphabetically (as
-        :class:`~evidence_bench.engine.refiner.LexicalRefiner` sends them)."""
-        if self.analyzer.stemmer is None:
-            return {}
-        seen: dict[str, Counter[str]] = {}
-        for item in candidates:
-            label = feedback.get(item.key)
-            if label is not None and label.polarity > 0:
-                for term, word in self.analyzer.words(_document(item)):
-                    seen.setdefault(term, Counter())[word] += 1
-        return {
-            term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
-            for term, counts in seen.items()
-        }
-
-    def _fit(self, query: str, ordered: Iterable[str]) -> list[str]:
-        """Up to ``max_terms`` terms, skipping any that would break Brave's query limits."""
-        chars = len(query)
-        words = len(query.split())
-        kept: list[str] = []
-        for term in ordered:
-            if len(kept) == self.max_terms:
-                break
-            if chars + 1 + len(term) > MAX_QUERY_CHARS or words + 1 > MAX_QUERY_WORDS:
-                continue
-            kept.append(term)
-            chars += 1 + len(term)
-            words += 1
-        return kept
