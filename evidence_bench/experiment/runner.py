@@ -31,7 +31,7 @@ from evidence_bench.experiment.components import (
     make_user,
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf
-from evidence_bench.experiment.episode import Judgments, run_episode
+from evidence_bench.experiment.episode import EpisodeResult, Judgments, run_episode
 from evidence_bench.experiment.queryset import QuerySet, load_query_set
 from evidence_bench.fixtures.cassettes import (
     REPLAY_BASE_URL,
@@ -49,8 +49,11 @@ __all__ = [
     "QueryOutput",
     "RunPlan",
     "deep_limit",
+    "engine_parts",
     "execute",
     "plan_run",
+    "plan_users",
+    "query_episodes",
 ]
 
 EVAL_MODES = ("full", "residual", "frozen")
@@ -235,7 +238,7 @@ class _Worker:
     plan: RunPlan
     query_set: QuerySet
     store: CassetteStore
-    engines: list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
+    engines: EngineParts
     users: list[tuple[str, UserPolicy]]
 
 
@@ -257,16 +260,65 @@ def _worker(plan: RunPlan) -> _Worker:
             ),
             record_hint=f"python -m evidence_bench record +experiment={plan.experiment}",
         )
-        engines = [
-            (e, make_ranker(e), make_ranker(e, feedback=False), make_refiner(e))
-            for e in plan.engines
-        ]
-        users = []
-        for name, conf in plan.users.items():
-            seeded = {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}
-            users.append((name, make_user(name, seeded)))
-        _WORKER = _Worker(plan, query_set, store, engines, users)
+        _WORKER = _Worker(plan, query_set, store, engine_parts(plan), plan_users(plan))
     return _WORKER
+
+
+EngineParts = list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
+
+
+def engine_parts(plan: RunPlan) -> EngineParts:
+    """Each engine config with its ranker, its no-feedback control and its refiner."""
+    return [
+        (e, make_ranker(e), make_ranker(e, feedback=False), make_refiner(e)) for e in plan.engines
+    ]
+
+
+def plan_users(plan: RunPlan) -> list[tuple[str, UserPolicy]]:
+    """The simulated users, seeded with the run's seed plus their own."""
+    return [
+        (name, make_user(name, {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}))
+        for name, conf in plan.users.items()
+    ]
+
+
+def query_episodes(
+    engines: EngineParts,
+    users: Sequence[tuple[str, UserPolicy]],
+    plan: RunPlan,
+    query_id: str,
+    query: str,
+    judgments: Judgments,
+    provider: SearchProvider,
+    initial: Sequence[Evidence],
+    deep: Sequence[Evidence] | None,
+    *,
+    rounds: int | None = None,
+    modes: Sequence[str] | None = None,
+) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
+    """Every (engine config, user) episode of one query, in plan order."""
+    for engine, ranker, control, refiner in engines:
+        for user_name, user in users:
+            yield (
+                engine,
+                user_name,
+                run_episode(
+                    query_id=query_id,
+                    query=query,
+                    initial=initial,
+                    deep=deep,
+                    provider=provider,
+                    ranker=ranker,
+                    control=control,
+                    refiner=refiner,
+                    user=user,
+                    judgments=judgments,
+                    measures=plan.measures,
+                    modes=plan.modes if modes is None else modes,
+                    rounds=plan.rounds if rounds is None else rounds,
+                    depth=plan.depth,
+                ),
+            )
 
 
 def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
@@ -291,46 +343,28 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
             deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
         except SkippedRequest:
             deep = None  # replay.on_miss=skip: the equal-depth stages are left out
-        for engine, ranker, control, refiner in worker.engines:
-            for user_name, user in worker.users:
-                result = run_episode(
-                    query_id=query_id,
-                    query=query,
-                    initial=initial,
-                    deep=deep,
-                    provider=provider,
-                    ranker=ranker,
-                    control=control,
-                    refiner=refiner,
-                    user=user,
-                    judgments=judgments,
-                    measures=plan.measures,
-                    modes=plan.modes,
-                    rounds=plan.rounds,
-                    depth=plan.depth,
-                )
-                cid = engine.config_id
-                out.skipped_expands += result.skipped_expand
-                out.no_usable_feedback += result.no_usable_feedback
-                for round_, stage, mode, measure, value in result.scores:
-                    out.scores.append(
-                        (cid, user_name, query_id, round_, stage, mode, measure, value)
-                    )
-                for round_, key, label in result.feedback:
-                    out.feedback.append(
-                        (cid, user_name, query_id, round_, doc_id(key) or key, label)
-                    )
-                for (round_, stage), keys in result.rankings.items():
-                    out.rankings[(cid, user_name, round_, stage)] = keys
-                out.episodes.append(
-                    {
-                        "config_id": cid,
-                        "policy": user_name,
-                        "query_id": query_id,
-                        "query": query,
-                        "rounds": [_episode_round(r, doc_id) for r in result.rounds],
-                    }
-                )
+        episodes = query_episodes(
+            worker.engines, worker.users, plan, query_id, query, judgments, provider, initial, deep
+        )
+        for engine, user_name, result in episodes:
+            cid = engine.config_id
+            out.skipped_expands += result.skipped_expand
+            out.no_usable_feedback += result.no_usable_feedback
+            for round_, stage, mode, measure, value in result.scores:
+                out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
+            for round_, key, label in result.feedback:
+                out.feedback.append((cid, user_name, query_id, round_, doc_id(key) or key, label))
+            for (round_, stage), keys in result.rankings.items():
+                out.rankings[(cid, user_name, round_, stage)] = keys
+            out.episodes.append(
+                {
+                    "config_id": cid,
+                    "policy": user_name,
+                    "query_id": query_id,
+                    "query": query,
+                    "rounds": [_episode_round(r, doc_id) for r in result.rounds],
+                }
+            )
         for answer in provider.answers():
             for item in answer:
                 out.documents.setdefault(item.key, item)
