@@ -64,7 +64,7 @@ def attribution(
             gains = [f - c for f, c in zip(feedback, baseline, strict=True)]
             summary = summarize(gains)
             up, down, same = improved_degraded(baseline, feedback)
-            config_id, policy, round_, mode, measure = key  # type: ignore[misc]
+            config_id, policy, round_, mode, measure = key
             rows.append(
                 [
                     config_id,
