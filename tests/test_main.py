@@ -1,0 +1,72 @@
+"""``python -m evidence_bench``: commands, one-line errors, and Hydra's multirun."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evidence_bench", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_usage_lists_every_command() -> None:
+    done = cli("--help")
+    assert done.returncode == 0
+    for command in ("run", "record", "serve", "report", "check"):
+        assert f"  {command} " in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["dance"], 2, "unknown command 'dance'"),
+        (["serve", "colection=cranfield"], 2, "serve: unexpected argument 'colection=cranfield'"),
+        (["report", "/nonexistent/run"], 2, "report: /nonexistent/run is not a directory"),
+        (["run", "+experiment=smoke", "ranker.name=bm42"], 1, "ranker.name='bm42' is not a known"),
+        (["run"], 1, "no experiment chosen: add +experiment=NAME"),
+    ],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+    args: list[str], code: int, message: str
+) -> None:
+    done = cli(*args)
+    assert done.returncode == code
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_prints_its_summary_and_the_reports_path(tmp_path: Path) -> None:
+    done = cli("run", "+experiment=smoke", f"runs_dir={tmp_path}", "progress=false")
+    assert done.returncode == 0, done.stderr
+    report = tmp_path / "smoke" / "latest" / "report.html"
+    assert report.is_file()
+    assert f"report: {tmp_path}/smoke/" in done.stdout
+    assert "best:" in done.stdout
+
+
+def test_a_multirun_ends_in_one_gathered_report(tmp_path: Path) -> None:
+    done = cli(
+        "run", "--multirun", "+experiment=smoke", "ranker.beta=0.25,0.75",
+        f"runs_dir={tmp_path}", "workers=1", "progress=false",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [sweep] = (tmp_path / "smoke").glob("multirun-*")
+    jobs = sorted(str(p.relative_to(sweep)) for p in sweep.glob("*/run/manifest.json"))
+    assert jobs == ["0/run/manifest.json", "1/run/manifest.json"]
+    html = (sweep / "report.html").read_text()
+    assert "beta=0.25" in html and "beta=0.75" in html
+    assert f"report: {sweep / 'report.html'}" in done.stdout
