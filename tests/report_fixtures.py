@@ -1,9 +1,11 @@
 """Synthetic run directories in the runner's format (notes/RUNDIR.md), for the report's tests.
 
-The numbers are made up but shaped like a real run: graded measures in [0, 1], residual and
-frozen modes that drop exhausted queries, a baseline whose rerank equals its initial ranking,
-one expand skipped on a replay miss, and web text carrying markup payloads, so the report is
-tested against what a hostile page could put in a title, snippet, URL or query.
+The numbers are made up but shaped like a real run: graded measures in [0, 1], the six
+stages (initial, control, rerank, expand, deep_initial, deep_control), residual and frozen
+modes that drop exhausted queries, a baseline whose control and rerank equal its initial
+ranking, one expand skipped on a replay miss (with no equal-depth controls), LiveFetch-style
+score breakdowns, and web text carrying markup payloads, so the report is tested against what
+a hostile page could put in a title, snippet, URL or query.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ __all__ = [
     "MODES",
     "PAYLOAD_IMG",
     "PAYLOAD_SCRIPT",
+    "STAGES",
     "write_multirun",
     "write_run_dir",
 ]
 
 MEASURES = ("nDCG@10", "P@10", "R@20", "AP", "RR")
 MODES = ("full", "residual", "frozen")
+STAGES = ("initial", "control", "rerank", "expand", "deep_initial", "deep_control")
 PAYLOAD_SCRIPT = "<script>alert(1)</script>"
 PAYLOAD_IMG = '"><img src=x onerror=alert(1)>'
 
@@ -140,9 +144,13 @@ def _per_query(
             )
         )
 
+    # The no-feedback ranker scores differently from the provider's order (none for the
+    # provider-order baseline): the scorer switch that ``control`` isolates.
+    switch = np.where(baseline, 0.0, 0.03 - 0.04 * (alpha[ci] - 1.0) ** 2)
     everything = np.ones(len(grid), dtype=bool)
     for mode in MODES:
         block(0, "initial", mode, quality, everything)
+        block(0, "control", mode, np.where(baseline, quality, quality + switch), everything)
     for r in range(1, rounds + 1):
         # Queries whose relevant documents the user has all seen: none left to find.
         exhausted = qi >= n_q - r
@@ -152,23 +160,37 @@ def _per_query(
             residual = mode != "full"
             noise = rng.normal(0.0, 0.04, size=len(grid))
             initial = quality * (0.75**r if residual else 1.0) + (noise if residual else 0.0)
+            control = np.where(
+                baseline, initial, initial + switch + rng.normal(0.0, 0.03, size=len(grid))
+            )
             rerank = np.where(
                 baseline,
                 initial,
-                initial + effect + user + rng.normal(0.0, 0.08, size=len(grid)),
+                control + effect + user + rng.normal(0.0, 0.08, size=len(grid)),
             )
-            expand = initial + 1.3 * effect + user + 0.01 + rng.normal(0.0, 0.1, size=len(grid))
+            # The provider's list deepened to the expanded length: more unseen candidates.
+            deep_initial = initial + np.abs(rng.normal(0.0, 0.03, size=len(grid)))
+            deep_control = np.where(
+                baseline,
+                deep_initial,
+                deep_initial + switch + rng.normal(0.0, 0.03, size=len(grid)),
+            )
+            expand = deep_control + 1.3 * effect + user + 0.01 + rng.normal(0.0, 0.1, len(grid))
             keep = ~exhausted if residual else everything
-            block(r, "initial", mode, initial, keep)
-            block(r, "rerank", mode, rerank, keep)
             skip = skip_mask if r == rounds else np.zeros(len(grid), dtype=bool)
+            block(r, "initial", mode, initial, keep)
+            block(r, "control", mode, control, keep)
+            block(r, "rerank", mode, rerank, keep)
+            # A skipped expand (replay miss) has no expanded list, so no equal-depth controls.
             block(r, "expand", mode, expand, keep & ~skip)
+            block(r, "deep_initial", mode, deep_initial, keep & ~skip)
+            block(r, "deep_control", mode, deep_control, keep & ~skip)
             if residual:
                 for (c, p), n in (
                     pd.Series(exhausted[mi == 0]).groupby([ci[mi == 0], pi[mi == 0]]).sum().items()
                 ):
                     if n:
-                        for stage in ("initial", "rerank", "expand"):
+                        for stage in STAGES:
                             key = f"{config_ids[c]}|{policies[p]}|{r}|{stage}|{mode}"
                             excluded[key] = int(n)
     return pd.concat(blocks, ignore_index=True), excluded
@@ -196,12 +218,16 @@ def write_run_dir(
     run_id: str = "20261130T031500Z-1a2b3c",
     query_set: str = "cranfield",
     run_dir: Path | None = None,
+    breakdown: bool = True,
+    missing_dates: int | None = 7,
 ) -> Path:
     """Write ``root/runs/<experiment>/<run_id>/`` and return that run directory.
 
     Query ``001`` carries a ``<script>`` payload and ``002`` an ``<img onerror>`` one; the first
     documents of query ``001`` carry payloads in their title, snippet and URL; one refined
     query adds a payload term. Query ids are zero-padded so reading them as numbers shows.
+    ``breakdown``: every round records a LiveFetch-style score breakdown of its rerank;
+    ``missing_dates``: the manifest's count of results without a date (None: not recorded).
     """
     grid = dict(grid if grid is not None else _DEFAULT_GRID)
     rng = np.random.default_rng(seed)
@@ -265,18 +291,31 @@ def write_run_dir(
             if qid == "001" and r == 1:
                 added = [PAYLOAD_SCRIPT, *added[:1]]
             after_expand = None if skip else [str(d) for d in rng.permutation(pool)[:10]]
-            rounds_out.append(
-                {
-                    "round": r,
-                    "refined_query": None if skip else f"{queries[qid]} {' '.join(added)}",
-                    "added_terms": [] if skip else added,
-                    "added": 0 if skip else int(rng.integers(0, 6)),
-                    "before": shown,
-                    "after_rerank": after_rerank,
-                    "after_expand": after_expand,
-                    "marks": marks,
-                }
-            )
+            record: dict[str, object] = {
+                "round": r,
+                "refined_query": None if skip else f"{queries[qid]} {' '.join(added)}",
+                "added_terms": [] if skip else added,
+                "added": 0 if skip else int(rng.integers(0, 6)),
+                "before": shown,
+                "after_rerank": after_rerank,
+                "after_expand": after_expand,
+                "marks": marks,
+            }
+            if breakdown:
+                # LiveFetch-style: S = 0.6·R + 0.25·F + 0.15·T − 0.2·D, in ranked order.
+                parts = rng.uniform(0.0, 1.0, size=(len(after_rerank), 4)).round(4)
+                record["breakdown"] = [
+                    {
+                        "doc_id": doc_id,
+                        "R": float(rf[0]),
+                        "F": float(rf[1]),
+                        "T": float(rf[2]),
+                        "D": float(rf[3]),
+                        "S": round(0.6 * rf[0] + 0.25 * rf[1] + 0.15 * rf[2] - 0.2 * rf[3], 4),
+                    }
+                    for doc_id, rf in zip(after_rerank, parts, strict=True)
+                ]
+            rounds_out.append(record)
             shown = after_expand or after_rerank
         episodes.append(
             {
@@ -318,6 +357,7 @@ def write_run_dir(
         "replay": {"replayed": len(episodes) * rounds - 1, "simulated": 0, "skipped": 1},
         "excluded": excluded,
         "sweep": {"params": list(grid)},
+        **({} if missing_dates is None else {"missing_dates": missing_dates}),
     }
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), "utf-8")
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), "utf-8")

@@ -4,6 +4,7 @@ Holm correction, the atomic write, multiruns, and the terminal summary."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -14,8 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from report_fixtures import PAYLOAD_IMG, PAYLOAD_SCRIPT, write_multirun, write_run_dir
+from scipy import stats
 
 import evidence_bench.report.render as render_module
+import evidence_bench.report.terminal as terminal_module
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.report import (
@@ -197,29 +200,65 @@ def test_nothing_is_loaded_from_outside(rendered: Rendered) -> None:
 
 # --- numbers against an independent pandas computation ------------------------------------
 
+#: Each feedback stage's before and no-feedback control at equal depth (notes: episode.py).
+EQUAL_FOOTING = {"rerank": ("initial", "control"), "expand": ("deep_initial", "deep_control")}
 
-def test_means_match_per_query_csv(rendered: Rendered) -> None:
+
+def paired(
+    pq: pd.DataFrame, config: str, policy: str, round_: int, stage: str, measure: str = "nDCG@10"
+) -> pd.DataFrame:
+    """before, control and feedback of one comparison, on the queries scored in all three."""
+    sel = pq[
+        (pq["eval_mode"] == "residual")
+        & (pq["measure"] == measure)
+        & (pq["config_id"] == config)
+        & (pq["policy"] == policy)
+        & (pq["round"] == round_)
+    ]
+    wide = sel.pivot(index="query_id", columns="stage", values="value")
+    before, control = EQUAL_FOOTING[stage]
+    out = wide[[before, control, stage]].dropna()
+    out.columns = pd.Index(["before", "control", "feedback"])
+    return out
+
+
+def signed(value: float) -> str:
+    text = f"{value:+.3f}"
+    return (text[1:] if float(text) == 0 else text).replace("-", MINUS)
+
+
+def t_interval(values: pd.Series) -> tuple[float, float]:
+    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
+    return values.mean() - half, values.mean() + half
+
+
+def summary_rows(dom: Node, measure: str = "nDCG@10") -> list[Node]:
+    table = dom.find_all("table", data_measure=measure)[0]
+    return [r for r in table.find_all("tr") if "data-stage" in r.attrs]
+
+
+def test_three_numbers_match_per_query_csv(rendered: Rendered) -> None:
     pq = per_query(rendered.run_dir)
-    sel = pq[(pq["eval_mode"] == "residual") & (pq["measure"] == "nDCG@10")]
-    mine = sel[(sel["config_id"] == "c02") & (sel["policy"] == "noisy") & (sel["round"] == 1)]
-    rerank = mine[mine["stage"] == "rerank"]["value"].mean()
-    initial = mine[mine["stage"] == "initial"]["value"].mean()
-    row = summary_row(
-        rendered.dom,
-        "nDCG@10",
-        data_config="c02",
-        data_policy="noisy",
-        data_round="1",
-        data_stage="rerank",
-    )
-    means = [c for c in row.children if "mean" in c.classes()]
-    shown = {("initial" in c.classes()): c.content().split()[0] for c in means}
-    assert shown[False] == f"{rerank:.3f}"
-    assert shown[True] == f"{initial:.3f}"
+    for config, policy, round_, stage in [
+        ("c02", "noisy", 1, "rerank"),
+        ("c03", "oracle", 2, "expand"),
+    ]:
+        three = paired(pq, config, policy, round_, stage)
+        row = summary_row(
+            rendered.dom,
+            "nDCG@10",
+            data_config=config,
+            data_policy=policy,
+            data_round=str(round_),
+            data_stage=stage,
+        )
+        assert cell(row, "n").content() == str(len(three))
+        for column in ("before", "control", "feedback"):
+            assert cell(row, column).content() == f"{three[column].mean():.3f}", column
 
 
-def test_change_is_paired_on_query_id(rendered: Rendered) -> None:
-    """The skipped expand of c01/noisy/round 2 leaves one query out of the pair."""
+def test_gain_is_feedback_minus_control_paired_on_query_id(rendered: Rendered) -> None:
+    """The skipped expand of c01/noisy/round 2 leaves one query out of all three rankings."""
     pq = per_query(rendered.run_dir)
     sel = pq[
         (pq["eval_mode"] == "residual")
@@ -228,12 +267,9 @@ def test_change_is_paired_on_query_id(rendered: Rendered) -> None:
         & (pq["policy"] == "noisy")
         & (pq["round"] == 2)
     ]
-    wide = sel.pivot(index="query_id", columns="stage", values="value")
-    paired = wide[["initial", "expand"]].dropna()
-    assert len(paired) == len(wide) - 1
-    delta = (paired["expand"] - paired["initial"]).mean()
-    worse = int((paired["expand"] < paired["initial"] - 1e-9).sum())
-    better = int((paired["expand"] > paired["initial"] + 1e-9).sum())
+    three = paired(pq, "c01", "noisy", 2, "expand")
+    assert len(three) == sel["query_id"].nunique() - 1
+    gains = three["feedback"] - three["control"]
     row = summary_row(
         rendered.dom,
         "nDCG@10",
@@ -242,9 +278,50 @@ def test_change_is_paired_on_query_id(rendered: Rendered) -> None:
         data_round="2",
         data_stage="expand",
     )
-    assert cell(row, "delta").content().split()[0] == f"{delta:+.3f}".replace("-", MINUS)
-    counts = cell(row, "counts").content().split()
-    assert counts == [str(better), str(worse), str(len(paired) - better - worse)]
+    gain = cell(row, "gain-cell")
+    assert float(gain.attrs["data-gain"]) == pytest.approx(gains.mean(), abs=1e-5)
+    assert gain.content().split()[0] == signed(gains.mean())
+    low, high = t_interval(gains)
+    assert f"[{signed(low)}, {signed(high)}]" in gain.content()
+    better = int((gains > 1e-9).sum())
+    worse = int((gains < -1e-9).sum())
+    assert cell(row, "counts").content().split() == [
+        str(better),
+        str(worse),
+        str(len(gains) - better - worse),
+    ]
+    p_t = next(c for c in row.children if "p" in c.classes())
+    expected = stats.ttest_rel(three["feedback"], three["control"]).pvalue
+    assert float(p_t.attrs["data-p"]) == pytest.approx(expected, rel=1e-4)
+
+
+def test_change_against_before_is_at_equal_depth(rendered: Rendered) -> None:
+    """Expand's before is deep_initial, not the shorter initial list."""
+    pq = per_query(rendered.run_dir)
+    three = paired(pq, "c04", "oracle", 1, "expand")
+    deep = (three["feedback"] - three["before"]).mean()
+    sel = pq[
+        (pq["eval_mode"] == "residual")
+        & (pq["measure"] == "nDCG@10")
+        & (pq["config_id"] == "c04")
+        & (pq["policy"] == "oracle")
+        & (pq["round"] == 1)
+    ].pivot(index="query_id", columns="stage", values="value")
+    shallow = (sel["expand"] - sel["initial"]).mean()
+    assert abs(deep - shallow) > 0.005  # the fixture's deep list scores higher
+    row = summary_row(
+        rendered.dom,
+        "nDCG@10",
+        data_config="c04",
+        data_policy="oracle",
+        data_round="1",
+        data_stage="expand",
+    )
+    change = cell(row, "delta-before")
+    assert float(change.attrs["data-delta"]) == pytest.approx(deep, abs=1e-5)
+    assert change.content() == signed(deep)
+    assert cell(row, "before").attrs["data-stage"] == "deep_initial"
+    assert cell(row, "control").attrs["data-stage"] == "deep_control"
 
 
 def test_holm_adjusted_p_at_least_raw(rendered: Rendered) -> None:
@@ -258,10 +335,11 @@ def test_holm_adjusted_p_at_least_raw(rendered: Rendered) -> None:
     assert len(rows) > 50
     for row in rows:
         raw = [float(c.attrs["data-p"]) for c in row.children if "p" in c.classes()]
-        adjusted = [float(c.attrs["data-p"]) for c in row.children if "p-holm" in c.classes()]
-        assert len(raw) == len(adjusted) == 2
-        for p, q in zip(raw, adjusted, strict=True):
-            assert 0.0 <= p <= q <= 1.0
+        assert len(raw) == 2
+        holm_gain = float(cell(row, "p-holm").attrs["data-p"])
+        assert 0.0 <= raw[1] <= holm_gain <= 1.0
+        before_raw = float(cell(row, "delta-before").attrs["data-p-raw"])
+        assert 0.0 <= before_raw <= float(cell(row, "p-holm-before").attrs["data-p"]) <= 1.0
 
 
 def test_holm_family_is_configs_of_one_measure_user_stage_round(rendered: Rendered) -> None:
@@ -269,11 +347,12 @@ def test_holm_family_is_configs_of_one_measure_user_stage_round(rendered: Render
     rows = table.find_all("tr", data_policy="oracle", data_round="2", data_stage="rerank")
     configs = pd.read_csv(rendered.run_dir / "configs.csv")
     assert len(rows) == len(configs)
-    raw = [float(next(c for c in r.children if "p" in c.classes()).attrs["data-p"]) for r in rows]
-    shown = [
-        float(next(c for c in r.children if "p-holm" in c.classes()).attrs["data-p"]) for r in rows
-    ]
+    raw = [float([c for c in r.children if "p" in c.classes()][1].attrs["data-p"]) for r in rows]
+    shown = [float(cell(r, "p-holm").attrs["data-p"]) for r in rows]
     assert shown == pytest.approx(holm(raw), abs=1e-5)
+    raw_before = [float(cell(r, "delta-before").attrs["data-p-raw"]) for r in rows]
+    shown_before = [float(cell(r, "p-holm-before").attrs["data-p"]) for r in rows]
+    assert shown_before == pytest.approx(holm(raw_before), abs=1e-5)
 
 
 def test_significance_mark_follows_adjusted_randomization_p(rendered: Rendered) -> None:
@@ -282,11 +361,143 @@ def test_significance_mark_follows_adjusted_randomization_p(rendered: Rendered) 
         for row in table.find_all("tr"):
             if "data-stage" not in row.attrs:
                 continue
-            p = float([c for c in row.children if "p-holm" in c.classes()][1].attrs["data-p"])
-            star = "★" in cell(row, "delta").content()
+            p = float(cell(row, "p-holm").attrs["data-p"])
+            star = "★" in cell(row, "gain-cell").content()
             assert star == (p < 0.05)
             marked += star
     assert marked > 0
+
+
+def test_round_zero_shows_provider_order_and_control(rendered: Rendered) -> None:
+    pq = per_query(rendered.run_dir)
+    sel = pq[(pq["eval_mode"] == "residual") & (pq["measure"] == "P@10") & (pq["round"] == 0)]
+    table = rendered.dom.find_all("table", data_measure="P@10")[0]
+    rows = table.find_all("tr", data_config="c03", data_policy="noisy", data_round="0")
+    assert len(rows) == 1
+    mine = sel[(sel["config_id"] == "c03") & (sel["policy"] == "noisy")]
+    for stage, column in (("initial", "before"), ("control", "control")):
+        mean = mine[mine["stage"] == stage]["value"].mean()
+        assert cell(rows[0], column).content() == f"{mean:.3f}"
+
+
+def test_summary_says_how_expand_and_control_are_compared(rendered: Rendered) -> None:
+    notes = [n for n in rendered.dom.walk() if "equal-depth" in n.classes()]
+    assert len(notes) == 5  # one under each measure's table
+    text = " ".join(notes[0].content().split())
+    assert "equal depth" in text and "deepened with the provider's next results" in text
+    assert "expanded list's length" in text and "isolates the scorer switch" in text
+
+
+# --- verdict, sweep and episodes --------------------------------------------------------------
+
+
+def best_by_gain(pq: pd.DataFrame, configs: pd.DataFrame) -> tuple[str, str, dict[str, float]]:
+    """The feedback config × stage with the largest mean over users of the round-1 gain."""
+    gains: dict[tuple[str, str], dict[str, float]] = {}
+    for config in configs[configs["role"] != "baseline"]["config_id"]:
+        for stage in ("rerank", "expand"):
+            for policy in ("oracle", "noisy"):
+                three = paired(pq, config, policy, 1, stage)
+                gain = (three["feedback"] - three["control"]).mean()
+                gains.setdefault((config, stage), {})[policy] = gain
+    (config, stage), by_user = max(gains.items(), key=lambda kv: sum(kv[1].values()) / 2)
+    return config, stage, by_user
+
+
+def test_verdict_answers_from_the_attributable_gain(rendered: Rendered) -> None:
+    pq = per_query(rendered.run_dir)
+    configs = pd.read_csv(rendered.run_dir / "configs.csv")
+    config, stage, by_user = best_by_gain(pq, configs)
+    label = configs.set_index("config_id").at[config, "label"]
+    verdict = rendered.dom.find_all("section", id="verdict")[0]
+    text = " ".join(verdict.content().split())
+    assert label in text and f"({config}), {stage}" in text
+    assert "no-feedback control" in text and "round 1" in text
+    items = [n for n in verdict.walk() if n.tag == "li" and "data-gain" in n.attrs]
+    assert {i.attrs["data-policy"]: float(i.attrs["data-gain"]) for i in items} == pytest.approx(
+        by_user, abs=1e-5
+    )
+    for policy in ("oracle", "noisy"):
+        three = paired(pq, config, policy, 1, stage)
+        worse = int((three["feedback"] < three["control"] - 1e-9).sum())
+        assert f"{policy} {worse} of {len(three)}" in text
+    assert "At round 2" in text  # the last round is shown too
+
+
+def test_sweep_heatmap_shows_the_gain_over_control(rendered: Rendered) -> None:
+    pq = per_query(rendered.run_dir)
+    configs = pd.read_csv(rendered.run_dir / "configs.csv")
+    _, stage, _ = best_by_gain(pq, configs)
+    sweep = rendered.dom.find_all("section", id="sweep")[0]
+    cells = {n.content().strip().rstrip("*") for n in sweep.walk() if n.tag == "text"}
+    for config in configs[configs["role"] != "baseline"]["config_id"]:
+        for policy in ("oracle", "noisy"):
+            three = paired(pq, config, policy, 1, stage)
+            gain = (three["feedback"] - three["control"]).mean()
+            assert f"{gain:+.3f}".replace("-", MINUS) in cells, (config, policy)
+    assert "gain in nDCG@10 over control" in cells
+
+
+def test_episodes_show_before_control_after_and_the_breakdown(rendered: Rendered) -> None:
+    queries = rendered.dom.find_all("section", id="queries")[0]
+    config, stage = queries.attrs["data-config"], queries.attrs["data-stage"]
+    before, control = EQUAL_FOOTING[stage]
+    pq = per_query(rendered.run_dir)
+    episodes = {
+        (e["policy"], e["query_id"]): e
+        for e in map(json.loads, (rendered.run_dir / "episodes.jsonl").read_text().splitlines())
+        if e["config_id"] == config
+    }
+    details = [n for n in queries.walk() if n.tag == "details" and "episode" in n.classes()]
+    assert details
+    for detail in details[:3]:
+        policy, query_id = detail.attrs["data-policy"], detail.attrs["data-query"]
+        three = paired(pq, config, policy, 1, stage).loc[query_id]
+        nums = next(n for n in detail.walk() if "nums" in n.classes()).content()
+        expected = f"{three['before']:.3f} · {three['control']:.3f} → {three['feedback']:.3f}"
+        assert nums == expected
+        tables = [n for n in detail.walk() if n.tag == "table" and "breakdown" in n.classes()]
+        recorded = episodes[(policy, query_id)]["rounds"]
+        assert len(tables) == len(recorded)
+        for table, round_ in zip(tables, recorded, strict=True):
+            rows = [r for r in table.find_all("tr") if "data-doc" in r.attrs]
+            assert [r.attrs["data-doc"] for r in rows] == [b["doc_id"] for b in round_["breakdown"]]
+            shown = [[c.content() for c in r.children if "f" in c.classes()] for r in rows]
+            assert shown == [[f"{b[k]:.3f}" for k in "RFTDS"] for b in round_["breakdown"]]
+    assert before and control  # the stages the nums above were read from
+
+
+def test_breakdown_titles_are_escaped(rendered: Rendered) -> None:
+    """A breakdown row names its result by the page's (untrusted) title: shown as text."""
+    documents = [
+        json.loads(line)
+        for line in (rendered.run_dir / "documents.jsonl").read_text("utf-8").splitlines()
+    ]
+    hostile = {d["doc_id"]: d["title"] for d in documents if "<" in d["title"]}
+    rows = [
+        r
+        for t in rendered.dom.find_all("table")
+        if "breakdown" in t.classes()
+        for r in t.find_all("tr")
+        if r.attrs.get("data-doc") in hostile
+    ]
+    assert rows
+    for row in rows:
+        assert hostile[row.attrs["data-doc"]] in row.content()
+    assert "<script" not in rendered.html.lower()
+
+
+def test_old_run_without_controls_says_so(tmp_path: Path) -> None:
+    run_dir = write_run_dir(tmp_path)
+    pq = per_query(run_dir)
+    pq[pq["stage"].isin(["initial", "rerank", "expand"])].to_csv(
+        run_dir / "per_query.csv", index=False
+    )
+    dom = parse(render_report(run_dir, trials=20).read_text("utf-8"))
+    verdict = dom.find_all("section", id="verdict")[0]
+    assert "none" in verdict.classes()
+    assert "no-feedback controls" in " ".join(verdict.content().split())
+    assert "without their no-feedback controls" in summary_table(run_dir, trials=20)
 
 
 # --- header -----------------------------------------------------------------------------------
@@ -305,6 +516,13 @@ def test_header_names_what_reproduces_the_run(rendered: Rendered) -> None:
     replay = manifest["replay"]
     assert f"{replay['replayed']} replayed" in text
     assert f"{replay['skipped']} skipped" in text
+
+
+def test_header_counts_results_without_a_date(rendered: Rendered) -> None:
+    manifest = json.loads((rendered.run_dir / "manifest.json").read_text("utf-8"))
+    dates = rendered.dom.find_all("dd", id="missing-dates")
+    assert dates and dates[0].attrs["data-missing"] == str(manifest["missing_dates"])
+    assert f"{manifest['missing_dates']} results had no date" in dates[0].content()
 
 
 def test_header_counts_excluded_queries(rendered: Rendered) -> None:
@@ -330,7 +548,7 @@ def test_sections_and_verdict(rendered: Rendered) -> None:
     verdict = rendered.dom.find_all("section", id="verdict")[0]
     assert verdict.classes() & {"yes", "partly", "unclear", "no"}
     text = rendered.dom.content()
-    assert "Residual evaluation" in text and "Equal-depth caveat" in text
+    assert "Residual evaluation" in text and "Controls." in text
     charts = [n for n in rendered.dom.walk() if n.tag == "svg"]
     assert len(charts) == 4  # forest, sweep heatmap, sorted deltas, rounds
     ids_in_svg = [n.attrs["id"] for c in charts for n in c.walk() if "id" in n.attrs]
@@ -362,11 +580,15 @@ def test_query_ids_keep_their_leading_zeros(rendered: Rendered) -> None:
 
 
 def test_one_swept_parameter_no_heatmap_and_capped_episodes(tmp_path: Path) -> None:
-    run_dir = write_run_dir(tmp_path, grid={"beta": [0.5, 0.75, 1.0]})
+    run_dir = write_run_dir(
+        tmp_path, grid={"beta": [0.5, 0.75, 1.0]}, breakdown=False, missing_dates=None
+    )
     html = render_report(run_dir, trials=50, max_episodes=4).read_text("utf-8")
     ids = {n.attrs.get("id") for n in parse(html).walk()}
     assert "sweep" not in ids and "queries" in ids
+    assert "missing-dates" not in ids  # a run that does not count dates says nothing
     assert html.count('<details class="episode"') == 4
+    assert 'class="breakdown"' not in html
 
 
 def test_run_without_feedback_rounds(tmp_path: Path) -> None:
@@ -481,8 +703,9 @@ def test_multirun_over_query_sets_keeps_queries_apart(tmp_path: Path) -> None:
     assert set(one["query_id"].astype(str)) <= {f"j1:{i:03d}" for i in range(1, 13)}
     episodes = load_episodes(data, "j1:c02")
     assert ("oracle", "j1:001") in episodes
-    marked = episodes[("oracle", "j1:001")]["rounds"][0]["marks"][0]["doc_id"]
-    assert marked.startswith("j1:")
+    first_round = episodes[("oracle", "j1:001")]["rounds"][0]
+    assert first_round["marks"][0]["doc_id"].startswith("j1:")
+    assert all(row["doc_id"].startswith("j1:") for row in first_round["breakdown"])
 
 
 def test_gather_multirun_without_runs_is_an_error(tmp_path: Path) -> None:
@@ -496,29 +719,31 @@ def test_gather_multirun_without_runs_is_an_error(tmp_path: Path) -> None:
 
 def test_parallel_randomization_matches_serial(tmp_path: Path) -> None:
     data = load_run(write_run_dir(tmp_path, n_queries=8))
-    serial = analyze(data, trials=200, workers=1).summary["p_rand"]
-    parallel = analyze(data, trials=200, workers=2).summary["p_rand"]
-    pd.testing.assert_series_equal(serial, parallel)
+    serial = analyze(data, trials=200, workers=0).summary
+    parallel = analyze(data, trials=200, workers=2).summary
+    for column in ("p_rand", "p_holm", "p_rand_before", "p_holm_before"):
+        pd.testing.assert_series_equal(serial[column], parallel[column])
 
 
-def test_terminal_summary_lists_configs_and_means(rendered: Rendered) -> None:
+def test_terminal_summary_shows_before_control_feedback_and_gain(rendered: Rendered) -> None:
     text = summary_table(rendered.run_dir, trials=TRIALS)
     configs = pd.read_csv(rendered.run_dir / "configs.csv")
     for label in configs["label"]:
         assert label in text
-    pq = per_query(rendered.run_dir)
-    sel = pq[
-        (pq["eval_mode"] == "residual")
-        & (pq["measure"] == "nDCG@10")
-        & (pq["config_id"] == "c03")
-        & (pq["policy"] == "oracle")
-        & (pq["round"] == 2)
-        & (pq["stage"] == "rerank")
-    ]
+    assert "round 1" in text.splitlines()[0]
+    three = paired(per_query(rendered.run_dir), "c03", "oracle", 1, "rerank")
+    gains = three["feedback"] - three["control"]
+    low, high = t_interval(gains)
     line = next(
-        ln for ln in text.splitlines() if ln.startswith(configs["label"][3]) and "rerank" in ln
+        ln
+        for ln in text.splitlines()
+        if ln.startswith(configs["label"][3]) and "oracle" in ln and "rerank" in ln
     )
-    assert "oracle" in line and f"{sel['value'].mean():.3f}" in line.split()
+    cells = line.split()
+    for column in ("before", "control", "feedback"):
+        assert f"{three[column].mean():.3f}" in cells, column
+    ascii_signed = [signed(v).replace(MINUS, "-") for v in (gains.mean(), low, high)]
+    assert f"{ascii_signed[0]} [{ascii_signed[1]}, {ascii_signed[2]}]" in line
     assert text.splitlines()[-1].startswith("best: ")
     assert "\x1b" not in text
 
@@ -527,3 +752,12 @@ def test_terminal_summary_shortens_a_sweep(rendered: Rendered) -> None:
     text = summary_table(rendered.run_dir, trials=TRIALS, max_rows=6)
     assert "more rows in report.html" in text
     assert text.count("provider order") == 4  # baselines always shown
+    assert len(text.splitlines()) <= 1 + 1 + 6 + 2
+
+
+def test_terminal_labels_lose_their_middle_not_their_end() -> None:
+    label = "tfidf_rocchio alpha=0.5 beta=1.5 gamma=0.15 stemmer=english"
+    short = terminal_module._printable(label, 30)
+    assert len(short) == 30 and short.endswith(label[-19:])
+    assert short.startswith("tfidf_") and "…" in short
+    assert terminal_module._printable("a\x1b[31mb", 30) == "a?[31mb"

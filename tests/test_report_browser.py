@@ -70,6 +70,11 @@ def test_dom_loads_without_console_messages(chromium: str, report: Path, tmp_pat
     dom = result.stdout
     assert '<table class="summary"' in dom
     assert 'id="verdict"' in dom
+    # The summary's three rankings and the gain over the control, and an episode's breakdown.
+    assert "Gain attributable to feedback: with feedback − control" in dom
+    assert dom.count('class="mean control"') > 40
+    assert '<table class="breakdown">' in dom
+    assert "isolates the scorer switch" in dom
     assert "<script" not in dom.lower()
     assert PAYLOAD_SCRIPT.replace("<", "&lt;").replace(">", "&gt;") in dom
 

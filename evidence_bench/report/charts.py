@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -91,13 +91,20 @@ def _fmt(value: Any) -> str:
 
 
 def forest_chart(
-    rows: pd.DataFrame, stages: Sequence[str], policies: Sequence[str], measure: str, key: str
+    rows: pd.DataFrame,
+    stages: Sequence[str],
+    policies: Sequence[str],
+    measure: str,
+    key: str,
+    controls: Mapping[str, str] | None = None,
 ) -> Markup:
-    """Mean change with its 95% CI per configuration (y) and user (colour), a panel per stage.
+    """Attributable gain with its 95% CI per configuration (y) and user (colour), a panel per
+    feedback stage titled ``stage − control``.
 
-    ``rows``: summary rows (config label, policy, stage, delta, delta_ci_low/high,
-    significant) of one measure and round. Filled markers are significant after Holm.
+    ``rows``: summary rows (label, policy, stage, gain, gain_ci_low/high, significant) of one
+    measure and round. Filled markers are significant after Holm.
     """
+    controls = controls or {}
     labels = list(dict.fromkeys(rows["label"]))
     with rc_context(_RC):
         fig = _figure(4.2 * len(stages) + 1.8, 0.26 * len(labels) * max(1, len(policies)) + 1.2)
@@ -110,19 +117,19 @@ def forest_chart(
                 ys = np.array([labels.index(v) for v in sub["label"]], dtype=float)
                 ys = ys + (p - (len(policies) - 1) / 2) * step
                 colour = USER_COLOURS[p % len(USER_COLOURS)]
-                x = sub["delta"].to_numpy(dtype=float)
+                x = sub["gain"].to_numpy(dtype=float)
                 err = np.vstack(
                     [
-                        x - sub["delta_ci_low"].to_numpy(float),
-                        sub["delta_ci_high"].to_numpy(float) - x,
+                        x - sub["gain_ci_low"].to_numpy(float),
+                        sub["gain_ci_high"].to_numpy(float) - x,
                     ]
                 )
                 ax.errorbar(x, ys, xerr=err, fmt="none", ecolor=colour, elinewidth=1.2, capsize=2)
                 sig = sub["significant"].to_numpy(dtype=bool)
                 ax.scatter(x[sig], ys[sig], color=colour, s=22, zorder=3)
                 ax.scatter(x[~sig], ys[~sig], facecolor="white", edgecolor=colour, s=22, zorder=3)
-            ax.set_title(f"{stage} vs initial")
-            ax.set_xlabel(f"Δ {measure}")
+            ax.set_title(f"{stage} \u2212 {controls.get(stage, 'control')}")
+            ax.set_xlabel(f"gain in {measure} over the control")
             ax.grid(axis="y", visible=False)
         axes[0].set_yticks(range(len(labels)), labels)
         axes[0].set_ylim(len(labels) - 0.5, -0.5)
@@ -145,7 +152,7 @@ def forest_chart(
             )
         )
         fig.legend(handles=handles, loc="outside upper right", ncols=len(handles))
-        return _svg(fig, f"Change in {measure} per configuration with 95% CI", key)
+        return _svg(fig, f"Gain in {measure} over the control per configuration, 95% CI", key)
 
 
 def _heat_panel(
@@ -160,7 +167,7 @@ def _heat_panel(
     grid = np.full((len(ys), len(xs)), np.nan)
     for row in sub.to_dict("records"):
         i, j = ys.index(row[y_param]), xs.index(row[x_param])
-        delta = float(row["delta"])
+        delta = float(row["gain"])
         grid[i, j] = delta
         dark = abs(delta) > 0.6 * float(norm.vmax or 1.0)
         text = f"{delta:+.3f}".replace("-", "\u2212") + ("*" if row["significant"] else "")
@@ -199,8 +206,9 @@ def heatmap_chart(
     best_config: str,
     key: str,
 ) -> Markup:
-    """Mean change over the two most varied swept parameters, a panel per user and per value
-    of the other swept parameters. Significant cells carry a ``*``; the best is outlined.
+    """Attributable gain (feedback − control) over the two most varied swept parameters, a
+    panel per user and per value of the other swept parameters. Significant cells (Holm)
+    carry a ``*``; the best is outlined.
 
     ``table``: rows of :func:`~evidence_bench.report.tables.sweep_table`.
     """
@@ -208,7 +216,7 @@ def heatmap_chart(
     x_param, y_param, rest = params[0], params[1], params[2:]
     xs, ys = sorted(table[x_param].unique()), sorted(table[y_param].unique())
     facets = [()] if not rest else sorted(table[rest].drop_duplicates().itertuples(index=False))
-    limit = float(np.nanmax(np.abs(table["delta"].to_numpy(float)))) or 1.0
+    limit = float(np.nanmax(np.abs(table["gain"].to_numpy(float)))) or 1.0
     norm = TwoSlopeNorm(vmin=-limit, vcenter=0.0, vmax=limit)
     # One facet: users side by side; several: a row per user, a column per facet.
     panels = [(policy, facet) for policy in policies for facet in facets]
@@ -226,12 +234,13 @@ def heatmap_chart(
             facet_name = ", ".join(f"{n}={_fmt(v)}" for n, v in zip(rest, facet, strict=True))
             ax.set_title(policy + (f" · {facet_name}" if facet_name else ""))
         if mesh is not None:
-            fig.colorbar(mesh, ax=grid_axes, shrink=0.8, label=f"Δ {measure} vs initial")
-        return _svg(fig, f"Change in {measure} over {x_param} and {y_param}", key)
+            fig.colorbar(mesh, ax=grid_axes, shrink=0.8, label=f"gain in {measure} over control")
+        return _svg(fig, f"Gain in {measure} over the control, by {x_param} and {y_param}", key)
 
 
 def delta_chart(deltas: pd.DataFrame, policies: Sequence[str], measure: str, key: str) -> Markup:
-    """Per-query changes sorted from largest loss to largest gain, a panel per user."""
+    """Per-query gains over the control (``delta``), sorted from largest loss to largest gain,
+    a panel per user."""
     with rc_context(_RC):
         fig = _figure(4.0 * len(policies) + 0.6, 2.6)
         axes = fig.subplots(1, len(policies), sharey=True, squeeze=False)[0]
@@ -243,12 +252,12 @@ def delta_chart(deltas: pd.DataFrame, policies: Sequence[str], measure: str, key
             ax.stairs(np.minimum(values, 0.0), edges, fill=True, color=LOSS, baseline=0.0)
             ax.axhline(0.0, color="#57606a", linewidth=0.8)
             gains, losses = int((values > 1e-9).sum()), int((values < -1e-9).sum())
-            ax.set_title(f"{policy}: {gains} better, {losses} worse of {len(values)}")
+            ax.set_title(f"{policy}: {gains} better, {losses} worse than control, of {len(values)}")
             ax.set_xlabel("queries, sorted by change")
             ax.set_xticks([])
             ax.grid(axis="x", visible=False)
-        axes[0].set_ylabel(f"Δ {measure}")
-        return _svg(fig, f"Per-query change in {measure}, sorted", key)
+        axes[0].set_ylabel(f"{measure}: feedback \u2212 control")
+        return _svg(fig, f"Per-query gain in {measure} over the control, sorted", key)
 
 
 def rounds_chart(
@@ -257,12 +266,14 @@ def rounds_chart(
     measures: Sequence[str],
     policies: Sequence[str],
     stage: str,
+    control: str,
     key: str,
 ) -> Markup:
-    """Each measure over feedback rounds: a solid line for ``stage`` (round 0 is the initial
-    ranking), a dashed one for the initial ranking evaluated under the same round's removal.
+    """Each measure over feedback rounds: a solid line for ``stage`` and a dashed one for its
+    no-feedback ``control``; round 0 is the provider's order (solid) and the round-0 control
+    (dashed). Each round is evaluated under that round's removal of seen documents.
 
-    ``rows``: summary rows (config_id, policy, round, stage, measure, mean, ci_low, ci_high);
+    ``rows``: stage means (config_id, policy, round, stage, measure, mean, ci_low, ci_high);
     ``configs``: (config_id, label) pairs, the first drawn with its confidence band.
     """
     with rc_context(_RC):
@@ -274,9 +285,16 @@ def rounds_chart(
                 sub = rows[(rows["measure"] == measure) & (rows["policy"] == policy)]
                 for c, (config_id, label) in enumerate(configs):
                     mine = sub[sub["config_id"] == config_id]
-                    base = mine[mine["stage"] == "initial"].sort_values("round")
-                    line = pd.concat([base[base["round"] == 0], mine[mine["stage"] == stage]])
-                    line = line.sort_values("round")
+                    start = mine[mine["round"] == 0]
+                    line = pd.concat(
+                        [start[start["stage"] == "initial"], mine[mine["stage"] == stage]]
+                    ).sort_values("round")
+                    base = pd.concat(
+                        [
+                            start[start["stage"] == "control"],
+                            mine[(mine["stage"] == control) & (mine["round"] > 0)],
+                        ]
+                    ).sort_values("round")
                     colour = _CONFIG_COLOURS[c % len(_CONFIG_COLOURS)]
                     width = 2.0 if c == 0 else 1.3
                     ax.plot(
@@ -316,5 +334,5 @@ def rounds_chart(
         handles, names = axes[0][0].get_legend_handles_labels()
         if handles:
             fig.legend(handles, names, loc="outside upper center", ncols=min(3, len(handles)))
-        title = f"Measures over rounds ({stage}; dashed: initial ranking)"
+        title = f"Measures over rounds ({stage}; dashed: {control}, no feedback)"
         return _svg(fig, title, key)

@@ -54,7 +54,7 @@ _PER_QUERY_DTYPES = {
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
 _DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
-_STAGE_ORDER = ("initial", "rerank", "expand")
+_STAGE_ORDER = ("initial", "control", "rerank", "expand", "deep_initial", "deep_control")
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +242,9 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         params += [p for p in _lookup(run.manifest, "sweep.params", []) if p not in params]
         seeds += [s for s in run.manifest.get("seeds", []) if s not in seeds]
     queries = [int(r.manifest.get("queries", len(r.queries)) or 0) for _, r in runs]
+    dated = [r.manifest["missing_dates"] for _, r in runs if "missing_dates" in r.manifest]
     return {
+        **({"missing_dates": sum(int(d or 0) for d in dated)} if dated else {}),
         "package_version": joined("package_version"),
         "git_commit": joined("git_commit"),
         "experiment": joined("experiment"),
@@ -347,6 +349,8 @@ def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[s
                         round_[key] = [source.id_prefix + str(d) for d in round_[key]]
                 for mark in round_.get("marks") or []:
                     mark["doc_id"] = source.id_prefix + str(mark.get("doc_id"))
+                for row in round_.get("breakdown") or []:
+                    row["doc_id"] = source.id_prefix + str(row.get("doc_id"))
             record.update(config_id=config_id, query_id=query_id, rounds=rounds)
             episodes[(str(record.get("policy")), query_id)] = record
     return episodes

@@ -27,9 +27,11 @@ from evidence_bench.report import charts
 from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
 from evidence_bench.report.tables import (
     ALPHA,
+    BASELINES,
     Analysis,
     analyze,
     query_deltas,
+    stage_means,
     sweep_table,
     verdict,
 )
@@ -171,59 +173,118 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "jobs": int(manifest.get("jobs", 1) or 1),
         "exclusions": analysis.exclusions.to_dict("records"),
         "trials": analysis.trials,
+        "missing_dates": _int_or_none(manifest.get("missing_dates")),
     }
 
 
+def _int_or_none(value: Any) -> int | None:
+    """A manifest count, or None where the run did not record it (or wrote nonsense)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _collapsed(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One group for all configs when they scored identically, as the shared initial ranking
-    of round 0 does: twenty-seven copies of a row tell the reader nothing."""
+    """One group for all configs when they scored identically, as the provider's order and
+    the no-feedback control of round 0 usually do: 27 copies of a row tell the reader nothing."""
 
     def key(group: dict[str, Any]) -> list[tuple[Any, ...]]:
-        rows = [u["initial"] for u in group["users"]] + [
-            r for u in group["users"] for r in u["stages"]
+        return [
+            (u["policy"], s, r["n"], round(r["mean"], 12))
+            for u in group["users"]
+            for s in ("initial", "control")
+            if (r := u[s]) is not None
         ]
-        return [(r["policy"], r["stage"], r["n"], round(r["mean"], 12)) for r in rows if r]
 
-    if len(groups) < 2 or any(g["users"] and any(u["stages"] for u in g["users"]) for g in groups):
-        return groups
-    if any(key(g) != key(groups[0]) for g in groups[1:]):
+    if len(groups) < 2 or any(key(g) != key(groups[0]) for g in groups[1:]):
         return groups
     return [{**groups[0], "config_id": "*", "label": "All configurations", "role": "all"}]
 
 
+def _config_group(
+    config_id: str, rows: Sequence[Mapping[Any, Any]], users: list[Any]
+) -> dict[str, Any]:
+    return {
+        "config_id": config_id,
+        "label": str(rows[0]["label"]),
+        "role": str(rows[0]["role"]),
+        "users": users,
+        "span": sum(max(1, len(u.get("stages", [None]))) for u in users),
+    }
+
+
+def _round0_views(analysis: Analysis) -> dict[str, list[dict[str, Any]]]:
+    """Per measure: each config's round-0 provider order and no-feedback control, per user."""
+    configs = analysis.data.configs.set_index("config_id")
+    order = {c: i for i, c in enumerate(analysis.data.configs["config_id"])}
+    policies = {p: i for i, p in enumerate(analysis.data.policies)}
+    records = sorted(
+        analysis.round0.to_dict("records"),
+        key=lambda r: (r["measure"], order.get(r["config_id"], 0), policies.get(r["policy"], 0)),
+    )
+    views: dict[str, list[dict[str, Any]]] = {}
+    for measure, by_measure in groupby(records, key=itemgetter("measure")):
+        groups = []
+        for config_id, by_config in groupby(by_measure, key=itemgetter("config_id")):
+            rows = [
+                {
+                    **r,
+                    "label": configs.at[config_id, "label"],
+                    "role": configs.at[config_id, "role"],
+                }
+                for r in by_config
+            ]
+            users = []
+            for policy, by_policy in groupby(rows, key=itemgetter("policy")):
+                stages = {r["stage"]: r for r in by_policy}
+                users.append(
+                    {
+                        "policy": policy,
+                        "initial": stages.get("initial"),
+                        "control": stages.get("control"),
+                    }
+                )
+            groups.append(_config_group(str(config_id), rows, users))
+        views[str(measure)] = _collapsed(groups)
+    return views
+
+
 def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
-    """Per measure, round and config: each user's initial row and its feedback-stage rows.
+    """Per measure, round and config: each user's feedback-stage rows (before, control,
+    feedback, gain), and round 0 as the reference.
 
     Plain-Python grouping over records: the summary is already sorted, and nested pandas
-    groupbys cost seconds on a sweep's two thousand rows.
+    groupbys cost seconds on a sweep's thousand rows.
     """
     records = analysis.summary.to_dict("records")
+    start = _round0_views(analysis)
+    measures = list(dict.fromkeys([*analysis.data.settings.measures, *start]))
+    by_measure = {m: list(rows) for m, rows in groupby(records, key=itemgetter("measure"))}
     views = []
-    for measure, by_measure in groupby(records, key=itemgetter("measure")):
+    for measure in measures:
         rounds = []
-        for round_, by_round in groupby(by_measure, key=itemgetter("round")):
+        for round_, by_round in groupby(by_measure.get(measure, []), key=itemgetter("round")):
             groups = []
             for config_id, by_config in groupby(by_round, key=itemgetter("config_id")):
                 rows = list(by_config)
-                users = []
-                for policy, by_policy in groupby(rows, key=itemgetter("policy")):
-                    mine = list(by_policy)
-                    initial = next((r for r in mine if r["stage"] == "initial"), None)
-                    stages = [r for r in mine if r["stage"] != "initial"]
-                    users.append({"policy": policy, "initial": initial, "stages": stages})
-                groups.append(
-                    {
-                        "config_id": config_id,
-                        "label": str(rows[0]["label"]),
-                        "role": str(rows[0]["role"]),
-                        "users": users,
-                        "span": sum(max(1, len(u["stages"])) for u in users),
-                    }
-                )
-            rounds.append({"round": int(round_), "groups": _collapsed(groups)})
-        rounds.sort(key=itemgetter("round"), reverse=True)
+                users = [
+                    {"policy": policy, "stages": list(mine)}
+                    for policy, mine in groupby(rows, key=itemgetter("policy"))
+                ]
+                groups.append(_config_group(str(config_id), rows, users))
+            rounds.append({"round": int(round_), "groups": groups})
         primary = measure == analysis.data.settings.primary_measure
-        views.append({"measure": measure, "primary": primary, "rounds": rounds})
+        views.append(
+            {
+                "measure": measure,
+                "primary": primary,
+                "rounds": rounds,
+                "start": start.get(measure, []),
+            }
+        )
     views.sort(key=lambda v: not v["primary"])
     return views
 
@@ -244,20 +305,39 @@ def _selected(deltas: pd.DataFrame, policies: Sequence[str], limit: int) -> pd.D
     return chosen.sort_values(["delta", "policy", "query_id"], kind="stable")
 
 
+_FACTORS = ("R", "F", "T", "D", "S")
+
+
+def _factor(value: Any) -> float | None:
+    """A breakdown component as a float, or None where it is missing or not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return None if math.isnan(number) else number
+
+
 def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, Any]]:
     data, best = analysis.data, analysis.best
     if best is None or chosen.empty:
         return []
+    before_stage, control_stage = BASELINES[best.stage]
     episodes = load_episodes(data, best.config_id)
     picks = chosen.to_dict("records")
     wanted = [episodes.get((str(r["policy"]), str(r["query_id"]))) for r in picks]
     after_key = "after_expand" if best.stage == "expand" else "after_rerank"
     doc_ids = {
-        d
+        str(d)
         for ep in wanted
         if ep
         for rd in ep.get("rounds") or []
-        for d in [*(rd.get("before") or []), *(rd.get(after_key) or rd.get("after_rerank") or [])]
+        for d in [
+            *(rd.get("before") or []),
+            *(rd.get(after_key) or rd.get("after_rerank") or []),
+            *(row.get("doc_id") for row in rd.get("breakdown") or [] if isinstance(row, dict)),
+        ]
     }
     docs = load_documents(data, doc_ids)
     qrels = data.qrels[data.qrels["query_id"].isin(set(chosen["query_id"]))]
@@ -266,10 +346,11 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
         for q, d, g in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)
     }
     pq = data.per_query
-    scores_frame = pq[
-        (pq["config_id"] == best.config_id)
-        & (pq["eval_mode"] == data.settings.primary_mode)
-        & (pq["measure"] == data.settings.primary_measure)
+    scores_frame = pq[pq["config_id"] == best.config_id]
+    scores_frame = scores_frame[
+        (scores_frame["eval_mode"] == data.settings.primary_mode)
+        & (scores_frame["measure"] == data.settings.primary_measure)
+        & scores_frame["stage"].isin([before_stage, control_stage, best.stage])
     ]
     scores = {
         (str(p), str(q), int(r), str(s)): float(v)
@@ -290,6 +371,19 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
             "mark": marks.get(doc_id),
             "known": doc_id in docs,
         }
+
+    def breakdown_view(query_id: str, rows: Any) -> list[dict[str, Any]]:
+        if not isinstance(rows, list):
+            return []
+        out = []
+        for rank, row in enumerate((r for r in rows if isinstance(r, dict)), start=1):
+            doc_id = str(row.get("doc_id"))
+            view = {
+                **doc_view(query_id, rank, doc_id, {}),
+                "title": _clip(docs.get(doc_id, {}).get("title", ""), 90),
+            }
+            out.append({**view, **{f: _factor(row.get(f)) for f in _FACTORS}})
+        return out
 
     views = []
     for row, episode in zip(picks, wanted, strict=True):
@@ -318,7 +412,9 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
                     "after": [doc_view(query_id, i, d, {}) for i, d in enumerate(after, 1)],
                     "after_stage": "rerank" if skipped else best.stage,
                     "skipped": skipped,
-                    "initial": scores.get((policy, query_id, r, "initial")),
+                    "breakdown": breakdown_view(query_id, rd.get("breakdown")),
+                    "initial": scores.get((policy, query_id, r, before_stage)),
+                    "control": scores.get((policy, query_id, r, control_stage)),
                     "score": scores.get((policy, query_id, r, best.stage)),
                 }
             )
@@ -328,6 +424,7 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
                 "query_id": query_id,
                 "query": str(row["query"]),
                 "before": float(row["before"]),
+                "control": float(row["control"]),
                 "after": float(row["after"]),
                 "delta": float(row["delta"]),
                 "found": episode is not None,
@@ -337,6 +434,24 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
     return views
 
 
+def _best_view(analysis: Analysis) -> dict[str, Any] | None:
+    best = analysis.best
+    if best is None:
+        return None
+    before_stage, control_stage = BASELINES[best.stage]
+    return {
+        "config_id": best.config_id,
+        "label": best.label,
+        "stage": best.stage,
+        "round": best.round,
+        "rows": best.rows.to_dict("records"),
+        "last_round": best.last_round,
+        "last_rows": best.last_rows.to_dict("records"),
+        "before_stage": before_stage,
+        "control_stage": control_stage,
+    }
+
+
 def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     data, best, s = analysis.data, analysis.best, analysis.summary
     measure = data.settings.primary_measure
@@ -344,10 +459,12 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "header": _header(analysis),
         "summaries": _summary_views(analysis),
         "alpha": ALPHA,
+        "baselines": BASELINES,
         "configs": data.configs.to_dict("records"),
         "config_columns": list(data.configs.columns),
         "swept": list(data.swept),
-        "best": None,
+        "best": _best_view(analysis),
+        "missing_controls": list(analysis.missing_controls),
         "forest": None,
         "sweep": None,
         "deltas": None,
@@ -364,17 +481,13 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         return context
     deltas = query_deltas(data, best.config_id, best.stage, best.round)
     context["verdict"] = verdict(analysis, deltas)
-    context["won"] = int((best.rows["significant"] & (best.rows["delta"] > 0)).sum())
-    context["best"] = {
-        "config_id": best.config_id,
-        "label": best.label,
-        "stage": best.stage,
-        "round": best.round,
-        "rows": best.rows.to_dict("records"),
-    }
-    last = s[(s["measure"] == measure) & (s["round"] == best.round) & s["delta"].notna()]
-    stages = [st for st in data.stages if st in set(last["stage"])]
-    context["forest"] = charts.forest_chart(last, stages, data.policies, measure, "forest")
+    context["won"] = int((best.rows["significant"] & (best.rows["gain"] > 0)).sum())
+    first = s[(s["measure"] == measure) & (s["round"] == best.round)]
+    stages = [st for st in BASELINES if st in set(first["stage"])]
+    controls = {st: control for st, (_, control) in BASELINES.items()}
+    context["forest"] = charts.forest_chart(
+        first, stages, data.policies, measure, "forest", controls
+    )
     table = sweep_table(data, s, best)
     if table is not None:
         context["sweep"] = {
@@ -397,13 +510,13 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     ]
     shown = [(best.config_id, best.label), *others[:_BASELINES_IN_CHART]]
     context["rounds_configs"] = shown
-    ids = {c for c, _ in shown}
     context["rounds_chart"] = charts.rounds_chart(
-        s[s["config_id"].isin(ids)],
+        stage_means(data, [c for c, _ in shown]),
         shown,
         data.settings.measures,
         data.policies,
         best.stage,
+        controls[best.stage],
         "rounds",
     )
     return context

@@ -1,46 +1,49 @@
-"""The report's tables, computed from a run's per-query scores: data first, rendering second.
+"""The report's tables: what feedback itself did, against controls at equal depth.
 
-Everything is at the primary evaluation mode. A feedback stage is compared with the initial
-ranking of the same round and mode, paired on query_id (the inner join of the queries both
-have), with a paired t-test and a sign-flip randomization test (Smucker, Allan & Carterette
-2007 recommend the latter for IR). p-values are Holm-corrected (Holm 1979) within each family
-of one measure, user, stage and round, across the run's configurations: the question a family
-answers is "which settings changed this measure", so that is where the multiplicity lies.
+Everything is at the primary evaluation mode. A feedback stage is never compared with a
+ranking of another shape (evaluation.attribution.BASELINES): ``rerank`` has ``initial`` (the
+provider's order) as its before and ``control`` (the same ranker, feedback terms off, same
+candidates) as its control; ``expand`` has ``deep_initial`` (the provider's list for the
+original query deepened to the expanded list's length) and ``deep_control`` (the no-feedback
+ranker over it). The gain attributable to feedback, feedback − control, comes from one
+:func:`~evidence_bench.evaluation.attribution.attribution` call; the change against before is
+computed here the same way, over the same queries (those scored in all three rankings): mean
+paired difference with a t interval and a sign-flip randomization test (Smucker, Allan &
+Carterette 2007 recommend it for IR). p-values are Holm-corrected (Holm 1979) within each
+family of one measure, user, stage and round, across the run's configurations: the question a
+family answers is "which settings changed this measure", so that is where the multiplicity is.
 """
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from evidence_bench.errors import DataError
-from evidence_bench.evaluation.statistics import (
-    holm,
-    improved_degraded,
-    paired_t_test,
-    randomization_test,
-    summarize,
-)
+from evidence_bench.evaluation.attribution import BASELINES, attribution
+from evidence_bench.evaluation.statistics import holm, randomization_test
 from evidence_bench.report.data import RunData
 
 __all__ = [
     "ALPHA",
+    "BASELINES",
     "Analysis",
     "Best",
     "Verdict",
     "analyze",
     "exclusions",
     "query_deltas",
+    "stage_means",
     "summary_rows",
     "sweep_table",
     "verdict",
@@ -51,20 +54,26 @@ ALPHA = 0.05
 #: Sign-matrix cells (trials × queries, summed over comparisons) worth a process pool:
 #: about two seconds of work in one process.
 _PARALLEL_CELLS = 200_000_000
-_GROUP = ["config_id", "policy", "round", "stage", "measure"]
+_KEYS = ["config_id", "policy", "round", "stage", "measure"]
 _PAIR = ["config_id", "policy", "round", "measure"]
+_FAMILY = ["measure", "policy", "stage", "round"]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
 class Best:
-    """The configuration and stage with the largest mean change of the primary measure."""
+    """The configuration and feedback stage with the largest attributable gain of the
+    primary measure at the first feedback round, averaged over users."""
 
     config_id: str
     label: str
     stage: str
     round: int
-    #: Summary rows of the primary measure for this config, stage and round, one per user.
+    #: Summary rows of the primary measure for this config and stage at ``round``, per user.
     rows: pd.DataFrame
+    last_round: int
+    #: The same at the last round (later rounds' residual lists are short).
+    last_rows: pd.DataFrame
 
 
 @dataclass(frozen=True)
@@ -72,15 +81,16 @@ class Analysis:
     """A run and every table the report and the terminal summary show."""
 
     data: RunData
+    #: Per config × user × round × feedback stage × measure: before, control, feedback, the
+    #: attributable gain and the change against before (see :func:`summary_rows`).
     summary: pd.DataFrame
+    #: Round 0 means of the provider's order and the no-feedback control, per config × user.
+    round0: pd.DataFrame
     best: Best | None
     exclusions: pd.DataFrame
     trials: int
-
-
-def _floats(values: np.ndarray) -> Sequence[float]:
-    """An array where the statistics functions ask for a sequence: numpy arrays serve."""
-    return cast(Sequence[float], values)
+    #: Feedback stages the run holds without their controls (a run from before controls).
+    missing_controls: tuple[str, ...] = ()
 
 
 def _primary(data: RunData) -> pd.DataFrame:
@@ -88,19 +98,46 @@ def _primary(data: RunData) -> pd.DataFrame:
     return pq[pq["eval_mode"] == data.settings.primary_mode]
 
 
-def _summaries(frame: pd.DataFrame) -> pd.DataFrame:
-    values = frame["value"].to_numpy(dtype=np.float64)
-    rows = []
-    for key, index in frame.groupby(_GROUP, observed=True, sort=False).indices.items():
-        s = summarize(_floats(values[index]))
-        rows.append((*cast(tuple[Any, ...], key), s.n, s.mean, s.std, s.ci_low, s.ci_high))
-    return pd.DataFrame(rows, columns=[*_GROUP, "n", "mean", "std", "ci_low", "ci_high"])
+def _intervals(n: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Half-widths of Student's t 95% intervals, as ``statistics.summarize`` computes them:
+    t(0.975, n − 1)·std/√n, and 0 for a single value."""
+    n = np.asarray(n, dtype=np.float64)
+    std = np.nan_to_num(np.asarray(std, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = stats.t.ppf(0.975, np.maximum(n - 1.0, 1.0)) * std / np.sqrt(n)
+    return np.where(n > 1, half, 0.0)
+
+
+def _means(frame: pd.DataFrame) -> pd.DataFrame:
+    """n, mean and 95% CI per config × user × round × stage × measure, vectorized."""
+    out = (
+        frame.groupby(_KEYS, observed=True, sort=False)["value"]
+        .agg(["count", "mean", "std"])
+        .reset_index()
+        .rename(columns={"count": "n"})
+    )
+    half = _intervals(out["n"].to_numpy(), out["std"].to_numpy())
+    out["ci_low"] = out["mean"] - half
+    out["ci_high"] = out["mean"] + half
+    for column in ("config_id", "policy", "stage", "measure"):
+        out[column] = out[column].astype(str)
+    out["round"] = out["round"].astype("int64")
+    return out.drop(columns="std")
+
+
+def stage_means(data: RunData, config_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """Mean [95% CI] of every stage at the primary mode, for ``config_ids`` (None: all)."""
+    frame = _primary(data)
+    if config_ids is not None:
+        frame = frame[frame["config_id"].isin(list(config_ids))]
+    return _means(frame)
 
 
 def _wide(frame: pd.DataFrame) -> pd.DataFrame:
-    """Stages as columns, one row per (config, user, round, measure, query)."""
+    """Stages as columns, one row per (config, user, round, measure, query) of round ≥ 1."""
+    rounds = frame[frame["round"] > 0]
     try:
-        return frame.set_index([*_PAIR, "query_id", "stage"])["value"].unstack("stage")
+        return rounds.set_index([*_PAIR, "query_id", "stage"])["value"].unstack("stage")
     except ValueError as exc:
         raise DataError(
             f"per_query.csv: a (config_id, policy, query_id, round, stage, eval_mode, measure) "
@@ -108,156 +145,220 @@ def _wide(frame: pd.DataFrame) -> pd.DataFrame:
         ) from exc
 
 
-def _randomization(
-    pairs: list[tuple[Sequence[float], Sequence[float]]],
-    trials: int,
-    seed: int,
-    workers: int | None,
-) -> list[float]:
-    """p-values of the randomization test for every pair, in order, in worker processes
-    when there is enough work: a 27-config sweep holds about a thousand comparisons.
+#: (before, feedback) per comparison; numpy arrays serve where a sequence is asked for.
+Pairs = list[tuple[Sequence[float], Sequence[float]]]
 
-    Each test draws its own seeded signs, so the p-values do not depend on ``workers``. The
-    pool uses forkserver (spawn where there is none): forking a process that may run threads
-    is unsafe. If the pool cannot run, the tests run here.
+
+def _versus_before(wide: pd.DataFrame) -> tuple[pd.DataFrame, Pairs]:
+    """Each feedback stage against its before, over the queries scored in before, control and
+    feedback (the queries :func:`attribution` pairs): mean change and its 95% CI, and the
+    (before, feedback) arrays for the randomization tests, in row order."""
+    keys: list[tuple[Any, ...]] = []
+    sizes, means, stds = [], [], []
+    pairs: Pairs = []
+    for stage, (before, control) in BASELINES.items():
+        if not {stage, before, control} <= set(wide.columns):
+            continue
+        paired = wide[[before, control, stage]].dropna()
+        b = paired[before].to_numpy(dtype=np.float64)
+        f = paired[stage].to_numpy(dtype=np.float64)
+        groups = paired.groupby(level=list(range(len(_PAIR))), observed=True, sort=False)
+        for key, index in groups.indices.items():
+            diff = f[index] - b[index]
+            config_id, policy, round_, measure = cast(tuple[Any, ...], key)
+            keys.append((str(config_id), str(policy), int(round_), stage, str(measure)))
+            sizes.append(len(index))
+            means.append(float(diff.mean()))
+            stds.append(float(diff.std(ddof=1)) if len(index) > 1 else 0.0)
+            pairs.append((cast(Sequence[float], b[index]), cast(Sequence[float], f[index])))
+    table = pd.DataFrame(keys, columns=_KEYS)
+    half = _intervals(np.asarray(sizes), np.asarray(stds))
+    table["delta"] = means
+    table["delta_ci_low"] = table["delta"] - half
+    table["delta_ci_high"] = table["delta"] + half
+    return table, pairs
+
+
+def _context() -> Any:
+    # forkserver (spawn where there is none): forking a process that may run threads is unsafe.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _alongside(
+    work: Callable[[], _T], pairs: Pairs, trials: int, seed: int, workers: int | None
+) -> tuple[_T, list[float]]:
+    """``work()`` here while worker processes run the randomization tests of ``pairs``.
+
+    The attribution call holds this process for most of a sweep's analysis, so the tests
+    against before run beside it rather than after it. Each test draws its own seeded signs:
+    the p-values do not depend on ``workers``. If the pool cannot run, the tests run here.
     """
     test = partial(randomization_test, trials=trials, seed=seed)
     if workers is None:
         cells = trials * sum(len(a) for a, _ in pairs)
-        workers = min(os.cpu_count() or 1, 8) if cells > _PARALLEL_CELLS else 1
-    if workers > 1 and len(pairs) > 1:
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        chunk = max(1, len(pairs) // (4 * workers))
-        firsts, seconds = [a for a, _ in pairs], [b for _, b in pairs]
+        workers = min(os.cpu_count() or 1, 8) - 1 if cells > _PARALLEL_CELLS else 0
+    pool: ProcessPoolExecutor | None = None
+    pending: Iterator[float] | None = None
+    if workers >= 1 and len(pairs) > 1:
         try:
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                return list(pool.map(test, firsts, seconds, chunksize=chunk))
-        except (BrokenProcessPool, OSError):
-            pass
-    return [test(a, b) for a, b in pairs]
-
-
-def _comparisons(
-    wide: pd.DataFrame, stages: list[str], trials: int, seed: int, workers: int | None
-) -> pd.DataFrame:
-    rows = []
-    pairs: list[tuple[Sequence[float], Sequence[float]]] = []
-    for stage in stages:
-        if stage not in wide or "initial" not in wide:
-            continue
-        pair = wide[["initial", stage]].dropna()
-        before = pair["initial"].to_numpy(dtype=np.float64)
-        after = pair[stage].to_numpy(dtype=np.float64)
-        groups = pair.groupby(level=list(range(len(_PAIR))), observed=True, sort=False)
-        for key, index in groups.indices.items():
-            a, b = _floats(before[index]), _floats(after[index])
-            delta = summarize(_floats(after[index] - before[index]))
-            base = float(before[index].mean())
-            improved, degraded, unchanged = improved_degraded(a, b)
-            config_id, policy, round_, measure = cast(tuple[Any, ...], key)
-            rows.append(
-                {
-                    "config_id": config_id,
-                    "policy": policy,
-                    "round": round_,
-                    "stage": stage,
-                    "measure": measure,
-                    "n_paired": len(index),
-                    "base_mean": base,
-                    "delta": delta.mean,
-                    "delta_ci_low": delta.ci_low,
-                    "delta_ci_high": delta.ci_high,
-                    "delta_pct": 100.0 * delta.mean / base if base else math.nan,
-                    "improved": improved,
-                    "degraded": degraded,
-                    "unchanged": unchanged,
-                    "p_t": paired_t_test(a, b),
-                }
+            # One BLAS thread per worker: this process's tests use BLAS at the same time, and
+            # a multithreaded BLAS on every process oversubscribes the cores (twice slower).
+            # Set before the worker imports numpy, which it does when a test arrives.
+            pool = ProcessPoolExecutor(
+                workers,
+                mp_context=_context(),
+                initializer=os.putenv,
+                initargs=("OPENBLAS_NUM_THREADS", "1"),
             )
-            pairs.append((a, b))
-    frame = pd.DataFrame(rows)
-    frame["p_rand"] = _randomization(pairs, trials, seed, workers) if pairs else []
-    return frame
+            chunk = max(1, len(pairs) // (4 * workers))
+            pending = pool.map(test, [a for a, _ in pairs], [b for _, b in pairs], chunksize=chunk)
+        except (BrokenProcessPool, OSError):
+            pending = None
+    try:
+        result = work()
+        p_values: list[float] | None = None
+        if pending is not None:
+            try:
+                p_values = list(pending)
+            except (BrokenProcessPool, OSError):
+                p_values = None
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    if p_values is None:
+        p_values = [test(a, b) for a, b in pairs]
+    return result, p_values
 
 
 def _holm(frame: pd.DataFrame, column: str) -> pd.Series:
     compared = frame[column].notna()
     adjusted = pd.Series(np.nan, index=frame.index, dtype="float64")
-    family = ["measure", "policy", "stage", "round"]
-    for _, group in frame[compared].groupby(family, observed=True, sort=False)[column]:
+    for _, group in frame[compared].groupby(_FAMILY, observed=True, sort=False)[column]:
         adjusted.loc[group.index] = np.asarray(holm(group.tolist()), dtype=np.float64)
     return adjusted
 
 
-def summary_rows(
-    data: RunData, *, trials: int = 5000, seed: int = 0, workers: int | None = None
-) -> pd.DataFrame:
-    """Per config × user × round × stage × measure: mean ± CI and the comparison with initial.
+_SUMMARY_COLUMNS = [
+    *_KEYS,
+    "n",
+    "before",
+    "control",
+    "feedback",
+    "gain",
+    "gain_ci_low",
+    "gain_ci_high",
+    "improved",
+    "degraded",
+    "unchanged",
+    "p_t",
+    "p_rand",
+    "p_holm",
+    "delta",
+    "delta_ci_low",
+    "delta_ci_high",
+    "p_rand_before",
+]
 
-    Rows of the initial stage have NaN comparison columns. ``significant`` is the Holm-adjusted
-    randomization-test p below :data:`ALPHA`. ``workers``: processes for the randomization
-    tests (None: one per core when the run is large, else none).
-    """
-    frame = _primary(data)
-    summaries = _summaries(frame)
-    stages = [s for s in data.stages if s != "initial"]
-    compared = _comparisons(_wide(frame), stages, trials, seed, workers)
-    keys = _GROUP
-    for column in keys:
-        summaries[column] = summaries[column].astype(str if column != "round" else "int64")
-        if len(compared):
-            compared[column] = compared[column].astype(str if column != "round" else "int64")
-    table = summaries.merge(compared, on=keys, how="left") if len(compared) else summaries
-    for column in ("p_t", "p_rand", "delta", "n_paired", "improved", "degraded", "unchanged"):
-        if column not in table:
-            table[column] = np.nan
-    table["p_t_holm"] = _holm(table, "p_t")
-    table["p_rand_holm"] = _holm(table, "p_rand")
-    table["significant"] = table["p_rand_holm"] < ALPHA
+
+def _summary(
+    data: RunData, frame: pd.DataFrame, trials: int, seed: int, workers: int | None
+) -> pd.DataFrame:
+    wide = _wide(frame)
+    before, pairs = _versus_before(wide)
+    del wide
+    if before.empty:
+        table = pd.DataFrame({c: pd.Series(dtype="float64") for c in _SUMMARY_COLUMNS})
+        for column in _KEYS:
+            table[column] = table[column].astype("int64" if column == "round" else str)
+    else:
+        mode = data.settings.primary_mode
+        gains, p_before = _alongside(
+            lambda: attribution(frame, eval_modes=(mode,), trials=trials, seed=seed),
+            pairs,
+            trials,
+            seed,
+            workers,
+        )
+        before["p_rand_before"] = p_before
+        gains = gains.drop(columns="eval_mode").rename(
+            columns={"initial": "before", "p_randomization": "p_rand"}
+        )
+        for column in ("config_id", "policy", "stage", "measure"):
+            gains[column] = gains[column].astype(str)
+        gains["round"] = gains["round"].astype("int64")
+        table = gains.merge(before, on=_KEYS, how="left")[_SUMMARY_COLUMNS]
+    table["significant"] = table["p_holm"] < ALPHA
+    table["p_holm_before"] = _holm(table, "p_rand_before")
+    table["significant_before"] = table["p_holm_before"] < ALPHA
+    table["before_stage"] = table["stage"].map({s: b for s, (b, _) in BASELINES.items()})
+    table["control_stage"] = table["stage"].map({s: c for s, (_, c) in BASELINES.items()})
     configs = data.configs.set_index("config_id")
     table["label"] = table["config_id"].map(configs["label"])
     table["role"] = table["config_id"].map(configs["role"])
+    return _sorted(data, table)
+
+
+def _sorted(data: RunData, table: pd.DataFrame) -> pd.DataFrame:
     order = {
         "config_id": list(data.configs["config_id"]),
         "policy": list(data.policies),
-        "stage": list(data.stages),
+        "stage": [*data.stages, *BASELINES],
         "measure": list(data.settings.measures),
     }
     sort_keys = pd.DataFrame(
-        {c: table[c].map({v: i for i, v in enumerate(o)}) for c, o in order.items()}
+        {c: table[c].map({v: i for i, v in enumerate(dict.fromkeys(o))}) for c, o in order.items()}
     )
     sort_keys["round"] = table["round"]
     ordered = sort_keys.sort_values(["measure", "round", "config_id", "policy", "stage"]).index
     return table.loc[ordered].reset_index(drop=True)
 
 
+def summary_rows(
+    data: RunData, *, trials: int = 5000, seed: int = 0, workers: int | None = None
+) -> pd.DataFrame:
+    """Per config × user × round ≥ 1 × feedback stage × measure, at the primary mode.
+
+    Columns: the keys, ``n`` (queries scored in before, control and feedback), the means
+    ``before``, ``control``, ``feedback``; the attributable gain (feedback − control) with
+    ``gain_ci_low/high``, ``improved/degraded/unchanged`` against control, ``p_t``,
+    ``p_rand``, ``p_holm`` and ``significant`` (``p_holm`` < :data:`ALPHA`); the change
+    against before ``delta`` with ``delta_ci_low/high``, ``p_rand_before``,
+    ``p_holm_before``, ``significant_before``; ``before_stage``, ``control_stage``,
+    ``label``, ``role``. ``workers``: processes for the tests against before (None: one
+    per core but one when the run is large, else none).
+    """
+    return _summary(data, _primary(data), trials, seed, workers)
+
+
 def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
     compared = summary[
-        summary["delta"].notna() & (summary["measure"] == data.settings.primary_measure)
+        summary["gain"].notna() & (summary["measure"] == data.settings.primary_measure)
     ]
     if compared.empty:
         return None
-    last = int(compared["round"].max())
-    candidates = compared[compared["round"] == last]
+    first, last = int(compared["round"].min()), int(compared["round"].max())
+    candidates = compared[compared["round"] == first]
     feedback = candidates[candidates["role"] != "baseline"]
     candidates = feedback if len(feedback) else candidates
-    # Mean over users of each user's mean change: every user counts once, whatever its n.
-    scores = candidates.groupby(["config_id", "stage"], sort=False)["delta"].mean()
+    # Mean over users of each user's gain: every user counts once, whatever its n.
+    scores = candidates.groupby(["config_id", "stage"], sort=False)["gain"].mean()
     config_id, stage = cast(tuple[str, str], scores.idxmax())
-    rows = candidates[(candidates["config_id"] == config_id) & (candidates["stage"] == stage)]
-    label = str(rows["label"].iloc[0])
-    return Best(str(config_id), label, str(stage), last, rows.reset_index(drop=True))
+
+    def rows(round_: int) -> pd.DataFrame:
+        mine = compared[
+            (compared["config_id"] == config_id)
+            & (compared["stage"] == stage)
+            & (compared["round"] == round_)
+        ]
+        return mine.reset_index(drop=True)
+
+    chosen = rows(first)
+    label = str(chosen["label"].iloc[0])
+    return Best(str(config_id), label, str(stage), first, chosen, last, rows(last))
 
 
-def exclusions(data: RunData) -> pd.DataFrame:
-    """Per round: the fewest and most queries left out at the primary mode, over configs × users.
-
-    A query is left out of a round when it has a round-0 score but no score for the initial
-    ranking of that round: in residual evaluation, no relevant document is left unseen. Round 0
-    counts the queries of queries.csv that have no score at all (no relevant judgment).
-    """
-    frame = _primary(data)
+def _exclusions(data: RunData, frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[
         (frame["stage"] == "initial") & (frame["measure"] == data.settings.primary_measure)
     ]
@@ -276,35 +377,62 @@ def exclusions(data: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["round", "min", "max"])
 
 
+def exclusions(data: RunData) -> pd.DataFrame:
+    """Per round: the fewest and most queries left out at the primary mode, over configs × users.
+
+    A query is left out of a round when it has a round-0 score but no score for the initial
+    ranking of that round: in residual evaluation, no relevant document is left unseen. Round 0
+    counts the queries of queries.csv that have no score at all (no relevant judgment).
+    """
+    return _exclusions(data, _primary(data))
+
+
+_DELTA_COLUMNS = [
+    "policy",
+    "query_id",
+    "query",
+    "before",
+    "control",
+    "after",
+    "delta",
+    "delta_before",
+]
+
+
 def query_deltas(data: RunData, config_id: str, stage: str, round_: int) -> pd.DataFrame:
-    """Per user and query: the primary measure before (initial) and after ``stage``, and Δ."""
-    frame = _primary(data)
+    """Per user and query: the primary measure before, in the control and after ``stage``.
+
+    ``delta`` is after − control (what feedback did), ``delta_before`` after − before; only
+    queries scored in all three count, as in the summary.
+    """
+    before, control = BASELINES[stage]
+    pq = data.per_query
+    frame = pq[(pq["config_id"] == config_id) & (pq["round"] == round_)]
     frame = frame[
-        (frame["config_id"] == config_id)
-        & (frame["round"] == round_)
+        (frame["eval_mode"] == data.settings.primary_mode)
         & (frame["measure"] == data.settings.primary_measure)
-        & frame["stage"].isin(["initial", stage])
+        & frame["stage"].isin([before, control, stage])
     ]
     wide = frame.pivot_table(
         index=["policy", "query_id"], columns="stage", values="value", observed=True
     )
-    if "initial" not in wide or stage not in wide:
-        return pd.DataFrame(columns=["policy", "query_id", "query", "before", "after", "delta"])
-    wide = wide[["initial", stage]].dropna().reset_index()
-    wide.columns = pd.Index(["policy", "query_id", "before", "after"])
+    if not {before, control, stage} <= set(wide.columns):
+        return pd.DataFrame(columns=_DELTA_COLUMNS)
+    wide = wide[[before, control, stage]].dropna().reset_index()
+    wide.columns = pd.Index(["policy", "query_id", "before", "control", "after"])
     wide["policy"] = wide["policy"].astype(str)
     wide["query_id"] = wide["query_id"].astype(str)
-    wide["delta"] = wide["after"] - wide["before"]
+    wide["delta"] = wide["after"] - wide["control"]
+    wide["delta_before"] = wide["after"] - wide["before"]
     texts = data.queries.drop_duplicates("query_id").set_index("query_id")["query"]
     wide["query"] = wide["query_id"].map(texts).fillna("")
-    return wide.sort_values(["policy", "delta", "query_id"]).reset_index(drop=True)
+    return wide.sort_values(["policy", "delta", "query_id"]).reset_index(drop=True)[_DELTA_COLUMNS]
 
 
 def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.DataFrame | None:
-    """Primary-measure change of each swept feedback config at the best stage and last round.
-
-    None when fewer than two parameters were swept: a heatmap needs two axes.
-    """
+    """Attributable gain of the primary measure for each swept feedback config, at the best
+    stage and the first round, with its parameters. None when fewer than two parameters were
+    swept: a heatmap needs two axes."""
     if best is None or len(data.swept) < 2:
         return None
     rows = summary[
@@ -321,27 +449,36 @@ def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.D
 
 @dataclass(frozen=True)
 class Verdict:
-    """The answers the report opens with: did feedback help, where best, how sure, where not.
+    """The answers the report opens with: did feedback help (its own gain over the control,
+    at equal depth), where best, how sure, where it hurt.
 
     ``outcome``: ``yes`` (the best setting's gain is significant for every user), ``partly``
     (for some users), ``unclear`` (a gain, not significant), ``no`` (no setting gained), or
-    ``none`` (the run has no feedback round to compare).
+    ``none`` (the run has no feedback stage with its controls).
     """
 
     outcome: str
     best: Best | None
-    #: Over every config × user × feedback stage at the last round, primary measure.
+    #: Over every config × user × feedback stage at the best's (first) round, primary measure.
     comparisons: int
     significant_gains: int
     significant_losses: int
-    #: (label, policy, stage) of the significant losses.
+    #: (label, policy, stage) of the significant losses at that round.
     hurt: tuple[tuple[str, str, str], ...]
-    #: The best setting's largest per-query losses (policy, query_id, query, delta).
+    #: The best setting's largest per-query losses against its control (policy, query_id,
+    #: query, delta).
     worst: pd.DataFrame
+    #: Significant gains and losses at the last round (equal to the above with one round).
+    last_gains: int = 0
+    last_losses: int = 0
+
+
+def _significant(rows: pd.DataFrame, sign: int) -> pd.DataFrame:
+    return cast(pd.DataFrame, rows[rows["significant"] & (np.sign(rows["gain"]) == sign)])
 
 
 def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict:
-    """Summarize the primary measure's comparisons at the last round into a :class:`Verdict`.
+    """Answer from the attributable gain of the primary measure at the best's round.
 
     ``deltas``: the best setting's per-query changes, from :func:`query_deltas`.
     """
@@ -349,20 +486,17 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
     if best is None:
         return Verdict("none", None, 0, 0, 0, (), deltas.head(0))
     s = analysis.summary
-    last = s[
-        (s["measure"] == analysis.data.settings.primary_measure)
-        & (s["round"] == best.round)
-        & s["delta"].notna()
-    ]
-    gains = last[last["significant"] & (last["delta"] > 0)]
-    losses = last[last["significant"] & (last["delta"] < 0)]
+    primary = s[(s["measure"] == analysis.data.settings.primary_measure) & s["gain"].notna()]
+    first = primary[primary["round"] == best.round]
+    last = primary[primary["round"] == best.last_round]
+    losses = _significant(first, -1)
     rows = best.rows
-    won = int((rows["significant"] & (rows["delta"] > 0)).sum())
+    won = len(_significant(rows, 1))
     if won == len(rows):
         outcome = "yes"
     elif won:
         outcome = "partly"
-    elif float(rows["delta"].mean()) > 0:
+    elif float(rows["gain"].mean()) > 0:
         outcome = "unclear"
     else:
         outcome = "no"
@@ -370,12 +504,41 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
         (str(r.label), str(r.policy), str(r.stage)) for r in losses.itertuples(index=False)
     )
     lost = deltas[deltas["delta"] < 0].sort_values(["delta", "policy", "query_id"])
-    return Verdict(outcome, best, len(last), len(gains), len(losses), hurt, lost.head(worst))
+    return Verdict(
+        outcome,
+        best,
+        len(first),
+        len(_significant(first, 1)),
+        len(losses),
+        hurt,
+        lost.head(worst),
+        len(_significant(last, 1)),
+        len(_significant(last, -1)),
+    )
+
+
+def _missing_controls(data: RunData) -> tuple[str, ...]:
+    present = set(data.stages)
+    return tuple(
+        stage
+        for stage, needed in BASELINES.items()
+        if stage in present and not set(needed) <= present
+    )
 
 
 def analyze(
     data: RunData, *, trials: int = 5000, seed: int = 0, workers: int | None = None
 ) -> Analysis:
     """Compute every table of the report once, for the HTML and the terminal to share."""
-    summary = summary_rows(data, trials=trials, seed=seed, workers=workers)
-    return Analysis(data, summary, _best(data, summary), exclusions(data), trials)
+    frame = _primary(data)
+    summary = _summary(data, frame, trials, seed, workers)
+    start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
+    return Analysis(
+        data,
+        summary,
+        _means(start),
+        _best(data, summary),
+        _exclusions(data, frame),
+        trials,
+        _missing_controls(data),
+    )

@@ -1,14 +1,18 @@
 """A short plain-text summary for the terminal at the end of a run.
 
-It shows the leading measure at the last round: per configuration, user and feedback stage,
-the initial and feedback means, the change, the query counts and the Holm-adjusted p. A sweep
-has too many rows for a terminal, so baselines come first and then the largest changes.
+It shows the leading measure at the first feedback round (later rounds' residual lists are
+short): per configuration, user and feedback stage, the three rankings' means (before,
+no-feedback control, with feedback), the gain attributable to feedback with its 95% CI and
+the Holm-adjusted p. A sweep has too many rows for a terminal, so baselines come first and
+then the largest gains.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -18,20 +22,38 @@ from evidence_bench.report.tables import ALPHA, Analysis
 
 __all__ = ["summary_table"]
 
-_LABEL_WIDTH = 38
+_LABEL_WIDTH = 46
+#: Characters kept from the start of a long label; the rest of the width goes to its end,
+#: where a sweep's labels differ (``... beta=1.5 gamma=0``).
+_LABEL_HEAD = 14
 
 
 def _printable(text: str, width: int) -> str:
-    """Labels come from config files; keep control characters out of the terminal."""
+    """Labels come from config files; keep control characters out of the terminal. A long
+    label loses its middle, not its end."""
     clean = "".join(c if c.isprintable() else "?" for c in text)
-    return clean if len(clean) <= width else clean[: width - 1] + "…"
+    if len(clean) <= width:
+        return clean
+    head = min(_LABEL_HEAD, width // 3)
+    return clean[:head] + "…" + clean[len(clean) - (width - head - 1) :]
 
 
-def _num(value: float, signed: bool = False) -> str:
-    if math.isnan(value):
+def _num(value: float | None, signed: bool = False) -> str:
+    if value is None or math.isnan(value):
         return "–"
     text = f"{value:+.3f}" if signed else f"{value:.3f}"
     return text[1:] if signed and float(text) == 0 else text
+
+
+def _gain(row: Mapping[Any, Any]) -> str:
+    low, high = _num(row["gain_ci_low"], True), _num(row["gain_ci_high"], True)
+    return f"{_num(row['gain'], True)} [{low}, {high}]"
+
+
+def _p(value: float | None, significant: bool) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    return (f"{value:.3f}" if value >= 0.001 else "<0.001") + (" *" if significant else "")
 
 
 def summary_table(
@@ -41,15 +63,20 @@ def summary_table(
     analysis = load_source(source, trials=trials)
     settings = analysis.data.settings
     s = analysis.summary
-    compared = s[(s["measure"] == settings.primary_measure) & s["delta"].notna()]
+    compared = s[(s["measure"] == settings.primary_measure) & s["gain"].notna()]
     if compared.empty:
+        if analysis.missing_controls:
+            return (
+                f"{settings.experiment}: {' and '.join(analysis.missing_controls)} without "
+                "their no-feedback controls; re-run to compare on equal footing.\n"
+            )
         return f"{settings.experiment}: no feedback round to compare.\n"
-    last = int(compared["round"].max())
-    rows = compared[compared["round"] == last]
+    first = int(compared["round"].min())
+    rows = compared[compared["round"] == first]
     hidden = 0
     if len(rows) > max_rows:
         baselines = rows[rows["role"] == "baseline"]
-        others = rows[rows["role"] != "baseline"].sort_values("delta", ascending=False)
+        others = rows[rows["role"] != "baseline"].sort_values("gain", ascending=False)
         keep = max(0, max_rows - len(baselines))
         hidden = len(others) - keep
         rows = pd.concat([baselines.head(max_rows), others.head(keep)])
@@ -57,41 +84,34 @@ def summary_table(
         "configuration",
         "user",
         "stage",
-        "initial",
-        "after",
-        "Δ",
-        "Δ%",
+        "before",
+        "control",
+        "feedback",
+        "gain [95% CI]",
         "+/-/=",
         "p(Holm)",
     )
     lines = [header]
     for r in rows.to_dict("records"):
-        counts = f"{int(r['improved'])}/{int(r['degraded'])}/{int(r['unchanged'])}"
-        pct = (
-            "–"
-            if math.isnan(r["delta_pct"])
-            else f"{r['delta_pct']:+.1f}%".replace("+0.0%", "0.0%")
-        )
-        mark = " *" if r["significant"] else ""
         lines.append(
             (
                 _printable(str(r["label"]), _LABEL_WIDTH),
                 _printable(str(r["policy"]), 14),
                 str(r["stage"]),
-                _num(r["base_mean"]),
-                _num(r["mean"]),
-                _num(r["delta"], signed=True),
-                pct,
-                counts,
-                f"{r['p_rand_holm']:.3f}{mark}",
+                _num(r["before"]),
+                _num(r["control"]),
+                _num(r["feedback"]),
+                _gain(r),
+                f"{int(r['improved'])}/{int(r['degraded'])}/{int(r['unchanged'])}",
+                _p(r["p_holm"], bool(r["significant"])),
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text_columns = 3
     out = [
         f"{settings.experiment}: {settings.primary_measure} at {settings.primary_mode} "
-        f"evaluation, round {last}, each stage against the initial ranking "
-        f"(* Holm-adjusted randomization p < {ALPHA})"
+        f"evaluation, round {first}: gain = with feedback − no-feedback control (expand at "
+        f"equal depth; * Holm-adjusted randomization p < {ALPHA})"
     ]
     for line in lines:
         cells = [
@@ -104,9 +124,11 @@ def summary_table(
     best = analysis.best
     if best is not None:
         parts = [
-            f"{r['policy']} {_num(r['delta'], signed=True)} "
-            f"[{_num(r['delta_ci_low'], signed=True)}, {_num(r['delta_ci_high'], signed=True)}]"
+            f"{r['policy']} {_gain(r)} p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
             for r in best.rows.to_dict("records")
         ]
-        out.append(f"best: {_printable(best.label, 80)} ({best.stage}): " + "; ".join(parts))
+        out.append(
+            f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}): "
+            + "; ".join(parts)
+        )
     return "\n".join(out) + "\n"
