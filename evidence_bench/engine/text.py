@@ -65,15 +65,18 @@ class Analyzer:
         kept = [token for token in _TOKEN.findall(source) if self._keep(token)]
         if self.stemmer is None:
             return tuple(kept)
-        return tuple(_stemmer(self.stemmer).stemWords(kept))
+        return tuple(_stem(self.stemmer, token) for token in kept)
 
     def words(self, text: str) -> list[tuple[str, str]]:
         """(term, the word it came from) pairs: a stemmed term's readable surface form."""
+        return list(_analyze_words(self, text))
+
+    def _words(self, text: str) -> tuple[tuple[str, str], ...]:
         source = text.lower() if self.lowercase else text
         kept = [token for token in _TOKEN.findall(source) if self._keep(token)]
         if self.stemmer is None:
-            return [(token, token) for token in kept]
-        return list(zip(_stemmer(self.stemmer).stemWords(kept), kept, strict=True))
+            return tuple((token, token) for token in kept)
+        return tuple((_stem(self.stemmer, token), token) for token in kept)
 
     def _keep(self, token: str) -> bool:
         if len(token) < self.min_length:
@@ -92,10 +95,21 @@ def _stemmer(name: str) -> Any:
         raise ConfigurationError(f"unknown stemmer {name!r} (valid: {valid})") from None
 
 
+@functools.lru_cache(maxsize=1 << 17)
+def _stem(name: str, word: str) -> str:
+    """One word's stem, memoized: a collection's vocabulary is small next to its text."""
+    return str(_stemmer(name).stemWord(word))
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _analyze(analyzer: Analyzer, text: str) -> tuple[str, ...]:
     """Memoized: a sweep analyzes the same titles and snippets once per config otherwise."""
     return analyzer.terms(text)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _analyze_words(analyzer: Analyzer, text: str) -> tuple[tuple[str, str], ...]:
+    return analyzer._words(text)
 
 
 #: The default analyzer; ``tokenize("What is TF-IDF?") == ["tf", "idf"]``.
