@@ -460,12 +460,14 @@ def test_client_errors_carry_brave_code_and_are_not_retried(
 
     error = caught.value
     assert not isinstance(error, RateLimitError)
-    assert (error.status, error.code, error.detail) == (
-        status,
-        body["error"]["code"],
-        body["error"]["detail"],
-    )
+    assert (error.status, error.code) == (status, body["error"]["code"])
+    assert error.detail is not None and error.detail.startswith(body["error"]["detail"])
     assert body["error"]["code"] in str(error)
+    assert "\n" not in str(error)
+    if body["error"]["code"].startswith("SUBSCRIPTION"):  # the user's key is at fault
+        assert "check BRAVE_SEARCH_API_KEY" in str(error)
+    for problem in body["error"]["meta"].get("errors", []):  # which parameter, and why
+        assert f"{'.'.join(problem['loc'])}: {problem['msg']}" in str(error)
     assert error.url == "https://api.search.brave.com/res/v1/web/search"
     assert len(brave.requests) == 1
     assert waits == []
@@ -782,3 +784,23 @@ def test_fetch_evidence_without_key_fails_before_any_request(monkeypatch) -> Non
         fetch_evidence("news")
 
     assert made == []
+
+
+def test_quota_exhausted_is_not_retried(fake, provider, waits) -> None:
+    body = brave_error(429, "QUOTA_LIMITED", "Request quota limit exceeded for plan")
+    brave = fake(answers(httpx.Response(429, json=body, headers={"X-RateLimit-Reset": "1, 9"})))
+    with pytest.raises(RateLimitError):
+        provider(brave).search("news")
+    assert len(brave.requests) == 1 and waits == []
+
+
+@pytest.mark.parametrize("key", ["sec\nret", "secé", "two words"])
+def test_a_key_no_header_can_carry_is_refused_without_echoing_it(key: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        BraveProvider(key)
+    assert key not in str(caught.value) and "BRAVE_SEARCH_API_KEY" in str(caught.value)
+
+
+def test_an_unparseable_base_url_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="is not an http"):
+        BraveProvider("k", base_url="http://[::1/res/v1")

@@ -302,3 +302,40 @@ def test_a_failed_run_leaves_no_partial_directory(
     assert (runs / "latest").resolve() == good.resolve()
     assert sorted(p.name for p in runs.iterdir()) == sorted(["latest", good.name])
     assert os.listdir(good)  # the good run is untouched
+
+
+def test_retries_against_a_rate_limited_simulator_are_recorded_as_successes_only(
+    tiny_collection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over real loopback HTTP: the simulator answers 429 past one request a second, the
+    provider waits out X-RateLimit-Reset and retries, and only the 200s reach the cassette."""
+    import time
+
+    from evidence_bench.simulation.collections import load_collection
+    from evidence_bench.simulation.simulator import BraveSimulator, serve
+
+    simulator = BraveSimulator(load_collection(tiny_collection, name="tiny"), rate_limit=1)
+    answered: list[int] = []
+    handle = simulator.handle
+
+    def counting(*args: object, **kwargs: object) -> object:
+        answer = handle(*args, **kwargs)  # type: ignore[arg-type]
+        answered.append(answer.status)
+        return answer
+
+    monkeypatch.setattr(simulator, "handle", counting)
+    extra = ("experiment.queries=1", "~policies.noisy")
+    started = time.monotonic()
+    with serve(simulator) as running:
+        monkeypatch.setenv("BRAVE_SEARCH_API_KEY", "k")
+        monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", running.base_url)
+        cfg, _ = compose(overrides(tiny_collection, tmp_path, "provider=brave_live", *extra))
+        record(plan_run(cfg), provider="brave_live", rounds=0, deep=True)
+    elapsed = time.monotonic() - started
+    assert 429 in answered  # the limit was hit, and retried past
+    cassette = json.loads((tmp_path / "cassettes" / "1.json").read_text())
+    statuses = [i["response"]["status"]["code"] for i in cassette["interactions"]]
+    assert statuses.count(200) == answered.count(200) and set(statuses) == {200}
+    assert elapsed >= len(statuses) - 1  # one success a second, at most
+    path = run(tiny_collection, tmp_path, *extra, "replay.on_miss=error")
+    assert json.loads((path / "manifest.json").read_text())["replay"]["simulated"] == 0

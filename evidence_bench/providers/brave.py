@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -102,8 +103,14 @@ class RetryPolicy:
         return float(min(self.backoff * 2 ** (retry - 1), self.max_wait))
 
 
+#: What an HTTP header value can carry as a token: visible ASCII, no spaces.
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+
+
 def _retryable(error: RequestError) -> bool:
     if isinstance(error, ProviderStatusError):
+        if error.code == "QUOTA_LIMITED":
+            return False  # the monthly quota: no wait within reason brings it back
         return error.status == 429 or error.status >= 500
     return True  # a transport failure or a timeout
 
@@ -136,8 +143,17 @@ class BraveProvider:
                 f"no Brave API key: pass api_key or set {API_KEY_ENV} "
                 "(get one at https://api-dashboard.search.brave.com)"
             )
+        if not _HEADER_SAFE.fullmatch(key):  # never echo it: it is a secret
+            raise ConfigurationError(
+                f"the Brave API key (api_key or {API_KEY_ENV}) holds characters an HTTP "
+                "header cannot carry"
+            )
         base = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).strip().rstrip("/")
-        parts = urlsplit(base)
+        try:
+            parts = urlsplit(base)
+            parts.port  # noqa: B018 - parsing the port is what may fail
+        except ValueError:
+            parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigurationError(
                 f"Brave base URL {base!r} (from base_url or {BASE_URL_ENV}) is not an http(s) URL"
@@ -226,9 +242,9 @@ class BraveProvider:
                 self._endpoint, params=params, headers=headers, timeout=self._timeout
             )
         except httpx.RequestError as exc:
-            cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            message = f"could not reach Brave at {self.base_url}: {cause}"
-            raise RequestError(self._redact(message)) from exc
+            text = self._redact(str(exc))
+            cause = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            raise RequestError(f"could not reach Brave at {self.base_url}: {cause}") from exc
         if not response.is_success:
             raise self._status_error(response)
         try:
@@ -247,6 +263,8 @@ class BraveProvider:
 
     def _status_error(self, response: httpx.Response) -> ProviderStatusError:
         code, detail = _error_fields(response)
+        if code in ("SUBSCRIPTION_TOKEN_INVALID", "SUBSCRIPTION_NOT_FOUND"):
+            detail = f"{detail or ''} (check {API_KEY_ENV})".strip()
         code = self._redact(code) if code is not None else None
         detail = self._redact(detail) if detail is not None else None
         status = response.status_code
@@ -269,10 +287,18 @@ def _error_fields(response: httpx.Response) -> tuple[str | None, str | None]:
     if not isinstance(error, dict):
         return None, None
     code, detail = error.get("code"), error.get("detail")
-    return (
-        code if isinstance(code, str) else None,
-        detail if isinstance(detail, str) else None,
-    )
+    text = " ".join(detail.split()) if isinstance(detail, str) else None
+    meta = error.get("meta")
+    problems = meta.get("errors") if isinstance(meta, dict) else None
+    if isinstance(problems, list):  # VALIDATION: which parameter, and what is wrong with it
+        named = [
+            f"{'.'.join(str(part) for part in p.get('loc', []))}: {p.get('msg', '')}"
+            for p in problems
+            if isinstance(p, dict)
+        ]
+        if named:
+            text = f"{text or 'invalid request'} ({'; '.join(named)})"
+    return code if isinstance(code, str) else None, text
 
 
 def _reset_seconds(header: str | None) -> float | None:
