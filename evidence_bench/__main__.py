@@ -105,6 +105,16 @@ def _key_values(argv: list[str], allowed: dict[str, str]) -> dict[str, str]:
     return values
 
 
+def _integer(args: dict[str, str], key: str, default: str | None) -> int | None:
+    value = args.get(key, default)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{key}={value!r} is not a whole number") from None
+
+
 def _serve(argv: list[str]) -> None:
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.queryset import resolve_path
@@ -125,8 +135,8 @@ def _serve(argv: list[str]) -> None:
         path = (
             Path(name) if Path(name).is_dir() else resolve_path(f"collections/{name}", "collection")
         )
-        port = int(args.get("port", "8765"))
-        rate = int(args["rate_limit"]) if "rate_limit" in args else None
+        port = _integer(args, "port", "8765") or 0
+        rate = _integer(args, "rate_limit", None)
         simulator = BraveSimulator(
             load_collection(path, name=path.name), token=args.get("token"), rate_limit=rate
         )

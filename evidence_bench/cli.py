@@ -1,10 +1,11 @@
 """``evidence-fetcher``: search Brave from the shell, optionally refining with feedback.
 
-Without ``--interactive`` it prints Brave's results in Brave's order (deduplicated), as text
-or JSON. With ``--interactive`` it opens a :class:`SearchSession`: the user marks results by
-their number, reranks locally (``show``, no search) and asks for more (``expand``, one
-search). Any :class:`EvidenceBenchError` ends the command with one line on stderr and exit
-status 1; a usage error exits 2 (argparse).
+It prints Brave's results (deduplicated) in the local ranker's first order, before any
+feedback, as text or JSON (``rank`` is the position shown); ``--interactive`` starts from
+that same list in a :class:`SearchSession`: the user marks results by their number, reranks
+locally (``show``, no search) and asks for more (``expand``, one search). Any
+:class:`EvidenceBenchError` ends the command with one line on stderr and exit status 1; a
+usage error exits 2.
 """
 
 from __future__ import annotations
@@ -157,10 +158,11 @@ def _main(argv: list[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-        if args.interactive and args.format == "json":
-            parser.error("--interactive works only with --format text")
     except SystemExit as exc:  # argparse: a usage error (2) or --help (0)
         return exc.code if isinstance(exc.code, int) else 0
+    if args.interactive and args.format == "json":
+        print(f"{PROG}: --interactive works only with --format text", file=sys.stderr)
+        return 2
     query = " ".join(args.query)
     try:
         # Both modes show the session's first ranking (the local ranker, no feedback yet),

@@ -17,7 +17,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from evidence_bench.api import fetch_evidence
 from evidence_bench.cli import main
+from evidence_bench.engine.ranking import TfidfRocchioRanker
 
 Row = tuple[str, str, str]  # title, url, description
 
@@ -206,6 +208,16 @@ def test_text_output_lists_the_sessions_first_ranking(
     assert brave.requests[0]["token"] == "test"
 
 
+def test_the_listing_is_the_default_rankers_order_of_brave_results(
+    brave: FakeBrave, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(["--format", "json", "jaguar"], capsys)
+    assert code == 0
+    expected = fetch_evidence("jaguar", ranker=TfidfRocchioRanker())  # same server, same env
+    assert [item["url"] for item in json.loads(out)] == [item.url for item in expected]
+    assert [item.url for item in expected] != [url for _, url, _ in JAGUAR_FIRST]  # reordered
+
+
 def test_json_output(brave: FakeBrave, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["--format", "json", "jaguar"], capsys)
     assert code == 0
@@ -257,9 +269,7 @@ def test_interactive_with_json_exits_2(capsys: pytest.CaptureFixture[str]) -> No
     code, out, err = _run(["--interactive", "--format", "json", "jaguar"], capsys)
     assert code == 2
     assert out == ""
-    assert err.splitlines()[-1] == (
-        "evidence-fetcher: error: --interactive works only with --format text"
-    )
+    assert err == "evidence-fetcher: --interactive works only with --format text\n"
 
 
 def test_missing_key_exits_1_with_one_line(

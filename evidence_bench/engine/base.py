@@ -38,15 +38,6 @@ class Label(StrEnum):
             return -1
         return 0
 
-    @classmethod
-    def parse(cls, value: str) -> Label:
-        """A label from its name, case-insensitive; the error lists the valid names."""
-        try:
-            return cls(value.strip().lower())
-        except ValueError:
-            valid = ", ".join(label.value for label in cls)
-            raise ValueError(f"unknown feedback label {value!r} (valid: {valid})") from None
-
 
 #: Feedback keyed by canonical URL (see :func:`evidence_bench.evidence.canonical_url`).
 Feedback = Mapping[str, Label]

@@ -75,7 +75,7 @@ class LsaEmbedder:
     always give the same vectors, not only the same cosines.
     """
 
-    dimensions: int = 64
+    dimensions: int = 16
     analyzer: Analyzer = field(default=tokenize)
 
     name = "lsa"

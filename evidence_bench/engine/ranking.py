@@ -16,7 +16,7 @@ from functools import lru_cache
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.evidence import Evidence, canonical_url
+from evidence_bench.evidence import Evidence
 
 __all__ = ["ProviderOrderRanker", "TfidfRocchioRanker"]
 
@@ -34,12 +34,6 @@ def _renumber(ordered: Sequence[Evidence]) -> list[Evidence]:
         item if item.rank == position else item.with_rank(position)
         for position, item in enumerate(ordered, start=1)
     ]
-
-
-@lru_cache(maxsize=65536)
-def _key(url: str) -> str:
-    """:func:`canonical_url`, cached: feedback is matched by it on every rerank."""
-    return canonical_url(url)
 
 
 @dataclass(frozen=True)
@@ -179,7 +173,7 @@ class TfidfRocchioRanker:
         pull: list[_Vector] = []
         push: list[_Vector] = []
         for item, document in zip(candidates, documents, strict=True):
-            label = feedback.get(_key(item.url))
+            label = feedback.get(item.key)
             if label is None:
                 continue
             if label.polarity > 0:

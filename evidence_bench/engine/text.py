@@ -1,6 +1,7 @@
 """Turning result text into terms: the one analyzer the ranker and the refiner share.
 
-Both must see the same terms, or the refiner would add words the ranker cannot match. The
+Both must analyze text the same way, or the refiner would add words the ranker cannot
+match (the refiners also read ``extra_snippets``, which the ranker does not score). The
 analyzer is a frozen dataclass so it can sit in a config, be compared and be hashed (the
 ranker caches term counts per analyzer and text). Stemming (Snowball's algorithms, Porter
 1980 among them) is the last step of the same per-token pipeline.

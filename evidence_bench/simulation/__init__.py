@@ -1,6 +1,6 @@
 """Offline stand-ins for the world: test collections and a Brave-compatible simulator."""
 
-from evidence_bench.simulation.bm25 import BM25Index, tokenize
+from evidence_bench.simulation.bm25 import BM25Index
 from evidence_bench.simulation.collections import Collection, Document, Query, load_collection
 from evidence_bench.simulation.simulator import (
     BraveSimulator,
@@ -23,5 +23,4 @@ __all__ = [
     "load_collection",
     "run_server",
     "serve",
-    "tokenize",
 ]
