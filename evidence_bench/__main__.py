@@ -62,7 +62,9 @@ def _run(cfg: Any) -> None:
     if hydra_cfg.mode == RunMode.MULTIRUN:
         job_dir = Path(hydra_cfg.runtime.output_dir) / "run"
     try:
-        outcome = perform_run(plain, text, run_dir=job_dir)
+        outcome = perform_run(
+            plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task)
+        )
     except EvidenceBenchError as exc:
         _fail(str(exc))
     if outcome.terminal:

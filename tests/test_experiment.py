@@ -218,7 +218,12 @@ def test_miss_with_on_miss_error_names_query_cassette_and_command(
     message = str(caught.value)
     assert "query id '1'" in message
     assert str(tmp_path / "cassettes" / "1.json") in message
-    assert "python -m evidence_bench record +experiment=ci" in message
+    command = (
+        "record it with: python -m evidence_bench record +experiment=ci query_set=beir "
+        f"query_set.name=tiny query_set.path={tiny_collection} "
+        f"query_set.cassettes={tmp_path / 'cassettes'} record_rounds=0"
+    )
+    assert message.endswith(command)
     assert "\n" not in message
     runs = tmp_path / "runs" / "ci"
     assert (runs / "latest").resolve() == good.resolve()
@@ -339,3 +344,15 @@ def test_retries_against_a_rate_limited_simulator_are_recorded_as_successes_only
     assert elapsed >= len(statuses) - 1  # one success a second, at most
     path = run(tiny_collection, tmp_path, *extra, "replay.on_miss=error")
     assert json.loads((path / "manifest.json").read_text())["replay"]["simulated"] == 0
+
+
+def test_the_record_command_keeps_what_changes_requests_and_drops_the_rest() -> None:
+    from evidence_bench.experiment.runner import record_command
+
+    cfg, _ = compose(["+experiment=ci"])
+    given = ["+experiment=ci", "query_set=cacm", "ranker.beta=0.5", "runs_dir=/tmp/x",
+             "workers=1", "replay.on_miss=error", "progress=false"]  # fmt: skip
+    assert record_command(cfg, given) == (
+        "python -m evidence_bench record +experiment=ci query_set=cacm ranker.beta=0.5 "
+        "record_rounds=0"
+    )

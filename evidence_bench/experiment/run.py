@@ -6,7 +6,7 @@ import importlib.metadata
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ def perform_run(
     config_yaml: str,
     *,
     run_dir: Path | None = None,
+    overrides: Sequence[str] | None = None,
 ) -> RunOutcome:
     """Run the experiment ``cfg`` describes and write its run directory.
 
@@ -79,7 +80,7 @@ def perform_run(
     ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs).
     """
     started = time.perf_counter()
-    plan = plan_run(cfg)
+    plan = plan_run(cfg, overrides)
     query_set = load_query_set(plan.query_set, limit=plan.query_limit)
     query_ids = list(query_set.queries)
     outputs: Iterable[QueryOutput] = execute(plan, query_ids, workers=int(cfg.get("workers", 0)))

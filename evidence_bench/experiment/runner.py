@@ -54,6 +54,7 @@ __all__ = [
     "plan_run",
     "plan_users",
     "query_episodes",
+    "record_command",
 ]
 
 EVAL_MODES = ("full", "residual", "frozen")
@@ -75,6 +76,7 @@ class RunPlan:
     on_miss: OnMiss
     seed: int
     swept: tuple[str, ...] = ()
+    record_command: str = "python -m evidence_bench record ..."
 
 
 @dataclass
@@ -99,8 +101,34 @@ def _choice(key: str, value: str, valid: Sequence[str]) -> str:
     return value
 
 
-def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
-    """Validate a resolved config (a plain mapping) into a :class:`RunPlan`."""
+#: Overrides that do not change what an episode sends, left out of the record command.
+_NOT_RECORDED = ("runs_dir=", "progress=", "report=", "workers=", "replay.", "hydra", "record_")
+
+
+def record_command(cfg: Mapping[str, Any], overrides: Sequence[str] | None) -> str:
+    """The ``record`` command that would add a run's missing requests to its cassettes:
+    the run's own overrides (or, without them, its experiment and query set), every round."""
+    if overrides is None:
+        query_set = cfg["query_set"]
+        overrides = [f"+experiment={cfg['experiment']['name']}"]
+        if query_set["name"] in ("cranfield", "cacm"):
+            overrides.append(f"query_set={query_set['name']}")
+        else:
+            overrides += [
+                "query_set=beir",
+                f"query_set.name={query_set['name']}",
+                f"query_set.path={query_set['path']}",
+                f"query_set.cassettes={query_set['cassettes']}",
+            ]
+    kept = [o for o in overrides if not o.lstrip("+~").startswith(_NOT_RECORDED)]
+    return " ".join(["python -m evidence_bench record", *kept, "record_rounds=0"])
+
+
+def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> RunPlan:
+    """Validate a resolved config (a plain mapping) into a :class:`RunPlan`.
+
+    ``overrides``: the command line's, so a replay miss can name the ``record`` command.
+    """
     experiment = cfg["experiment"]
     if experiment.get("name") in (None, "???"):
         raise ConfigurationError(
@@ -159,6 +187,7 @@ def plan_run(cfg: Mapping[str, Any]) -> RunPlan:
         swept=tuple(
             key for key, values in (experiment.get("grid") or {}).items() if len(values) > 1
         ),
+        record_command=record_command(cfg, overrides),
     )
 
 
@@ -258,7 +287,7 @@ def _worker(plan: RunPlan) -> _Worker:
                 if plan.on_miss is OnMiss.SIMULATE
                 else None
             ),
-            record_hint=f"python -m evidence_bench record +experiment={plan.experiment}",
+            record_hint=plan.record_command,
         )
         _WORKER = _Worker(plan, query_set, store, engine_parts(plan), plan_users(plan))
     return _WORKER
