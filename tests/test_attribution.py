@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evidence_bench.evaluation.attribution import attribution
+from evidence_bench.evaluation.attribution import JUDGMENT, attribution
+from evidence_bench.evaluation.statistics import holm
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.runner import plan_run
@@ -52,20 +53,38 @@ def test_with_feedback_on_the_same_queries_gain_is_not_zero(
     assert (table["gain"] != 0).any()
 
 
-def test_a_user_marking_at_random_shows_no_significant_gain(tmp_path: Path) -> None:
-    per_query = _per_query(
+@pytest.fixture(scope="module")
+def random_and_oracle(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """Every Cranfield query, two rounds, an oracle and a user who marks at random."""
+    return _per_query(
         [
-            "+experiment=smoke",
-            "~policies.oracle",
+            "+experiment=ci",
+            "experiment.queries=null",
+            "~policies.noisy",
             "+policy@policies.random=random",
-            "experiment.queries=60",
-            f"runs_dir={tmp_path}",
+            f"runs_dir={tmp_path_factory.mktemp('validity')}",
         ]
     )
-    table = attribution(per_query)
-    assert len(table) == 10 and (table["n"] > 40).all()
-    significant_gain = (table["gain"] > 0) & (table["p_holm"] < 0.05)
-    assert not significant_gain.any(), table[["stage", "measure", "gain", "p_holm"]]
+
+
+def test_a_user_marking_at_random_gains_nothing_from_its_judgments(
+    random_and_oracle: pd.DataFrame,
+) -> None:
+    table = attribution(random_and_oracle, baselines=JUDGMENT)
+    randomly = table[table.policy == "random"].copy()
+    assert len(randomly) == 10 and (randomly["n"] > 150).all()  # 2 rounds x 5 measures
+    # "no significant gain anywhere" is 10 claims at once: Holm over all of them
+    randomly["p_all"] = holm(randomly["p_randomization"].tolist())
+    significant_gain = (randomly["gain"] > 0) & (randomly["p_all"] < 0.05)
+    assert not significant_gain.any(), randomly[["round", "measure", "gain", "p_all"]]
+
+
+def test_an_oracles_judgments_add_significantly(random_and_oracle: pd.DataFrame) -> None:
+    """The shuffled control is not blind: it detects judgments that carry information."""
+    table = attribution(random_and_oracle, baselines=JUDGMENT)
+    oracle = table[(table.policy == "oracle") & (table.measure == "nDCG@10")]
+    assert (oracle["gain"] > 0).all()
+    assert oracle[oracle["round"] == 1]["p_holm"].iloc[0] < 0.05
 
 
 def test_an_oracle_user_shows_a_significant_gain(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytrec_eval
 
 from evidence_bench.errors import ConfigurationError, ReplayMissError
 from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.episode import PARTNERS
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.runner import plan_run
 from evidence_bench.fixtures.record import record
@@ -101,7 +102,7 @@ def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
         "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value"
     ]  # fmt: skip
     assert set(per_query["stage"]) == {
-        "initial", "control", "rerank", "expand", "deep_initial", "deep_control"
+        "initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control"
     }  # fmt: skip
     expand = per_query[per_query.stage == "expand"].set_index(
         ["policy", "query_id", "round", "eval_mode", "measure"]
@@ -171,9 +172,7 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
         .drop_duplicates()
         .itertuples(index=False)
     ):
-        # initial and control rankings do not change by round: their round-0 file holds them
-        ranked_at = 0 if stage in ("initial", "control") else round_
-        run_file = path / "trec" / f"{config_id}.{policy}.r{ranked_at}.{stage}.run.gz"
+        run_file = path / "trec" / f"{config_id}.{policy}.r{round_}.{stage}.run.gz"
         assert run_file in run_files
         rows = per_query[
             (per_query.config_id == config_id) & (per_query.policy == policy)
@@ -193,13 +192,28 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
             q: {d: g for d, g in docs.items() if (q, d) not in examined}
             for q, docs in qrels.items()
         }
+
+        def left(file: Path, examined: set[tuple[str, str]] = examined) -> list[str]:
+            lines = _run_lines(file)
+            return [line for line in lines if tuple(line.split()[0:3:2]) not in examined]
+
+        kept = left(run_file)
+        partner = PARTNERS.get(stage)
+        if partner is not None and round_ > 0:  # a control is cut to its partner's length
+            partner_file = path / "trec" / f"{config_id}.{policy}.r{round_}.{partner}.run.gz"
+            if partner_file.exists():
+                room = collections.Counter(line.split()[0] for line in left(partner_file))
+                used: collections.Counter[str] = collections.Counter()
+                capped = []
+                for line in kept:
+                    qid = line.split()[0]
+                    if used[qid] < room[qid]:
+                        used[qid] += 1
+                        capped.append(line)
+                kept = capped
         residual_file = tmp_path / "residual.run.gz"
         with gzip.open(residual_file, "wt") as handle:
-            handle.writelines(
-                line + "\n"
-                for line in _run_lines(run_file)
-                if (line.split()[0], line.split()[2]) not in examined
-            )
+            handle.writelines(line + "\n" for line in kept)
         residual = _trec_eval(residual_qrels, residual_file)
         for row in rows[rows.eval_mode == "residual"].itertuples():
             expected = residual[row.query_id][TREC_NAMES[row.measure]]

@@ -12,7 +12,7 @@ the run within each (policy, round, stage, mode, measure) family.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -24,10 +24,13 @@ from evidence_bench.evaluation.statistics import (
     summarize,
 )
 
-__all__ = ["BASELINES", "attribution"]
+__all__ = ["BASELINES", "JUDGMENT", "attribution"]
 
 #: feedback stage -> (the ranking before feedback, the no-feedback control) at equal depth
 BASELINES = {"rerank": ("initial", "control"), "expand": ("deep_initial", "deep_control")}
+#: feedback stage -> (before, the same marks with their labels shuffled): what the user's
+#: judgments add beyond marking any documents at all (Rocchio's pseudo-relevance effect)
+JUDGMENT = {"rerank": ("initial", "shuffled")}
 COLUMNS = [
     "config_id", "policy", "round", "stage", "eval_mode", "measure", "n",
     "initial", "control", "feedback", "gain", "gain_ci_low", "gain_ci_high",
@@ -41,6 +44,7 @@ def attribution(
     eval_modes: Sequence[str] = ("residual",),
     trials: int = 5000,
     seed: int = 0,
+    baselines: Mapping[str, tuple[str, str]] = BASELINES,
 ) -> pd.DataFrame:
     """One row per config × policy × round × feedback stage × mode × measure (``COLUMNS``).
 
@@ -53,7 +57,7 @@ def attribution(
         index=[*keys, "query_id"], columns="stage", values="value", aggfunc="first"
     )
     rows = []
-    for stage, (before, control) in BASELINES.items():
+    for stage, (before, control) in baselines.items():
         needed = [stage, before, control]
         if not set(needed) <= set(wide.columns):
             continue

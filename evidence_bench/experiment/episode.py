@@ -3,15 +3,22 @@
 For each round r = 1..R the user examines the displayed list (the provider's order at
 round 1, then the last ranking), the session records the marks, ``show`` reranks
 (stage ``rerank``) and ``expand`` retrieves with the refined query (stage ``expand``).
-Two controls keep the comparison honest (they are evaluated at every round under the same
-removal of examined documents, so before, control and after compare like with like):
+Controls keep the comparison honest. Each is evaluated at every round under the same
+removal of examined documents and cut to the length of the feedback stage it stands
+beside, so before, control and after compare like with like, at equal depth:
 
-- the scorer switch: ``control`` is the same ranker with its feedback terms off, over the
-  initial candidates; ``rerank - control`` is what feedback itself did to the ranking;
-- list length: after ``expand`` the list is longer, and AP and recall rise from length
-  alone. ``deep_initial`` is the provider's list for the original query deepened to the
-  expanded list's length (its next pages), ``deep_control`` the no-feedback ranker over
-  it; ``expand - deep_control`` is what feedback and the refined query did at equal depth.
+- ``initial``: the provider's own order of as many results as the candidates now hold
+  (round 1: the first page; later rounds: its next pages too);
+- ``control``: the same ranker with its feedback terms off, over the same candidates as
+  ``rerank``: the scorer switch alone; ``rerank - control`` is what feedback did;
+- ``shuffled``: the same ranker given the user's labels dealt at random over the documents
+  the user examined: as many marks of each kind, placed without judgment.
+  ``rerank - shuffled`` is what the user's judgments add; a user who marks at random gains
+  nothing here, while Rocchio's pseudo-relevance effect of any marks on top results shows
+  up in ``shuffled - control``;
+- ``deep_initial`` / ``deep_control``: the provider's list deepened to the expanded list's
+  length, and the no-feedback ranker over it; ``expand - deep_control`` is what feedback
+  and the refined query did at equal depth (AP and recall rise from length alone).
 
 Evaluation modes (Salton & Buckley 1990 for residual ranking):
 - ``full``: the ranking as it is, against all judgments;
@@ -23,11 +30,13 @@ Evaluation modes (Salton & Buckley 1990 for residual ranking):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import random
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidence_bench.engine.base import Feedback, Ranker, Refiner, SearchProvider
+from evidence_bench.engine.base import Feedback, Label, Ranker, Refiner, SearchProvider
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import FeedbackError
 from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
@@ -37,9 +46,14 @@ from evidence_bench.simulation.users import UserPolicy
 
 __all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
 
-STAGES = ("initial", "control", "rerank", "expand", "deep_initial", "deep_control")
-#: The stage each feedback stage is compared with, before and at equal depth.
-CONTROLS = {"rerank": ("initial", "control"), "expand": ("deep_initial", "deep_control")}
+#: Each control stage and the feedback stage it is cut to the length of, in every mode.
+PARTNERS = {
+    "initial": "rerank",
+    "control": "rerank",
+    "shuffled": "rerank",
+    "deep_initial": "expand",
+    "deep_control": "expand",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +110,31 @@ def frozen_order(ranking: Sequence[str], pinned: Mapping[str, tuple[int, int]]) 
     for key, (rank, _round) in sorted(pinned.items(), key=lambda item: (item[1][0], -item[1][1])):
         rest.insert(min(rank - 1, len(rest)), key)
     return rest
+
+
+def _provider_order(
+    deep: Sequence[Evidence] | None, initial: Sequence[Evidence], length: int
+) -> list[str]:
+    """The provider's own order of its first ``length`` results (the list before feedback at
+    the depth the candidates have reached), or of the initial results where no deeper list
+    was fetched."""
+    source = deep if deep is not None and len(deep) >= len(initial) else initial
+    return [item.key for item in source[:length]]
+
+
+def _shuffled(
+    feedback: Mapping[str, Label], examined: Set[str], query_id: str, round_: int
+) -> dict[str, Label]:
+    """The user's labels dealt at random over the documents the user examined (marked or
+    only seen): as many marks of each kind, on documents chosen without judgment.
+
+    The permutation is seeded by (query id, round), so it is the same in every process.
+    """
+    keys = sorted(examined)
+    labels: list[Label | None] = [feedback.get(key) for key in keys]
+    seed = hashlib.sha256(f"shuffle|{query_id}|{round_}".encode()).digest()[:8]
+    random.Random(int.from_bytes(seed, "big")).shuffle(labels)
+    return {key: label for key, label in zip(keys, labels, strict=True) if label is not None}
 
 
 def _score(
@@ -165,11 +204,13 @@ def run_episode(
             result.feedback.append((round_, mark.key, mark.label.value if mark.label else "seen"))
             if mark.label is not None:
                 session.mark(mark.label, mark.key)
-        shown = session.show()
-        reranked = [item.key for item in shown]
+        pool = list(session.candidates)  # what rerank and its controls all order
+        reranked = [item.key for item in session.show()]
+        unjudged = _shuffled(session.feedback, examined, query_id, round_)
         stages: dict[str, list[str]] = {
-            "initial": initial_keys,
-            "control": control_keys,
+            "initial": _provider_order(deep, initial, len(pool)),
+            "control": [item.key for item in control.rank(query, pool, {})],
+            "shuffled": [item.key for item in tolerant.rank(query, pool, unjudged)],
             "rerank": reranked,
         }
         record: dict[str, Any] = {
@@ -184,7 +225,10 @@ def run_episode(
         }
         breakdown = getattr(ranker, "score_breakdown", None)
         if breakdown is not None:  # rankers that can explain their scores (LiveFetch)
-            rows = breakdown(query, session.candidates, session.feedback)[:10]
+            try:
+                rows = breakdown(query, pool, session.feedback)[:10]
+            except FeedbackError:
+                rows = breakdown(query, pool, {})[:10]
             record["breakdown"] = [dict(row) for row in rows]
         try:
             expansion = session.expand()
@@ -209,24 +253,28 @@ def run_episode(
                 after_expand=expanded[:10],
             )
         result.rounds.append(record)
+        for stage, keys in stages.items():
+            result.rankings[(round_, stage)] = keys
 
         residual: QueryJudgments | None = None
         if "residual" in modes:
-            left = {k: g for k, g in judgments.grades.items() if k not in examined}
-            residual = prepare(left)
-        for stage, keys in stages.items():
-            result.rankings[(round_, stage)] = keys
-            for mode in modes:
-                if mode == "full":
-                    _score(result, round_, stage, mode, keys, judgments.prepared, measures)
-                elif mode == "residual":
-                    assert residual is not None
-                    if residual.num_relevant == 0:
-                        continue
-                    kept = [key for key in keys if key not in examined]
-                    _score(result, round_, stage, mode, kept, residual, measures)
-                elif mode == "frozen":
-                    ordered = frozen_order(keys, pinned)
-                    _score(result, round_, stage, mode, ordered, judgments.prepared, measures)
+            residual = prepare({k: g for k, g in judgments.grades.items() if k not in examined})
+        for mode in modes:
+            if mode == "residual":
+                assert residual is not None
+                if residual.num_relevant == 0:
+                    continue  # nothing relevant left to find: excluded, and counted
+                shaped = {s: [k for k in keys if k not in examined] for s, keys in stages.items()}
+                graded = residual
+            elif mode == "frozen":
+                shaped = {s: frozen_order(keys, pinned) for s, keys in stages.items()}
+                graded = judgments.prepared
+            else:
+                shaped, graded = stages, judgments.prepared
+            for stage, keys in shaped.items():
+                partner = PARTNERS.get(stage)
+                if partner in shaped:  # equal depth after removal too
+                    keys = keys[: len(shaped[partner])]
+                _score(result, round_, stage, mode, keys, graded, measures)
     result.no_usable_feedback = tolerant.fallbacks
     return result

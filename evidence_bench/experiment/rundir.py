@@ -122,13 +122,13 @@ def write_trec(
 
     Documents are named by canonical URL; scores are strictly decreasing, so trec_eval
     ranks exactly as evaluated: ``trec_eval qrels.txt <(gunzip -c c00.oracle.r1.rerank.run.gz)``.
-    The initial and control rankings do not change with the round, so only round 0 of
-    those is written. Gzip keeps a 27-config sweep's runs at tens of MB, not hundreds.
+    Gzip keeps a 27-config sweep's runs at tens of MB, not hundreds. Residual and frozen
+    values are these rankings with the examined documents (``feedback.csv``, with the rank
+    at which each was seen) removed or pinned, each control cut to its feedback stage's
+    length.
     """
     directory.mkdir()
     write_qrels(directory / "qrels.txt", qrels)
     for (config_id, policy, round_, stage), run in rankings.items():
-        if round_ > 0 and stage in ("initial", "control"):  # the same at every round
-            continue
         name = f"{config_id}.{policy}.r{round_}.{stage}"
         write_run(directory / f"{name}.run.gz", run, tag=name)
