@@ -20,7 +20,7 @@ commands:
   report RUN_DIR                       re-render RUN_DIR/report.html (or a multirun dir)
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
 
-experiments: smoke, ci, rocchio_sweep, policy_compare (conf/experiment/)
+experiments: smoke, ci, rocchio_sweep, policy_compare, ranker_compare (conf/experiment/)
 """
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -31,12 +31,47 @@ def _fail(message: str, code: int = 1) -> None:
     raise SystemExit(code)
 
 
+def _one_line(exc: BaseException) -> str:
+    """Hydra's and OmegaConf's several-line composition errors as one line that names the
+    key and, where it can, the valid choices."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    options = [
+        line for line in lines[1:] if not line.startswith(("Config search path", "provider="))
+    ]
+    if options and options[0].startswith("Available options"):
+        text += f" ({options[0].rstrip(':').lower()}: {', '.join(options[1:])})"
+    cause = exc.__cause__
+    if cause is not None:
+        detail = str(cause).splitlines()[0].strip()
+        text = f"{text.rstrip('.')}: {detail}"
+        schema = getattr(cause, "object_type", None)
+        if schema is not None and "not in" in detail:
+            fields = getattr(schema, "__dataclass_fields__", {})
+            text += f" (valid: {', '.join(fields)})"
+    return text
+
+
+def _precheck(argv: list[str]) -> None:
+    """Compose the config once before Hydra runs, so a bad override is one clear line
+    (Hydra's own report is several lines and a stack hint). Sweeps are Hydra's to check."""
+    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
+        return
+    from evidence_bench.experiment.config import compose
+
+    try:
+        compose([arg for arg in argv if not arg.lstrip("+~").startswith("hydra")])
+    except Exception as exc:
+        _fail(_one_line(exc))
+
+
 def _hydra(task: Any, argv: list[str]) -> None:
     import hydra
 
     from evidence_bench.experiment.config import register_configs
 
     register_configs()
+    _precheck(argv)
     sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
     hydra.main(config_path=CONF_DIR, config_name="config", version_base=None)(task)()
 

@@ -121,7 +121,9 @@ def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
     assert (per_query[per_query["round"] == 0]["stage"].isin(["initial", "control"])).all()
     feedback = pd.read_csv(path / "feedback.csv", dtype={"query_id": str, "doc_id": str})
     assert set(feedback["label"]) <= {"more", "relevant", "less", "irrelevant", "unsure", "seen"}
-    assert feedback["doc_id"].str.fullmatch(r"\d+").all()  # named as in the TREC files
+    assert feedback["doc_id"].str.fullmatch(r"\d+").all()  # named as in the collection
+    assert (feedback["url"] == "https://tiny.evidence-bench.test/doc/" + feedback["doc_id"]).all()
+    assert feedback["rank"].between(1, 30).all()
     summary = pd.read_csv(path / "summary.csv")
     means = per_query.groupby(["config_id", "policy", "round", "stage", "eval_mode", "measure"])[
         "value"
@@ -219,7 +221,46 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
             expected = residual[row.query_id][TREC_NAMES[row.measure]]
             assert row.value == pytest.approx(expected, abs=1e-9)
             checked += 1
+        # frozen: examined documents back at the rank they were shown (earlier rounds first)
+        if round_ > 0:
+            frozen_file = tmp_path / "frozen.run.gz"
+            with gzip.open(frozen_file, "wt") as handle:
+                handle.writelines(_frozen_lines(path, run_file, seen, PARTNERS.get(stage)))
+            frozen = _trec_eval(qrels, frozen_file)
+            for row in rows[rows.eval_mode == "frozen"].itertuples():
+                expected = frozen[row.query_id][TREC_NAMES[row.measure]]
+                assert row.value == pytest.approx(expected, abs=1e-9)
+                checked += 1
     assert checked >= 400
+
+
+def _frozen_order(run_file: Path, seen: pd.DataFrame) -> dict[str, list[str]]:
+    ranked: dict[str, list[str]] = {}
+    for line in _run_lines(run_file):
+        ranked.setdefault(line.split()[0], []).append(line.split()[2])
+    for qid, docs in ranked.items():
+        pins = seen[seen.query_id == qid].sort_values(["rank", "round"], ascending=[True, False])
+        rest = [doc for doc in docs if doc not in set(pins["url"])]
+        for pin in pins.itertuples():
+            rest.insert(min(int(pin.rank) - 1, len(rest)), pin.url)
+        ranked[qid] = rest
+    return ranked
+
+
+def _frozen_lines(path: Path, run_file: Path, seen: pd.DataFrame, partner: str | None) -> list[str]:
+    ranked = _frozen_order(run_file, seen)
+    if partner is not None:  # a control is cut to its feedback stage's length
+        partner_file = run_file.with_name(
+            run_file.name.replace(f".{run_file.name.split('.')[3]}.", f".{partner}.")
+        )
+        if partner_file.exists():
+            room = _frozen_order(partner_file, seen)
+            ranked = {q: docs[: len(room.get(q, []))] for q, docs in ranked.items()}
+    return [
+        f"{qid} Q0 {doc} {i} {len(docs) - i + 1} frozen\n"
+        for qid, docs in ranked.items()
+        for i, doc in enumerate(docs, start=1)
+    ]
 
 
 def test_miss_with_on_miss_error_names_query_cassette_and_command(

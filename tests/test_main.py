@@ -37,6 +37,15 @@ def test_usage_lists_every_command() -> None:
         (["report", "/nonexistent/run"], 2, "report: /nonexistent/run is not a directory"),
         (["run", "+experiment=smoke", "ranker.name=bm42"], 1, "ranker.name='bm42' is not a known"),
         (["run"], 1, "no experiment chosen: add +experiment=NAME"),
+        (
+            ["run", "+experiment=smoke", "ranker.bta=0.5"],
+            1,
+            "Key 'bta' not in 'RankerConf' (valid:",
+        ),
+        (["run", "+experiment=smoke", "workers=abc"], 1, "workers=abc: Value 'abc' of type"),
+        (["run", "+experiment=smoke", "ranker=nope"], 1, "in 'ranker': livefetch, provider_order"),
+        (["run", "+experiment=smok"], 1, "Could not find 'experiment/smok'"),
+        (["record", "+experiment=smoke", "provider=pigeon"], 1, "provider='pigeon' is not valid"),
     ],
 )
 def test_bad_input_is_one_line_and_a_non_zero_exit(

@@ -89,8 +89,8 @@ class EpisodeResult:
 
     #: (round, stage, eval_mode, measure, value)
     scores: list[tuple[int, str, str, str, float]] = field(default_factory=list)
-    #: (round, key, label) for every examined document; label "seen" where not marked
-    feedback: list[tuple[int, str, str]] = field(default_factory=list)
+    #: (round, key, label, rank shown) for every examined document ("seen": not marked)
+    feedback: list[tuple[int, str, str, int]] = field(default_factory=list)
     #: (round, stage) -> ranked keys, as evaluated in the full mode
     rankings: dict[tuple[int, str], list[str]] = field(default_factory=dict)
     #: per round: marks, refined query, added terms, rankings shown (for the report)
@@ -201,7 +201,8 @@ def run_episode(
         for mark in marks:
             examined.add(mark.key)
             pinned[mark.key] = (position[mark.key], round_)
-            result.feedback.append((round_, mark.key, mark.label.value if mark.label else "seen"))
+            label = mark.label.value if mark.label else "seen"
+            result.feedback.append((round_, mark.key, label, position[mark.key]))
             if mark.label is not None:
                 session.mark(mark.label, mark.key)
         pool = list(session.candidates)  # what rerank and its controls all order

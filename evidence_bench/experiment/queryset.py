@@ -54,6 +54,8 @@ class QuerySet:
     #: query_id -> canonical URL -> grade, for the queries above
     qrels: Mapping[str, Mapping[str, int]]
     truncated: int
+    #: queries of the collection left out because no document is judged relevant for them
+    unjudged: int = 0
 
 
 @functools.cache
@@ -84,4 +86,5 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     )
     by_url = collection.qrels_by_url()
     qrels = {qid: by_url[qid] for qid in ids}
-    return QuerySet(name, collection, cassettes, source, queries, qrels, truncated)
+    unjudged = len(collection.queries) - len(collection.judged_query_ids())
+    return QuerySet(name, collection, cassettes, source, queries, qrels, truncated, unjudged)

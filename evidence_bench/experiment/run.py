@@ -60,6 +60,22 @@ def _git_commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def _git_dirty() -> bool | None:
+    """Whether the working tree had uncommitted changes (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except OSError:
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def _package_version() -> str:
     try:
         return importlib.metadata.version("evidence_bench")
@@ -85,6 +101,7 @@ def perform_run(
     query_ids = list(query_set.queries)
     outputs: Iterable[QueryOutput] = execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
     if cfg.get("progress", True):
+        tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
         outputs = tqdm(outputs, total=len(query_ids), desc=plan.experiment, unit="query")
 
     scores: list[tuple[Any, ...]] = []
@@ -114,6 +131,8 @@ def perform_run(
     manifest: dict[str, Any] = {
         "package_version": _package_version(),
         "git_commit": _git_commit(),
+        "git_dirty": _git_dirty(),
+        "overrides": list(overrides) if overrides is not None else None,
         "experiment": plan.experiment,
         "query_set": query_set.name,
         "cassettes": str(query_set.cassettes),
@@ -124,6 +143,7 @@ def perform_run(
         "seeds": sorted({plan.seed + int(u.get("seed", 0)) for u in plan.users.values()}),
         "queries": len(query_ids),
         "queries_truncated": query_set.truncated,
+        "queries_without_relevant": query_set.unjudged,
         "episodes": len(episodes),
         "replay": {
             "replayed": requests["replayed"],
@@ -163,7 +183,9 @@ def perform_run(
         )
         write_rows(
             tmp / "feedback.csv",
-            ["config_id", "policy", "query_id", "round", "doc_id", "label"],
+            # doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and
+            # the rank at which the user saw it: what rebuilds the residual and frozen runs
+            ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"],
             feedback,
         )
         write_jsonl(tmp / "episodes.jsonl", episodes)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,34 +50,38 @@ def new_run_id(config_text: str, now: datetime | None = None) -> str:
 
 
 class RunDirectory:
-    """A context manager: yields a temporary directory; on success renames it to ``final``
-    and, when ``link_latest``, repoints ``<parent>/latest`` at it; on failure removes it."""
+    """A context manager: yields a private temporary directory; on success renames it to
+    ``final`` and, when ``link_latest``, repoints ``<parent>/latest`` at it; on failure
+    removes it. ``final`` is chosen on entry (``<name>.2`` … if taken), so what the run
+    writes about itself names the directory it will have."""
 
     def __init__(self, parent: Path, name: str, *, link_latest: bool = True) -> None:
         self.parent = parent
         self.final = parent / name
         self.link_latest = link_latest
-        self._tmp = parent / f".{name}.tmp"
+        self._tmp: Path | None = None
 
     def __enter__(self) -> Path:
         self.parent.mkdir(parents=True, exist_ok=True)
-        if self._tmp.exists():
-            shutil.rmtree(self._tmp)
-        self._tmp.mkdir()
-        return self._tmp
-
-    def __exit__(self, kind: object, error: object, trace: object) -> None:
-        if kind is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            return
         base, suffix = self.final, 1
         while self.final.exists():
             suffix += 1
             self.final = base.with_name(f"{base.name}.{suffix}")
+        self._tmp = Path(
+            tempfile.mkdtemp(dir=self.parent, prefix=f".{self.final.name}.", suffix=".tmp")
+        )
+        return self._tmp
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        assert self._tmp is not None
+        if kind is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            return
+        self._tmp.chmod(0o755)  # mkdtemp makes it owner-only; a run is no secret
         os.rename(self._tmp, self.final)
         if self.link_latest:
             link = self.parent / "latest"
-            staged = self.parent / ".latest.tmp"
+            staged = self.parent / f".latest.{os.getpid()}.tmp"
             if staged.is_symlink() or staged.exists():
                 staged.unlink()
             staged.symlink_to(self.final.name)

@@ -85,7 +85,7 @@ class QueryOutput:
 
     query_id: str
     scores: list[tuple[str, str, str, int, str, str, str, float]] = field(default_factory=list)
-    feedback: list[tuple[str, str, str, int, str, str]] = field(default_factory=list)
+    feedback: list[tuple[str, str, str, int, str, str, str, int]] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)
     rankings: dict[tuple[str, str, int, str], list[str]] = field(default_factory=dict)
     documents: dict[str, Evidence] = field(default_factory=dict)
@@ -172,6 +172,8 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
             f"(query_set.source={source!r})"
         )
     queries = experiment.get("queries")
+    if queries is not None and int(queries) < 1:
+        raise ConfigurationError(f"experiment.queries={queries} must be at least 1 (or null: all)")
     return RunPlan(
         experiment=str(experiment["name"]),
         query_set=dict(cfg["query_set"]),
@@ -276,7 +278,7 @@ _WORKER: _Worker | None = None
 
 def _worker(plan: RunPlan) -> _Worker:
     global _WORKER
-    if _WORKER is None or _WORKER.plan is not plan:
+    if _WORKER is None or _WORKER.plan != plan:  # built once per process and plan
         query_set = load_query_set(plan.query_set, limit=plan.query_limit)
         collection = query_set.collection
         store = CassetteStore(
@@ -381,8 +383,9 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
             out.no_usable_feedback += result.no_usable_feedback
             for round_, stage, mode, measure, value in result.scores:
                 out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
-            for round_, key, label in result.feedback:
-                out.feedback.append((cid, user_name, query_id, round_, doc_id(key) or key, label))
+            for round_, key, label, rank in result.feedback:
+                row = (cid, user_name, query_id, round_, doc_id(key) or key, label, key, rank)
+                out.feedback.append(row)
             for (round_, stage), keys in result.rankings.items():
                 out.rankings[(cid, user_name, round_, stage)] = keys
             out.episodes.append(
@@ -427,18 +430,31 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
     }
 
 
-def _call(args: tuple[RunPlan, str]) -> QueryOutput:
-    return _run_query(*args)
+_PLAN: RunPlan | None = None
+
+
+def _start(plan: RunPlan) -> None:
+    """Pool initializer: the plan arrives once per process, the tasks carry query ids only."""
+    global _PLAN
+    _PLAN = plan
+
+
+def _call(query_id: str) -> QueryOutput:
+    assert _PLAN is not None
+    return _run_query(_PLAN, query_id)
 
 
 def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
-    """Run every query's episodes, yielding results in ``query_ids`` order."""
+    """Run every query's episodes, yielding results in ``query_ids`` order.
+
+    Worker processes are forked before anything here starts a thread (the caller's
+    progress bar disables tqdm's monitor thread for the same reason).
+    """
     count = workers or os.cpu_count() or 1
     count = max(1, min(count, len(query_ids)))
-    tasks = [(plan, qid) for qid in query_ids]
     if count == 1:
-        yield from map(_call, tasks)
+        yield from (_run_query(plan, query_id) for query_id in query_ids)
         return
     context = multiprocessing.get_context("fork")
-    with context.Pool(count) as pool:
-        yield from pool.imap(_call, tasks, chunksize=1)
+    with context.Pool(count, initializer=_start, initargs=(plan,)) as pool:
+        yield from pool.imap(_call, query_ids, chunksize=1)
