@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.queryset import load_query_set
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.experiment.runner import execute, plan_run
+from evidence_bench.experiment.runner import execute
 
 #: Exclusive (self) time is summed by the file a function lives in, so parts never overlap.
 PARTS = {

@@ -112,7 +112,7 @@ def _run(cfg: Any) -> None:
 
 def _record(cfg: Any) -> None:
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.runner import plan_run
+    from evidence_bench.experiment.plan import plan_run
     from evidence_bench.fixtures.record import record
 
     plain, _text = _resolved(cfg)

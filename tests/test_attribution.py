@@ -11,8 +11,8 @@ import pytest
 from evidence_bench.evaluation.attribution import JUDGMENT, attribution
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.experiment.runner import plan_run
 from evidence_bench.fixtures.record import record
 
 

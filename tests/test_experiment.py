@@ -16,8 +16,8 @@ import pytrec_eval
 from evidence_bench.errors import ConfigurationError, ReplayMissError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episode import PARTNERS
+from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.experiment.runner import plan_run
 from evidence_bench.fixtures.record import record
 
 TREC_NAMES = {
@@ -402,7 +402,7 @@ def test_retries_against_a_rate_limited_simulator_are_recorded_as_successes_only
 
 
 def test_the_record_command_keeps_what_changes_requests_and_drops_the_rest() -> None:
-    from evidence_bench.experiment.runner import record_command
+    from evidence_bench.experiment.plan import record_command
 
     cfg, _ = compose(["+experiment=ci"])
     given = ["+experiment=ci", "query_set=cacm", "ranker.beta=0.5", "runs_dir=/tmp/x",

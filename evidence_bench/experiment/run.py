@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
 from evidence_bench.experiment.rundir import (
     PER_QUERY_COLUMNS,
@@ -26,7 +27,7 @@ from evidence_bench.experiment.rundir import (
     write_rows,
     write_trec,
 )
-from evidence_bench.experiment.runner import QueryOutput, execute, plan_run
+from evidence_bench.experiment.runner import QueryOutput, execute
 from evidence_bench.fixtures.cassettes import file_sha256
 
 __all__ = ["RunOutcome", "perform_run"]

@@ -1,4 +1,4 @@
-"""The experiment runner: plan a run from its config, replay every episode, collect rows.
+"""The experiment runner: replay every episode of a planned run and collect its rows.
 
 The work is split by query: one task replays one query's cassette for every engine config
 and user, so each cassette is parsed once per process, and tasks spread over the cores.
@@ -8,30 +8,26 @@ document), so the numbers do not depend on the number of workers.
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
-from evidence_bench.errors import ConfigurationError
-from evidence_bench.evaluation.measures import Measure, parse_measure, prepare
+from evidence_bench.evaluation.measures import prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.components import (
-    RANKERS,
     EngineConfig,
-    engine_config,
     make_ranker,
     make_refiner,
     make_user,
 )
-from evidence_bench.experiment.config import RankerConf, RefinerConf
 from evidence_bench.experiment.episode import EpisodeResult, Judgments, run_episode
+from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.experiment.queryset import QuerySet, load_query_set
 from evidence_bench.fixtures.cassettes import (
     REPLAY_BASE_URL,
@@ -44,39 +40,13 @@ from evidence_bench.simulation.simulator import BraveSimulator, SimulatorTranspo
 from evidence_bench.simulation.users import UserPolicy
 
 __all__ = [
-    "EVAL_MODES",
     "MemoProvider",
     "QueryOutput",
-    "RunPlan",
-    "deep_limit",
     "engine_parts",
     "execute",
-    "plan_run",
     "plan_users",
     "query_episodes",
-    "record_command",
 ]
-
-EVAL_MODES = ("full", "residual", "frozen")
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything a run does, validated, in plain values."""
-
-    experiment: str
-    query_set: Mapping[str, Any]
-    query_limit: int | None
-    engines: tuple[EngineConfig, ...]
-    users: Mapping[str, Mapping[str, Any]]
-    measures: tuple[Measure, ...]
-    modes: tuple[str, ...]
-    rounds: int
-    depth: int
-    on_miss: OnMiss
-    seed: int
-    swept: tuple[str, ...] = ()
-    record_command: str = "python -m evidence_bench record ..."
 
 
 @dataclass
@@ -93,148 +63,6 @@ class QueryOutput:
     skipped_expands: int = 0
     no_usable_feedback: int = 0
     missing_dates: int = 0
-
-
-def _choice(key: str, value: str, valid: Sequence[str]) -> str:
-    if value not in valid:
-        raise ConfigurationError(f"{key}={value!r} is not valid (valid: {', '.join(valid)})")
-    return value
-
-
-#: Overrides that do not change what an episode sends, left out of the record command.
-_NOT_RECORDED = ("runs_dir=", "progress=", "report=", "workers=", "replay.", "hydra", "record_")
-
-
-def record_command(cfg: Mapping[str, Any], overrides: Sequence[str] | None) -> str:
-    """The ``record`` command that would add a run's missing requests to its cassettes:
-    the run's own overrides (or, without them, its experiment and query set), every round."""
-    if overrides is None:
-        query_set = cfg["query_set"]
-        overrides = [f"+experiment={cfg['experiment']['name']}"]
-        if query_set["name"] in ("cranfield", "cacm"):
-            overrides.append(f"query_set={query_set['name']}")
-        else:
-            overrides += [
-                "query_set=beir",
-                f"query_set.name={query_set['name']}",
-                f"query_set.path={query_set['path']}",
-                f"query_set.cassettes={query_set['cassettes']}",
-            ]
-    kept = [o for o in overrides if not o.lstrip("+~").startswith(_NOT_RECORDED)]
-    return " ".join(["python -m evidence_bench record", *kept, "record_rounds=0"])
-
-
-def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> RunPlan:
-    """Validate a resolved config (a plain mapping) into a :class:`RunPlan`.
-
-    ``overrides``: the command line's, so a replay miss can name the ``record`` command.
-    """
-    experiment = cfg["experiment"]
-    if experiment.get("name") in (None, "???"):
-        raise ConfigurationError(
-            "no experiment chosen: add +experiment=NAME (see conf/experiment/)"
-        )
-    measures = tuple(parse_measure(name) for name in cfg["eval"]["measures"])
-    if not measures:
-        raise ConfigurationError("eval.measures is empty")
-    modes = tuple(_choice("eval.modes", str(mode), EVAL_MODES) for mode in cfg["eval"]["modes"])
-    _choice("eval.primary_mode", str(cfg["eval"]["primary_mode"]), modes)
-    primary = str(parse_measure(str(cfg["eval"]["primary_measure"])))
-    if primary not in {str(m) for m in measures}:
-        raise ConfigurationError(f"eval.primary_measure={primary!r} is not in eval.measures")
-    if not cfg.get("policies"):
-        raise ConfigurationError(
-            "the experiment names no user: add policies, e.g. +policy@policies.oracle=oracle"
-        )
-    users = {name: dict(conf) for name, conf in cfg["policies"].items()}
-    for name, conf in users.items():
-        make_user(name, conf)  # fails early, naming the policy
-    rounds = int(experiment["rounds"])
-    depth = int(experiment["depth"])
-    if rounds < 1:
-        raise ConfigurationError(f"experiment.rounds={rounds} must be at least 1")
-    if not 1 <= depth <= 200:
-        raise ConfigurationError(f"experiment.depth={depth} must be between 1 and 200")
-
-    engines = _engines(cfg, experiment)
-    source = str(cfg["query_set"].get("source", "collection"))
-    default_miss = "simulate" if source == "collection" else "error"
-    on_miss = OnMiss(
-        _choice(
-            "replay.on_miss",
-            str(cfg.get("replay", {}).get("on_miss") or default_miss),
-            [m.value for m in OnMiss],
-        )
-    )
-    if on_miss is OnMiss.SIMULATE and source != "collection":
-        raise ConfigurationError(
-            "replay.on_miss=simulate needs a collection-backed query set "
-            f"(query_set.source={source!r})"
-        )
-    queries = experiment.get("queries")
-    if queries is not None and int(queries) < 1:
-        raise ConfigurationError(f"experiment.queries={queries} must be at least 1 (or null: all)")
-    return RunPlan(
-        experiment=str(experiment["name"]),
-        query_set=dict(cfg["query_set"]),
-        query_limit=int(queries) if queries is not None else None,
-        engines=engines,
-        users=users,
-        measures=measures,
-        modes=modes,
-        rounds=rounds,
-        depth=depth,
-        on_miss=on_miss,
-        seed=int(cfg.get("seed", 0)),
-        swept=tuple(
-            key for key, values in (experiment.get("grid") or {}).items() if len(values) > 1
-        ),
-        record_command=record_command(cfg, overrides),
-    )
-
-
-def deep_limit(plan: RunPlan) -> int:
-    """How deep the equal-depth control fetches: as long as R expansions can make a list."""
-    return min(plan.depth * (plan.rounds + 1), 200)
-
-
-_SCHEMAS = {"ranker": RankerConf, "refiner": RefinerConf}
-
-
-def _engines(cfg: Mapping[str, Any], experiment: Mapping[str, Any]) -> tuple[EngineConfig, ...]:
-    """One engine config per ``experiment.configs`` entry (or the base config) per grid point."""
-    schemas = {part: [f.name for f in fields(schema)] for part, schema in _SCHEMAS.items()}
-    grid = {str(k): list(v) for k, v in (experiment.get("grid") or {}).items()}
-    for key, values in grid.items():
-        if key not in schemas["ranker"]:
-            valid = ", ".join(schemas["ranker"])
-            raise ConfigurationError(f"experiment.grid.{key}: not a ranker setting ({valid})")
-        if not values:
-            raise ConfigurationError(f"experiment.grid.{key} is empty")
-    engines: list[EngineConfig] = []
-    for position, entry in enumerate(experiment.get("configs") or [{}]):
-        where = f"experiment.configs[{position}]"
-        for part, overrides in entry.items():
-            if part not in schemas:
-                raise ConfigurationError(f"{where}.{part}: not valid (valid: ranker, refiner)")
-            for key in overrides:
-                if key not in schemas[part]:
-                    valid = ", ".join(schemas[part])
-                    raise ConfigurationError(f"{where}.{part}.{key}: unknown key ({valid})")
-        ranker = {**cfg["ranker"], **entry.get("ranker", {})}
-        refiner = {**cfg["refiner"], **entry.get("refiner", {})}
-        takes = RANKERS[ranker["name"]].params if ranker["name"] in RANKERS else ()
-        for key in grid:
-            if key not in takes:
-                raise ConfigurationError(
-                    f"experiment.grid.{key}: ranker {ranker['name']!r} has no parameter "
-                    f"{key!r} (valid: {', '.join(takes) or 'none'})"
-                )
-        for point_values in itertools.product(*grid.values()):
-            point = {**ranker, **dict(zip(grid, point_values, strict=True))}
-            analyzer = dict(cfg.get("analyzer") or {})
-            engines.append(engine_config(f"c{len(engines):02d}", point, refiner, analyzer))
-    return tuple(engines)
 
 
 class MemoProvider:
