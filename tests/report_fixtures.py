@@ -1,11 +1,13 @@
 """Synthetic run directories in the runner's format (notes/RUNDIR.md), for the report's tests.
 
-The numbers are made up but shaped like a real run: graded measures in [0, 1], the six
-stages (initial, control, rerank, expand, deep_initial, deep_control), residual and frozen
-modes that drop exhausted queries, a baseline whose control and rerank equal its initial
-ranking, one expand skipped on a replay miss (with no equal-depth controls), LiveFetch-style
-score breakdowns, and web text carrying markup payloads, so the report is tested against what
-a hostile page could put in a title, snippet, URL or query.
+The numbers are made up but shaped like a real run: graded measures in [0, 1], the seven
+stages (initial, control, shuffled, rerank, expand, deep_initial, deep_control; shuffled from
+round 1 on), residual and frozen modes that drop exhausted queries, a baseline whose control,
+shuffled and rerank equal its initial ranking, one expand skipped on a replay miss (with no
+equal-depth controls), one shuffled ranking missing (so the judgment comparison must pair its
+own queries), LiveFetch-style score breakdowns, a manifest with the run's command-line
+overrides, and web text carrying markup payloads, so the report is tested against what a
+hostile page could put in a title, snippet, URL or query.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from scipy import stats
 __all__ = [
     "MEASURES",
     "MODES",
+    "NO_SHUFFLED",
     "PAYLOAD_IMG",
     "PAYLOAD_SCRIPT",
     "STAGES",
@@ -32,7 +35,9 @@ __all__ = [
 
 MEASURES = ("nDCG@10", "P@10", "R@20", "AP", "RR")
 MODES = ("full", "residual", "frozen")
-STAGES = ("initial", "control", "rerank", "expand", "deep_initial", "deep_control")
+STAGES = ("initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control")
+#: (config_id, policy, query_id, round) whose shuffled ranking is missing, in every mode.
+NO_SHUFFLED = ("c02", "oracle", "005", 1)
 PAYLOAD_SCRIPT = "<script>alert(1)</script>"
 PAYLOAD_IMG = '"><img src=x onerror=alert(1)>'
 
@@ -176,10 +181,22 @@ def _per_query(
                 deep_initial + switch + rng.normal(0.0, 0.03, size=len(grid)),
             )
             expand = deep_control + 1.3 * effect + user + 0.01 + rng.normal(0.0, 0.1, len(grid))
+            # Labels dealt at random: half the effect comes from marking anything (Rocchio's
+            # pseudo-relevance), the rest, and the user's skill, from the judgments.
+            shuffled = np.where(
+                baseline, initial, control + 0.5 * effect + rng.normal(0.0, 0.03, len(grid))
+            )
             keep = ~exhausted if residual else everything
             skip = skip_mask if r == rounds else np.zeros(len(grid), dtype=bool)
             block(r, "initial", mode, initial, keep)
             block(r, "control", mode, control, keep)
+            lost = (
+                (config_ids[ci] == NO_SHUFFLED[0])
+                & (np.asarray(policies)[pi] == NO_SHUFFLED[1])
+                & (np.asarray(query_ids)[qi] == NO_SHUFFLED[2])
+                & (r == NO_SHUFFLED[3])
+            )
+            block(r, "shuffled", mode, shuffled, keep & ~lost)
             block(r, "rerank", mode, rerank, keep)
             # A skipped expand (replay miss) has no expanded list, so no equal-depth controls.
             block(r, "expand", mode, expand, keep & ~skip)
@@ -357,6 +374,8 @@ def write_run_dir(
         "replay": {"replayed": len(episodes) * rounds - 1, "simulated": 0, "skipped": 1},
         "excluded": excluded,
         "sweep": {"params": list(grid)},
+        "overrides": [f"+experiment={experiment}", f"query_set={query_set}", f"seed={seed}"],
+        "git_dirty": False,
         **({} if missing_dates is None else {"missing_dates": missing_dates}),
     }
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), "utf-8")

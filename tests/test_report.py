@@ -1,5 +1,7 @@
-"""The HTML report: escaping of web text, self-containment, numbers checked against pandas,
-Holm correction, the atomic write, multiruns, and the terminal summary."""
+"""The HTML report: escaping of web text, self-containment, numbers checked against pandas
+(what feedback did against its control, what the judgments add against shuffled labels, the
+change against before), Holm correction, the atomic write, multiruns, and the terminal
+summary."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import math
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -14,7 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_fixtures import PAYLOAD_IMG, PAYLOAD_SCRIPT, write_multirun, write_run_dir
+from report_fixtures import (
+    NO_SHUFFLED,
+    PAYLOAD_IMG,
+    PAYLOAD_SCRIPT,
+    write_multirun,
+    write_run_dir,
+)
 from scipy import stats
 
 import evidence_bench.report.render as render_module
@@ -35,13 +44,17 @@ VOID = {"meta", "link", "br", "img", "input", "hr", "col", "source", "wbr", "are
 MINUS = "\u2212"
 
 
-@dataclass
+@dataclass(repr=False)
 class Node:
     tag: str
     attrs: dict[str, str]
     children: list[Node] = field(default_factory=list)
     #: Text and child elements in document order.
     parts: list[str | Node] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        # Short: pytest shows a failing test's arguments, and a page's DOM is megabytes.
+        return f"<{self.tag} {self.attrs}: {self.content()[:80]!r}>"
 
     def walk(self) -> Iterator[Node]:
         yield self
@@ -99,11 +112,14 @@ def parse(html: str) -> Node:
     return builder.root
 
 
-@dataclass
+@dataclass(repr=False)
 class Rendered:
     run_dir: Path
     html: str
     dom: Node
+
+    def __repr__(self) -> str:
+        return f"Rendered({self.run_dir})"
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +169,10 @@ def test_payloads_are_shown_as_text(rendered: Rendered) -> None:
     assert "javascript:alert(1)" in text  # shown, as text
 
 
+#: Command-line overrides as a user could type them: one carries a payload, one a space.
+STAGED_OVERRIDES = ("+experiment=rocchio_sweep", f"experiment.name={PAYLOAD_SCRIPT}", "seed=1 2")
+
+
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Node:
     """A run as the runner renders it: in ``.<run id>.tmp``, its manifest without a date or a
@@ -163,6 +183,8 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Node:
     manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
     del manifest["created"]
     manifest["cassette_manifest_sha256"] = None
+    manifest["overrides"] = [*STAGED_OVERRIDES]
+    manifest["git_dirty"] = True
     (run_dir / "manifest.json").write_text(json.dumps(manifest), "utf-8")
     configs = pd.read_csv(run_dir / "configs.csv")
     configs.loc[configs["config_id"] == "c02", "label"] = f"{PAYLOAD_SCRIPT} $x$ & co"
@@ -319,7 +341,7 @@ def test_change_against_before_is_at_equal_depth(rendered: Rendered) -> None:
     )
     change = cell(row, "delta-before")
     assert float(change.attrs["data-delta"]) == pytest.approx(deep, abs=1e-5)
-    assert change.content() == signed(deep)
+    assert change.find_all("span", **{"class": "v"})[0].content() == signed(deep)
     assert cell(row, "before").attrs["data-stage"] == "deep_initial"
     assert cell(row, "control").attrs["data-stage"] == "deep_control"
 
@@ -388,6 +410,127 @@ def test_summary_says_how_expand_and_control_are_compared(rendered: Rendered) ->
     assert "expanded list's length" in text and "isolates the scorer switch" in text
 
 
+# --- what the judgments add, and the change against before -----------------------------------
+
+
+def judged(pq: pd.DataFrame, config: str, policy: str, round_: int) -> pd.DataFrame:
+    """initial, shuffled and rerank of one comparison, on the queries scored in all three."""
+    sel = pq[
+        (pq["eval_mode"] == "residual")
+        & (pq["measure"] == "nDCG@10")
+        & (pq["config_id"] == config)
+        & (pq["policy"] == policy)
+        & (pq["round"] == round_)
+    ]
+    wide = sel.pivot(index="query_id", columns="stage", values="value")
+    return wide[["initial", "shuffled", "rerank"]].dropna()
+
+
+def summary_cell(dom: Node, config: str, policy: str, round_: int, stage: str, cls: str) -> Node:
+    row = summary_row(
+        dom,
+        "nDCG@10",
+        data_config=config,
+        data_policy=policy,
+        data_round=str(round_),
+        data_stage=stage,
+    )
+    return cell(row, cls)
+
+
+@pytest.mark.parametrize(
+    ("config", "policy", "round_"), [(*NO_SHUFFLED[:2], NO_SHUFFLED[3]), ("c03", "noisy", 2)]
+)
+def test_judgments_add_is_rerank_minus_shuffled(
+    rendered: Rendered, config: str, policy: str, round_: int
+) -> None:
+    """Paired on the queries scored in initial, shuffled and rerank: where the fixture lost a
+    shuffled ranking, one query fewer than the control comparison."""
+    pq = per_query(rendered.run_dir)
+    three = judged(pq, config, policy, round_)
+    others = paired(pq, config, policy, round_, "rerank")
+    lost = (config, policy, round_) == (*NO_SHUFFLED[:2], NO_SHUFFLED[3])
+    assert len(three) == len(others) - lost
+    added = three["rerank"] - three["shuffled"]
+    gain = summary_cell(rendered.dom, config, policy, round_, "rerank", "judgment-cell")
+    assert float(gain.attrs["data-gain"]) == pytest.approx(added.mean(), abs=1e-5)
+    assert gain.content().split()[0] == signed(added.mean())
+    low, high = t_interval(added)
+    assert f"[{signed(low)}, {signed(high)}]" in gain.content()
+    assert gain.attrs["title"] == f"over {len(three)} queries"
+    shuffled = summary_cell(rendered.dom, config, policy, round_, "rerank", "shuffled")
+    assert shuffled.content() == f"{three['shuffled'].mean():.3f}"
+    assert shuffled.attrs["data-n"] == str(len(three))
+    # The comparison against the control keeps its own queries.
+    n = summary_cell(rendered.dom, config, policy, round_, "rerank", "n")
+    assert n.content() == str(len(others))
+
+
+def test_judgments_are_holm_corrected_across_configs(rendered: Rendered) -> None:
+    table = rendered.dom.find_all("table", data_measure="AP")[0]
+    rows = table.find_all("tr", data_policy="noisy", data_round="1", data_stage="rerank")
+    assert len(rows) == len(pd.read_csv(rendered.run_dir / "configs.csv"))
+    p = [cell(r, "p-holm-judgment") for r in rows]
+    raw = [float(c.attrs["data-p-raw"]) for c in p]
+    assert [float(c.attrs["data-p"]) for c in p] == pytest.approx(holm(raw), abs=1e-5)
+    for row, c in zip(rows, p, strict=True):
+        star = "★" in cell(row, "judgment-cell").content()
+        assert star == (float(c.attrs["data-p"]) < 0.05)
+
+
+def test_expand_rows_leave_the_judgment_cells_empty(rendered: Rendered) -> None:
+    rows = [r for r in summary_rows(rendered.dom) if r.attrs["data-stage"] == "expand"]
+    assert rows
+    for row in rows:
+        for cls in ("shuffled", "judgment-cell", "p-holm-judgment"):
+            assert cell(row, cls).content().strip() == "–", cls
+
+
+def test_summary_tables_are_rectangular(rendered: Rendered) -> None:
+    """Every row spans the header's columns: the judgment group shifts nothing."""
+    for table in rendered.dom.find_all("table"):
+        if "summary" not in table.classes():
+            continue
+        # The first header row spans every column: single columns and the groups.
+        head = table.find_all("thead")[0].find_all("tr")[0].children
+        width = sum(int(c.attrs.get("colspan", "1")) for c in head)
+        for body in table.find_all("tbody"):
+            covered: list[int] = []  # rows still covered by a cell with a rowspan above
+            for row in body.find_all("tr"):
+                cells = [c for c in row.children if c.tag in {"td", "th"}]
+                spans = sum(int(c.attrs.get("colspan", "1")) for c in cells)
+                assert spans + len(covered) == width, row.attrs
+                covered = [n - 1 for n in covered if n > 1]
+                covered += [int(c.attrs.get("rowspan", "1")) - 1 for c in cells]
+                covered = [n for n in covered if n > 0]
+
+
+def test_summary_explains_the_shuffled_control(rendered: Rendered) -> None:
+    notes = [n for n in rendered.dom.walk() if "judgments" in n.classes() and n.tag == "p"]
+    assert len(notes) == 5  # one under each measure's table
+    text = " ".join(notes[0].content().split())
+    assert "gains nothing over shuffled" in text
+    assert "pseudo-relevance effect of marking anything" in text
+
+
+@pytest.mark.parametrize(
+    ("config", "policy", "stage"), [("c02", "noisy", "rerank"), ("c04", "oracle", "expand")]
+)
+def test_change_against_before_as_percentage_and_counts(
+    rendered: Rendered, config: str, policy: str, stage: str
+) -> None:
+    three = paired(per_query(rendered.run_dir), config, policy, 1, stage)
+    pct = 100 * (three["feedback"].mean() - three["before"].mean()) / three["before"].mean()
+    change = summary_cell(rendered.dom, config, policy, 1, stage, "delta-before")
+    assert float(change.attrs["data-pct"]) == pytest.approx(pct, abs=1e-3)
+    expected = (f"{pct:+.1f}" if round(pct, 1) else f"{pct:.1f}".lstrip("-")).replace("-", MINUS)
+    assert change.find_all("span", **{"class": "pct"})[0].content() == f"({expected}%)"
+    diff = three["feedback"] - three["before"]
+    better, worse = int((diff > 1e-9).sum()), int((diff < -1e-9).sum())
+    counts = summary_cell(rendered.dom, config, policy, 1, stage, "counts-before")
+    assert counts.content().split() == [str(better), str(worse), str(len(diff) - better - worse)]
+
+
 # --- verdict, sweep and episodes --------------------------------------------------------------
 
 
@@ -422,6 +565,25 @@ def test_verdict_answers_from_the_attributable_gain(rendered: Rendered) -> None:
         worse = int((three["feedback"] < three["control"] - 1e-9).sum())
         assert f"{policy} {worse} of {len(three)}" in text
     assert "At round 2" in text  # the last round is shown too
+
+
+def test_verdict_asks_whether_the_judgments_matter(rendered: Rendered) -> None:
+    """For the best setting's rerank at round 1: rerank − shuffled per user, as in the table."""
+    pq = per_query(rendered.run_dir)
+    config, _, _ = best_by_gain(pq, pd.read_csv(rendered.run_dir / "configs.csv"))
+    verdict = rendered.dom.find_all("section", id="verdict")[0]
+    assert "Do the judgments matter?" in verdict.content()
+    items = [n for n in verdict.walk() if n.tag == "li" and "data-judgment-gain" in n.attrs]
+    assert [i.attrs["data-policy"] for i in items] == ["oracle", "noisy"]
+    for item in items:
+        policy = item.attrs["data-policy"]
+        added = judged(pq, config, policy, 1).pipe(lambda t: t["rerank"] - t["shuffled"])
+        assert float(item.attrs["data-judgment-gain"]) == pytest.approx(added.mean(), abs=1e-5)
+        low, high = t_interval(added)
+        text = " ".join(item.content().split())
+        assert f"{policy}: {signed(added.mean())} [{signed(low)}, {signed(high)}]" in text
+        holm_p = summary_cell(rendered.dom, config, policy, 1, "rerank", "p-holm-judgment")
+        assert f"Holm p = {holm_p.content()}" in text
 
 
 def test_sweep_heatmap_shows_the_gain_over_control(rendered: Rendered) -> None:
@@ -500,6 +662,22 @@ def test_old_run_without_controls_says_so(tmp_path: Path) -> None:
     assert "without their no-feedback controls" in summary_table(run_dir, trials=20)
 
 
+def test_run_without_shuffled_shows_no_judgment_columns(tmp_path: Path) -> None:
+    """A run from before the shuffled-label control: the table keeps its shape, no verdict
+    line asks about judgments, and the terminal shows none."""
+    run_dir = write_run_dir(tmp_path, n_queries=6, rounds=1, grid={"beta": [0.5, 1.0]})
+    pq = per_query(run_dir)
+    pq[pq["stage"] != "shuffled"].to_csv(run_dir / "per_query.csv", index=False)
+    html = render_report(run_dir, trials=20).read_text("utf-8")
+    dom = parse(html)
+    assert "Judgments add" not in html and "Do the judgments matter?" not in html
+    assert not [n for n in dom.walk() if "shuffled" in n.classes()]
+    test_summary_tables_are_rectangular(Rendered(run_dir, html, dom))
+    text = summary_table(run_dir, trials=20)
+    assert "judgments add (its rerank" not in text
+    assert all(line.endswith("–") for line in text.splitlines()[2:-1])
+
+
 # --- header -----------------------------------------------------------------------------------
 
 
@@ -516,6 +694,46 @@ def test_header_names_what_reproduces_the_run(rendered: Rendered) -> None:
     replay = manifest["replay"]
     assert f"{replay['replayed']} replayed" in text
     assert f"{replay['skipped']} skipped" in text
+
+
+def test_reproduce_line_names_the_runs_overrides(rendered: Rendered) -> None:
+    manifest = json.loads((rendered.run_dir / "manifest.json").read_text("utf-8"))
+    reproduce = rendered.dom.find_all("p", id="reproduce")[0]
+    command = reproduce.find_all("code")[0].content()
+    assert command == "python -m evidence_bench run " + " ".join(manifest["overrides"])
+    assert manifest["git_dirty"] is False
+    assert not [n for n in rendered.dom.walk() if "dirty" in n.classes()]
+
+
+def test_reproduce_line_quotes_overrides_and_says_the_tree_was_dirty(staged: Node) -> None:
+    reproduce = staged.find_all("p", id="reproduce")[0]
+    command = reproduce.find_all("code")[0].content()
+    assert command.startswith("python -m evidence_bench run ")
+    # Escaped into the page, and quoted so the shell reads each override as one argument.
+    assert shlex.split(command)[4:] == list(STAGED_OVERRIDES)
+    dirty = [n for n in staged.walk() if n.tag == "p" and "dirty" in n.classes()]
+    assert len(dirty) == 1 and "uncommitted changes" in dirty[0].content()
+    header = staged.find_all("dl", id="header")[0]
+    assert "with uncommitted changes" in header.content()
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [{}, {"overrides": None}, {"overrides": "seed=1"}, {"overrides": ["seed=1", 2]}],
+)
+def test_reproduce_line_without_overrides_names_the_experiment(manifest: dict[str, object]) -> None:
+    """A run from before overrides were recorded (or a manifest that holds no list of them)."""
+    assert render_module._reproduce(manifest, "rocchio_sweep") == "+experiment=rocchio_sweep"
+
+
+def test_one_dirty_job_makes_the_multirun_dirty(tmp_path: Path) -> None:
+    sweep = write_multirun(tmp_path, jobs=2, n_queries=4, rounds=1)
+    assert "git_dirty" not in gather_multirun(sweep).manifest
+    manifest_path = sweep / "1" / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text("utf-8"))
+    manifest["git_dirty"] = True
+    manifest_path.write_text(json.dumps(manifest), "utf-8")
+    assert gather_multirun(sweep).manifest["git_dirty"] is True
 
 
 def test_header_counts_results_without_a_date(rendered: Rendered) -> None:
@@ -632,7 +850,7 @@ def test_render_is_deterministic(rendered: Rendered, tmp_path: Path) -> None:
 def test_failed_write_leaves_no_partial_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_dir = write_run_dir(tmp_path)
+    run_dir = write_run_dir(tmp_path, n_queries=5, rounds=1)
     before = set(os.listdir(run_dir))
 
     def broken_replace(src: str, dst: str) -> None:
@@ -678,7 +896,7 @@ def test_unknown_config_in_per_query_is_an_error(tmp_path: Path) -> None:
 
 
 def test_gather_multirun_prefixes_configs_by_job(tmp_path: Path) -> None:
-    sweep = write_multirun(tmp_path, jobs=2)
+    sweep = write_multirun(tmp_path, jobs=2, n_queries=6)
     data = gather_multirun(sweep)
     ids = list(data.configs["config_id"])
     assert ids[:2] == ["j0:c00", "j0:c01"] and "j1:c04" in ids
@@ -686,7 +904,7 @@ def test_gather_multirun_prefixes_configs_by_job(tmp_path: Path) -> None:
     assert set(data.per_query["config_id"].astype(str)) == set(ids)
     jobs = [json.loads((sweep / j / "run" / "manifest.json").read_text()) for j in ("0", "1")]
     assert data.manifest["replay"]["replayed"] == sum(m["replay"]["replayed"] for m in jobs)
-    assert len(load_episodes(data, "j1:c03")) == 2 * 12
+    assert len(load_episodes(data, "j1:c03")) == 2 * 6
     path = render_report(sweep, trials=20)  # a multirun directory renders directly
     assert path == sweep / "report.html"
     html = path.read_text("utf-8")
@@ -744,7 +962,19 @@ def test_terminal_summary_shows_before_control_feedback_and_gain(rendered: Rende
         assert f"{three[column].mean():.3f}" in cells, column
     ascii_signed = [signed(v).replace(MINUS, "-") for v in (gains.mean(), low, high)]
     assert f"{ascii_signed[0]} [{ascii_signed[1]}, {ascii_signed[2]}]" in line
-    assert text.splitlines()[-1].startswith("best: ")
+    # The compact judgments column: rerank − shuffled, on its own queries.
+    added = judged(per_query(rendered.run_dir), "c03", "oracle", 1)
+    judgment = signed((added["rerank"] - added["shuffled"]).mean()).replace(MINUS, "-")
+    assert re.search(rf" {re.escape(judgment)}( \*)?$", line), line
+    expand = next(
+        ln
+        for ln in text.splitlines()
+        if ln.startswith(configs["label"][3]) and "oracle" in ln and "expand" in ln
+    )
+    assert expand.endswith(" –")
+    assert "judgments add" in text.splitlines()[1]
+    assert text.splitlines()[-2].startswith("best: ")
+    assert text.splitlines()[-1].startswith("judgments add (its rerank − shuffled): ")
     assert "\x1b" not in text
 
 
@@ -752,7 +982,7 @@ def test_terminal_summary_shortens_a_sweep(rendered: Rendered) -> None:
     text = summary_table(rendered.run_dir, trials=TRIALS, max_rows=6)
     assert "more rows in report.html" in text
     assert text.count("provider order") == 4  # baselines always shown
-    assert len(text.splitlines()) <= 1 + 1 + 6 + 2
+    assert len(text.splitlines()) <= 1 + 1 + 6 + 3
 
 
 def test_terminal_labels_lose_their_middle_not_their_end() -> None:

@@ -72,6 +72,8 @@ def test_dom_loads_without_console_messages(chromium: str, report: Path, tmp_pat
     assert 'id="verdict"' in dom
     # The summary's three rankings and the gain over the control, and an episode's breakdown.
     assert "Gain attributable to feedback: with feedback − control" in dom
+    assert "Judgments add: with feedback − shuffled" in dom
+    assert dom.count('class="mean shuffled"') > 40
     assert dom.count('class="mean control"') > 40
     assert '<table class="breakdown">' in dom
     assert "isolates the scorer switch" in dom

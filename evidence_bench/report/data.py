@@ -54,7 +54,15 @@ _PER_QUERY_DTYPES = {
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
 _DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
-_STAGE_ORDER = ("initial", "control", "rerank", "expand", "deep_initial", "deep_control")
+_STAGE_ORDER = (
+    "initial",
+    "control",
+    "shuffled",
+    "rerank",
+    "expand",
+    "deep_initial",
+    "deep_control",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +251,11 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         seeds += [s for s in run.manifest.get("seeds", []) if s not in seeds]
     queries = [int(r.manifest.get("queries", len(r.queries)) or 0) for _, r in runs]
     dated = [r.manifest["missing_dates"] for _, r in runs if "missing_dates" in r.manifest]
+    # One job run from a dirty working tree makes the whole multirun unreproducible from git.
+    dirty = [r.manifest.get("git_dirty") for _, r in runs]
     return {
         **({"missing_dates": sum(int(d or 0) for d in dated)} if dated else {}),
+        **({"git_dirty": True} if any(d is True for d in dirty) else {}),
         "package_version": joined("package_version"),
         "git_commit": joined("git_commit"),
         "experiment": joined("experiment"),

@@ -12,6 +12,7 @@ import contextlib
 import math
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from itertools import groupby
@@ -101,6 +102,7 @@ def _environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.tests["missing"] = _missing
     env.filters.update(
         num=_num,
         signed=_signed,
@@ -153,6 +155,8 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "created": _created(run_id, manifest),
         "package_version": _text(manifest.get("package_version")),
         "git_commit": _text(manifest.get("git_commit")),
+        "git_dirty": manifest.get("git_dirty") is True,
+        "reproduce": _reproduce(manifest, data.settings.experiment),
         "query_set": data.settings.query_set,
         "queries": int(manifest.get("queries", 0) or 0) or len(data.queries),
         "truncated": bool(manifest.get("queries_truncated")),
@@ -175,6 +179,15 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "trials": analysis.trials,
         "missing_dates": _int_or_none(manifest.get("missing_dates")),
     }
+
+
+def _reproduce(manifest: Mapping[str, Any], experiment: str) -> str:
+    """The arguments after ``python -m evidence_bench run``: the run's own command-line
+    overrides, shell-quoted so the line can be pasted; without them, its experiment."""
+    overrides = manifest.get("overrides")
+    if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
+        return " ".join(shlex.quote(o) for o in overrides)
+    return f"+experiment={experiment}"
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -447,6 +460,7 @@ def _best_view(analysis: Analysis) -> dict[str, Any] | None:
         "rows": best.rows.to_dict("records"),
         "last_round": best.last_round,
         "last_rows": best.last_rows.to_dict("records"),
+        "judgment": best.judgment.to_dict("records"),
         "before_stage": before_stage,
         "control_stage": control_stage,
     }
@@ -465,6 +479,8 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "swept": list(data.swept),
         "best": _best_view(analysis),
         "missing_controls": list(analysis.missing_controls),
+        # Runs from before the shuffled-label control have no judgment columns to show.
+        "judgments": bool(analysis.summary["judgment_gain"].notna().any()),
         "forest": None,
         "sweep": None,
         "deltas": None,

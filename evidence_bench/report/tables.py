@@ -2,16 +2,19 @@
 
 Everything is at the primary evaluation mode. A feedback stage is never compared with a
 ranking of another shape (evaluation.attribution.BASELINES): ``rerank`` has ``initial`` (the
-provider's order) as its before and ``control`` (the same ranker, feedback terms off, same
-candidates) as its control; ``expand`` has ``deep_initial`` (the provider's list for the
-original query deepened to the expanded list's length) and ``deep_control`` (the no-feedback
-ranker over it). The gain attributable to feedback, feedback − control, comes from one
-:func:`~evidence_bench.evaluation.attribution.attribution` call; the change against before is
-computed here the same way, over the same queries (those scored in all three rankings): mean
-paired difference with a t interval and a sign-flip randomization test (Smucker, Allan &
-Carterette 2007 recommend it for IR). p-values are Holm-corrected (Holm 1979) within each
-family of one measure, user, stage and round, across the run's configurations: the question a
-family answers is "which settings changed this measure", so that is where the multiplicity is.
+provider's order, as deep as the candidates) as its before and ``control`` (the same ranker,
+feedback terms off, same candidates) as its control; ``expand`` has ``deep_initial`` (the
+provider's list for the original query deepened to the expanded list's length) and
+``deep_control`` (the no-feedback ranker over it). The gain attributable to feedback,
+feedback − control, comes from one
+:func:`~evidence_bench.evaluation.attribution.attribution` call; what the user's judgments
+add, rerank − ``shuffled`` (the same labels dealt at random over the examined documents,
+evaluation.attribution.JUDGMENT), from one more. The change against before is computed here
+the same way, over the same queries (those scored in all three rankings): mean paired
+difference with a t interval and a sign-flip randomization test (Smucker, Allan & Carterette
+2007 recommend it for IR). p-values are Holm-corrected (Holm 1979) within each family of one
+measure, user, stage and round, across the run's configurations: the question a family
+answers is "which settings changed this measure", so that is where the multiplicity is.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -30,13 +33,14 @@ import pandas as pd
 from scipy import stats
 
 from evidence_bench.errors import DataError
-from evidence_bench.evaluation.attribution import BASELINES, attribution
+from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, attribution
 from evidence_bench.evaluation.statistics import holm, randomization_test
 from evidence_bench.report.data import RunData
 
 __all__ = [
     "ALPHA",
     "BASELINES",
+    "JUDGMENT",
     "Analysis",
     "Best",
     "Verdict",
@@ -72,8 +76,12 @@ class Best:
     #: Summary rows of the primary measure for this config and stage at ``round``, per user.
     rows: pd.DataFrame
     last_round: int
-    #: The same at the last round (later rounds' residual lists are short).
+    #: The same at the last round (later rounds build on earlier feedback, and lose the
+    #: queries with no relevant document left unseen).
     last_rows: pd.DataFrame
+    #: This config's ``rerank`` rows at ``round``, per user, for what the judgments add
+    #: (``judgment_*`` columns: rerank − shuffled); empty when the run has no ``shuffled``.
+    judgment: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,8 @@ class Analysis:
 
     data: RunData
     #: Per config × user × round × feedback stage × measure: before, control, feedback, the
-    #: attributable gain and the change against before (see :func:`summary_rows`).
+    #: attributable gain, what the judgments add (rerank only) and the change against before
+    #: (see :func:`summary_rows`).
     summary: pd.DataFrame
     #: Round 0 means of the provider's order and the no-feedback control, per config × user.
     round0: pd.DataFrame
@@ -149,12 +158,17 @@ def _wide(frame: pd.DataFrame) -> pd.DataFrame:
 Pairs = list[tuple[Sequence[float], Sequence[float]]]
 
 
+#: A per-query change smaller than this is a tie (as statistics.improved_degraded counts).
+_TIE = 1e-9
+
+
 def _versus_before(wide: pd.DataFrame) -> tuple[pd.DataFrame, Pairs]:
     """Each feedback stage against its before, over the queries scored in before, control and
-    feedback (the queries :func:`attribution` pairs): mean change and its 95% CI, and the
-    (before, feedback) arrays for the randomization tests, in row order."""
+    feedback (the queries :func:`attribution` pairs): mean change and its 95% CI, queries
+    better, worse and unchanged, and the (before, feedback) arrays for the randomization
+    tests, in row order."""
     keys: list[tuple[Any, ...]] = []
-    sizes, means, stds = [], [], []
+    sizes, means, stds, better, worse = [], [], [], [], []
     pairs: Pairs = []
     for stage, (before, control) in BASELINES.items():
         if not {stage, before, control} <= set(wide.columns):
@@ -170,12 +184,18 @@ def _versus_before(wide: pd.DataFrame) -> tuple[pd.DataFrame, Pairs]:
             sizes.append(len(index))
             means.append(float(diff.mean()))
             stds.append(float(diff.std(ddof=1)) if len(index) > 1 else 0.0)
+            better.append(int(np.count_nonzero(diff > _TIE)))
+            worse.append(int(np.count_nonzero(diff < -_TIE)))
             pairs.append((cast(Sequence[float], b[index]), cast(Sequence[float], f[index])))
     table = pd.DataFrame(keys, columns=_KEYS)
     half = _intervals(np.asarray(sizes), np.asarray(stds))
     table["delta"] = means
     table["delta_ci_low"] = table["delta"] - half
     table["delta_ci_high"] = table["delta"] + half
+    table["improved_before"] = better
+    table["degraded_before"] = worse
+    table["unchanged_before"] = np.asarray(sizes, dtype=np.int64) - table["improved_before"]
+    table["unchanged_before"] -= table["degraded_before"]
     return table, pairs
 
 
@@ -257,8 +277,54 @@ _SUMMARY_COLUMNS = [
     "delta",
     "delta_ci_low",
     "delta_ci_high",
+    "improved_before",
+    "degraded_before",
+    "unchanged_before",
     "p_rand_before",
+    "shuffled",
+    "judgment_n",
+    "judgment_gain",
+    "judgment_ci_low",
+    "judgment_ci_high",
+    "judgment_p_rand",
+    "judgment_p_holm",
 ]
+#: attribution(..., baselines=JUDGMENT) columns, as the summary names them: its control is
+#: ``shuffled``, its gain what the judgments add.
+_JUDGMENT_COLUMNS = {
+    "control": "shuffled",
+    "n": "judgment_n",
+    "gain": "judgment_gain",
+    "gain_ci_low": "judgment_ci_low",
+    "gain_ci_high": "judgment_ci_high",
+    "p_randomization": "judgment_p_rand",
+    "p_holm": "judgment_p_holm",
+}
+
+
+def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
+    """attribution's rows with the summary's key types (it keeps the input's categories)."""
+    frame = frame.drop(columns="eval_mode")
+    for column in ("config_id", "policy", "stage", "measure"):
+        frame[column] = frame[column].astype(str)
+    frame["round"] = frame["round"].astype("int64")
+    return frame
+
+
+def _judgment(frame: pd.DataFrame, mode: str, trials: int, seed: int) -> pd.DataFrame:
+    """What the user's judgments add: one attribution call with the shuffled-label control.
+
+    Only the stages it pairs are passed, so its pivot is a fraction of the run's.
+    """
+    stages = {s for stage, pair in JUDGMENT.items() for s in (stage, *pair)}
+    rows = attribution(
+        frame[frame["stage"].isin(stages)],
+        eval_modes=(mode,),
+        trials=trials,
+        seed=seed,
+        baselines=JUDGMENT,
+    )
+    return _keyed(rows).rename(columns=_JUDGMENT_COLUMNS)[[*_KEYS, *_JUDGMENT_COLUMNS.values()]]
 
 
 def _summary(
@@ -273,22 +339,25 @@ def _summary(
             table[column] = table[column].astype("int64" if column == "round" else str)
     else:
         mode = data.settings.primary_mode
-        gains, p_before = _alongside(
-            lambda: attribution(frame, eval_modes=(mode,), trials=trials, seed=seed),
+        (gains, judgment), p_before = _alongside(
+            lambda: (
+                attribution(frame, eval_modes=(mode,), trials=trials, seed=seed),
+                _judgment(frame, mode, trials, seed),
+            ),
             pairs,
             trials,
             seed,
             workers,
         )
         before["p_rand_before"] = p_before
-        gains = gains.drop(columns="eval_mode").rename(
-            columns={"initial": "before", "p_randomization": "p_rand"}
-        )
-        for column in ("config_id", "policy", "stage", "measure"):
-            gains[column] = gains[column].astype(str)
-        gains["round"] = gains["round"].astype("int64")
-        table = gains.merge(before, on=_KEYS, how="left")[_SUMMARY_COLUMNS]
+        gains = _keyed(gains).rename(columns={"initial": "before", "p_randomization": "p_rand"})
+        table = gains.merge(before, on=_KEYS, how="left").merge(judgment, on=_KEYS, how="left")
+        table = table[_SUMMARY_COLUMNS]
     table["significant"] = table["p_holm"] < ALPHA
+    table["judgment_significant"] = table["judgment_p_holm"] < ALPHA
+    # Relative change against before: (feedback − before) / before, over the same queries.
+    ratio = table["delta"] / table["before"].where(table["before"] > 0)
+    table["delta_pct"] = 100.0 * ratio
     table["p_holm_before"] = _holm(table, "p_rand_before")
     table["significant_before"] = table["p_holm_before"] < ALPHA
     table["before_stage"] = table["stage"].map({s: b for s, (b, _) in BASELINES.items()})
@@ -323,10 +392,14 @@ def summary_rows(
     ``before``, ``control``, ``feedback``; the attributable gain (feedback − control) with
     ``gain_ci_low/high``, ``improved/degraded/unchanged`` against control, ``p_t``,
     ``p_rand``, ``p_holm`` and ``significant`` (``p_holm`` < :data:`ALPHA`); the change
-    against before ``delta`` with ``delta_ci_low/high``, ``p_rand_before``,
-    ``p_holm_before``, ``significant_before``; ``before_stage``, ``control_stage``,
-    ``label``, ``role``. ``workers``: processes for the tests against before (None: one
-    per core but one when the run is large, else none).
+    against before ``delta`` with ``delta_ci_low/high``, ``delta_pct`` (percent of before),
+    ``improved/degraded/unchanged_before``, ``p_rand_before``, ``p_holm_before``,
+    ``significant_before``; what the judgments add (rerank rows; NaN elsewhere), from
+    :data:`JUDGMENT`: the ``shuffled`` mean, ``judgment_n``, ``judgment_gain`` (rerank −
+    shuffled) with ``judgment_ci_low/high``, ``judgment_p_rand``, ``judgment_p_holm``,
+    ``judgment_significant``; ``before_stage``, ``control_stage``, ``label``, ``role``.
+    ``workers``: processes for the tests against before (None: one per core but one when
+    the run is large, else none).
     """
     return _summary(data, _primary(data), trials, seed, workers)
 
@@ -355,7 +428,14 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
 
     chosen = rows(first)
     label = str(chosen["label"].iloc[0])
-    return Best(str(config_id), label, str(stage), first, chosen, last, rows(last))
+    judged = summary[
+        (summary["config_id"] == config_id)
+        & (summary["stage"] == "rerank")
+        & (summary["round"] == first)
+        & (summary["measure"] == data.settings.primary_measure)
+        & summary["judgment_gain"].notna()
+    ].reset_index(drop=True)
+    return Best(str(config_id), label, str(stage), first, chosen, last, rows(last), judged)
 
 
 def _exclusions(data: RunData, frame: pd.DataFrame) -> pd.DataFrame:

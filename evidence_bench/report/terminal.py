@@ -1,10 +1,10 @@
 """A short plain-text summary for the terminal at the end of a run.
 
-It shows the leading measure at the first feedback round (later rounds' residual lists are
-short): per configuration, user and feedback stage, the three rankings' means (before,
-no-feedback control, with feedback), the gain attributable to feedback with its 95% CI and
-the Holm-adjusted p. A sweep has too many rows for a terminal, so baselines come first and
-then the largest gains.
+It shows the leading measure at the first feedback round (the verdict's: later rounds build
+on earlier feedback): per configuration, user and feedback stage, the three rankings' means
+(before, no-feedback control, with feedback), the gain attributable to feedback with its 95%
+CI and the Holm-adjusted p, and for rerank what the user's judgments add (rerank − shuffled).
+A sweep has too many rows for a terminal, so baselines come first and then the largest gains.
 """
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def _gain(row: Mapping[Any, Any]) -> str:
     return f"{_num(row['gain'], True)} [{low}, {high}]"
 
 
+def _judgment(row: Mapping[Any, Any]) -> str:
+    """Compact: rerank − shuffled and a star where its Holm p is below ALPHA."""
+    value = row.get("judgment_gain")
+    if value is None or math.isnan(value):
+        return "–"
+    return _num(value, True) + (" *" if bool(row.get("judgment_significant")) else "")
+
+
 def _p(value: float | None, significant: bool) -> str:
     if value is None or math.isnan(value):
         return "–"
@@ -90,6 +98,7 @@ def summary_table(
         "gain [95% CI]",
         "+/-/=",
         "p(Holm)",
+        "judgments add",
     )
     lines = [header]
     for r in rows.to_dict("records"):
@@ -104,6 +113,7 @@ def summary_table(
                 _gain(r),
                 f"{int(r['improved'])}/{int(r['degraded'])}/{int(r['unchanged'])}",
                 _p(r["p_holm"], bool(r["significant"])),
+                _judgment(r),
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -111,7 +121,8 @@ def summary_table(
     out = [
         f"{settings.experiment}: {settings.primary_measure} at {settings.primary_mode} "
         f"evaluation, round {first}: gain = with feedback − no-feedback control (expand at "
-        f"equal depth; * Holm-adjusted randomization p < {ALPHA})"
+        f"equal depth; judgments add = rerank − shuffled labels; * Holm-adjusted "
+        f"randomization p < {ALPHA})"
     ]
     for line in lines:
         cells = [
@@ -131,4 +142,12 @@ def summary_table(
             f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}): "
             + "; ".join(parts)
         )
+        judged = [
+            f"{r['policy']} {_num(r['judgment_gain'], True)} [{_num(r['judgment_ci_low'], True)}, "
+            f"{_num(r['judgment_ci_high'], True)}] "
+            f"p(Holm) {_p(r['judgment_p_holm'], bool(r['judgment_significant']))}"
+            for r in best.judgment.to_dict("records")
+        ]
+        if judged:
+            out.append("judgments add (its rerank − shuffled): " + "; ".join(judged))
     return "\n".join(out) + "\n"
