@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from rapidfuzz import fuzz, utils
 
 from evidence_bench.engine.base import Feedback
+from evidence_bench.engine.params import require_weights
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
@@ -250,10 +251,7 @@ class LiveFetchRanker:
     name = "livefetch"
 
     def __post_init__(self) -> None:
-        for param in ("w_r", "w_f", "w_t", "w_dup", "alpha", "beta", "gamma"):
-            value = getattr(self, param)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ConfigurationError(f"{param} must be a finite number >= 0, got {value!r}")
+        require_weights(self, "w_r", "w_f", "w_t", "w_dup", "alpha", "beta", "gamma")
         days = self.half_life_days
         if not (isinstance(days, int | float) and math.isfinite(days) and days > 0):
             raise ConfigurationError(f"half_life_days must be a finite number > 0, got {days!r}")

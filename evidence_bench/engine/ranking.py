@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from evidence_bench.engine.base import Feedback
+from evidence_bench.engine.params import require_weights
 from evidence_bench.engine.text import Analyzer, tokenize
-from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 
 __all__ = ["ProviderOrderRanker", "TfidfRocchioRanker"]
@@ -124,12 +124,7 @@ class TfidfRocchioRanker:
     name = "tfidf_rocchio"
 
     def __post_init__(self) -> None:
-        for param in ("alpha", "beta", "gamma"):
-            value = getattr(self, param)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ConfigurationError(
-                    f"Rocchio {param} must be a finite number >= 0, got {value!r}"
-                )
+        require_weights(self, "alpha", "beta", "gamma")
 
     def rank(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

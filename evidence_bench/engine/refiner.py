@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
+from evidence_bench.engine.params import require_count
 from evidence_bench.engine.text import Analyzer, tokenize
-from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
 __all__ = ["LexicalRefiner", "document_text", "fit_terms", "surface_forms"]
@@ -51,10 +51,7 @@ class LexicalRefiner:
     analyzer: Analyzer = field(default=tokenize)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_terms, bool) or not isinstance(self.max_terms, int):
-            raise ConfigurationError(f"max_terms must be an integer, got {self.max_terms!r}")
-        if self.max_terms < 0:
-            raise ConfigurationError(f"max_terms must be >= 0, got {self.max_terms}")
+        require_count("max_terms", self.max_terms)
 
     def refine(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

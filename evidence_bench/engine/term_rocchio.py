@@ -8,15 +8,14 @@ vetoing it. The weights travel with the refined query for the report.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
+from evidence_bench.engine.params import require_count, require_weights
 from evidence_bench.engine.refiner import document_text, fit_terms, surface_forms
 from evidence_bench.engine.text import Analyzer, tokenize
-from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 
 __all__ = ["REPORTED_WEIGHTS", "TermRefinedQuery", "TermRocchioRefiner"]
@@ -73,21 +72,8 @@ class TermRocchioRefiner:
     analyzer: Analyzer = field(default=tokenize)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_terms, bool) or not isinstance(self.max_terms, int):
-            raise ConfigurationError(f"max_terms must be an integer, got {self.max_terms!r}")
-        if self.max_terms < 0:
-            raise ConfigurationError(f"max_terms must be >= 0, got {self.max_terms}")
-        for param in ("beta", "gamma"):
-            value = getattr(self, param)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ConfigurationError(
-                    f"Rocchio {param} must be a finite number >= 0, got {value!r}"
-                )
+        require_count("max_terms", self.max_terms)
+        require_weights(self, "beta", "gamma")
 
     def refine(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

@@ -8,7 +8,6 @@ cached per (embedder, texts); a rank call is then a few small numpy products.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +16,7 @@ import numpy as np
 
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.embedding import Embedder, LsaEmbedder, Matrix
+from evidence_bench.engine.params import require_weights
 from evidence_bench.errors import ConfigurationError, FeedbackError
 from evidence_bench.evidence import Evidence
 
@@ -89,17 +89,7 @@ class VectorRocchioRanker:
     name = "vector_rocchio"
 
     def __post_init__(self) -> None:
-        for param in ("alpha", "beta", "gamma"):
-            value = getattr(self, param)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ConfigurationError(
-                    f"Rocchio {param} must be a finite number >= 0, got {value!r}"
-                )
+        require_weights(self, "alpha", "beta", "gamma")
         if not isinstance(self.embedder, Embedder):
             raise ConfigurationError(
                 f"embedder must have a name and an embed(texts) method, got {self.embedder!r}"
