@@ -25,6 +25,7 @@ __all__ = [
     "canonical_url",
     "dedupe",
     "normalize_text",
+    "renumber",
     "validate_query",
 ]
 
@@ -155,6 +156,14 @@ def canonical_url(url: str) -> str:
     params = [(k, v) for k, v in pairs if not _is_tracking(k)]
     query = urlencode(params, doseq=True)
     return _EDGE.sub("", urlunsplit((scheme, netloc, path, query, "")))
+
+
+def renumber(ordered: Iterable[Evidence]) -> list[Evidence]:
+    """``rank`` = position, 1-based; an item already at its rank is reused (it is frozen)."""
+    return [
+        item if item.rank == position else item.with_rank(position)
+        for position, item in enumerate(ordered, start=1)
+    ]
 
 
 def dedupe(results: Iterable[Evidence]) -> list[Evidence]:

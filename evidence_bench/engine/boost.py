@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evidence_bench.engine.base import Feedback, Ranker
-from evidence_bench.evidence import Evidence
+from evidence_bench.evidence import Evidence, renumber
 
 __all__ = ["BoostRelevant"]
 
@@ -44,7 +44,4 @@ class BoostRelevant:
                 label = feedback.get(item.key)
                 (boosted if label is not None and label.polarity > 0 else rest).append(item)
             ordered = boosted + rest
-        return [
-            item if item.rank == position else item.with_rank(position)
-            for position, item in enumerate(ordered, start=1)
-        ]
+        return renumber(ordered)

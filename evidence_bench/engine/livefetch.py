@@ -31,7 +31,7 @@ from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.params import require_weights
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.evidence import Evidence
+from evidence_bench.evidence import Evidence, renumber
 
 if TYPE_CHECKING:
     import tldextract
@@ -341,10 +341,7 @@ class LiveFetchRanker:
     ) -> list[Evidence]:
         """The greedy ranking; a permutation of ``candidates`` with rank renumbered 1..n."""
         order, _ = self._select(query, candidates, feedback)
-        return [
-            item if item.rank == position else item.with_rank(position)
-            for position, item in enumerate((candidates[i] for i in order), start=1)
-        ]
+        return renumber(candidates[i] for i in order)
 
     def score_breakdown(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

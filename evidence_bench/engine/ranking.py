@@ -16,7 +16,7 @@ from functools import lru_cache
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.params import require_weights
 from evidence_bench.engine.text import Analyzer, tokenize
-from evidence_bench.evidence import Evidence
+from evidence_bench.evidence import Evidence, renumber
 
 __all__ = ["ProviderOrderRanker", "TfidfRocchioRanker"]
 
@@ -28,14 +28,6 @@ _Vector = dict[str, float]
 _TIE_DIGITS = 12
 
 
-def _renumber(ordered: Sequence[Evidence]) -> list[Evidence]:
-    """``rank`` = position; an item already at its rank is reused (Evidence is frozen)."""
-    return [
-        item if item.rank == position else item.with_rank(position)
-        for position, item in enumerate(ordered, start=1)
-    ]
-
-
 @dataclass(frozen=True)
 class ProviderOrderRanker:
     """The baseline: the candidates in the provider's order, feedback ignored."""
@@ -45,7 +37,7 @@ class ProviderOrderRanker:
     def rank(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[Evidence]:
-        return _renumber(candidates)
+        return renumber(candidates)
 
 
 @lru_cache(maxsize=65536)
@@ -132,7 +124,7 @@ class TfidfRocchioRanker:
         """The candidates sorted by :meth:`score`, descending; rank renumbered 1..n."""
         scores = self.score(query, candidates, feedback)
         order = sorted(range(len(candidates)), key=lambda i: (-round(scores[i], _TIE_DIGITS), i))
-        return _renumber([candidates[i] for i in order])
+        return renumber([candidates[i] for i in order])
 
     def score(self, query: str, candidates: Sequence[Evidence], feedback: Feedback) -> list[float]:
         """cos(q', d) for each candidate, in the candidates' order."""

@@ -18,7 +18,7 @@ from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.embedding import Embedder, LsaEmbedder, Matrix
 from evidence_bench.engine.params import require_weights
 from evidence_bench.errors import ConfigurationError, FeedbackError
-from evidence_bench.evidence import Evidence
+from evidence_bench.evidence import Evidence, renumber
 
 __all__ = ["VectorRocchioRanker"]
 
@@ -101,10 +101,7 @@ class VectorRocchioRanker:
         """The candidates sorted by :meth:`score`, descending; rank renumbered 1..n."""
         scores = np.round(self.score(query, candidates, feedback), _TIE_DIGITS)
         order = np.argsort(-scores, kind="stable")
-        return [
-            item if item.rank == position else item.with_rank(position)
-            for position, item in enumerate((candidates[i] for i in order), start=1)
-        ]
+        return renumber(candidates[int(i)] for i in order)
 
     def score(self, query: str, candidates: Sequence[Evidence], feedback: Feedback) -> Matrix:
         """cos(Q', d) for each candidate, in the candidates' order."""
