@@ -411,3 +411,25 @@ def test_the_record_command_keeps_what_changes_requests_and_drops_the_rest() -> 
         "python -m evidence_bench record +experiment=ci query_set=cacm ranker.beta=0.5 "
         "record_rounds=0"
     )
+
+
+def test_config_defaults_match_the_engine_parts_defaults() -> None:
+    """conf/ mirrors each part's own defaults (Hydra needs them typed); they must not drift."""
+    from dataclasses import MISSING, fields
+
+    from evidence_bench.engine.livefetch import LiveFetchRanker
+    from evidence_bench.engine.ranking import TfidfRocchioRanker
+    from evidence_bench.engine.term_rocchio import TermRocchioRefiner
+
+    cfg, _ = compose(["+experiment=smoke"])
+    checks = [
+        (TfidfRocchioRanker, compose(["+experiment=smoke"])[0]["ranker"]),
+        (LiveFetchRanker, compose(["+experiment=smoke", "ranker=livefetch"])[0]["ranker"]),
+        (TermRocchioRefiner, compose(["+experiment=smoke", "refiner=term_rocchio"])[0]["refiner"]),
+    ]
+    for part, conf in checks:
+        for f in fields(part):
+            if f.name in conf and f.default is not MISSING:
+                given = tuple(conf[f.name]) if isinstance(conf[f.name], list) else conf[f.name]
+                assert given == f.default, (part.__name__, f.name)
+    assert cfg["analyzer"]["stemmer"] == "english"
