@@ -1,19 +1,38 @@
-# Set-up, the main experiment and the checks, in one place. Works with plain Python 3.11 + pip.
-PYTHON ?= python3
+# Set-up, the main experiment and the checks, in one place. Works with a stock Python 3.11 + pip.
+#
+# Outside a virtual environment, `make` creates .venv with `python3 -m venv` and installs
+# into it: Debian, Ubuntu, Fedora and Homebrew Pythons refuse `pip install` outside a venv
+# (PEP 668). Inside an active one (VIRTUAL_ENV set), it installs there. PYTHON=... names
+# an interpreter that manages its own environment; then nothing is created.
+ifdef PYTHON
+  VENV_PYTHON := $(PYTHON)
+else ifdef VIRTUAL_ENV
+  VENV_PYTHON := $(VIRTUAL_ENV)/bin/python
+else
+  BOOTSTRAP_PYTHON ?= python3
+  VENV := .venv
+  VENV_PYTHON := $(VENV)/bin/python
+endif
+PY := $(VENV_PYTHON)
 EXPERIMENT ?= rocchio_sweep
-STAMP := .make-install.stamp
+STAMP := $(if $(VENV),$(VENV)/.install.stamp,.make-install.stamp)
 
 .PHONY: install run test check lint typecheck unit gate bench clean
 
-$(STAMP): pyproject.toml requirements.lock
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+ifdef VENV
+$(VENV_PYTHON):
+	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+endif
+
+$(STAMP): pyproject.toml requirements.lock | $(VENV_PYTHON)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 ## make run: set up, run the main experiment from the cassettes, print the report's path
 run: $(STAMP)
-	$(PYTHON) -m evidence_bench run +experiment=$(EXPERIMENT)
+	$(PY) -m evidence_bench run +experiment=$(EXPERIMENT)
 
 ## make test: set up, then lint, type check, tests and the regression gate
 test: $(STAMP) lint typecheck unit gate
@@ -21,22 +40,22 @@ test: $(STAMP) lint typecheck unit gate
 check: test
 
 lint: $(STAMP)
-	$(PYTHON) -m ruff check evidence_bench tests benchmarks
-	$(PYTHON) -m ruff format --check evidence_bench tests benchmarks
+	$(PY) -m ruff check evidence_bench tests benchmarks
+	$(PY) -m ruff format --check evidence_bench tests benchmarks
 
 typecheck: $(STAMP)
-	$(PYTHON) -m mypy
+	$(PY) -m mypy
 
 unit: $(STAMP)
-	$(PYTHON) -m pytest
+	$(PY) -m pytest
 
 ## make gate: replay the ci experiment and compare it with the committed baseline
 gate: $(STAMP)
-	$(PYTHON) -m evidence_bench run +experiment=ci progress=false
-	$(PYTHON) -m evidence_bench check runs/ci/latest --baseline baselines/ci.yaml
+	$(PY) -m evidence_bench run +experiment=ci progress=false
+	$(PY) -m evidence_bench check runs/ci/latest --baseline baselines/ci.yaml
 
 bench: $(STAMP)
-	$(PYTHON) benchmarks/bench_run.py
+	$(PY) benchmarks/bench_run.py
 
 clean:
-	rm -rf $(STAMP) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .venv .make-install.stamp .mypy_cache .ruff_cache .pytest_cache
