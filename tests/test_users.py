@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 from evidence_bench.simulation.users import (
     POLICIES,
+    LabelKind,
     Mark,
     NegativeOnlyPolicy,
     NoisyPolicy,
@@ -31,6 +33,7 @@ from evidence_bench.simulation.users import (
 )
 
 R, M, IRR, UNS = Label.RELEVANT, Label.MORE, Label.IRRELEVANT, Label.UNSURE
+POS, NEG = LabelKind.POSITIVE, LabelKind.NEGATIVE
 
 
 def doc(name: str) -> Evidence:
@@ -73,9 +76,30 @@ JUDGMENTS = {key("a"): 2, key("b"): 1, key("c"): 0, key("e"): 3}
 DISPLAYED = show("a", "b", "c", "d", "e")
 
 
-def test_oracle_maps_grades_to_labels() -> None:
+def test_oracle_maps_grades_to_labels_and_unjudged_to_irrelevant() -> None:
+    """The TREC assumption by default: d, unjudged, is non-relevant."""
     marks = judge(OraclePolicy(), DISPLAYED, JUDGMENTS)
-    assert labels(marks) == [("a", M), ("b", R), ("c", IRR), ("d", None), ("e", M)]
+    assert labels(marks) == [("a", M), ("b", R), ("c", IRR), ("d", IRR), ("e", M)]
+
+
+@pytest.mark.parametrize(("unjudged", "d"), [("irrelevant", IRR), ("unsure", UNS), ("skip", None)])
+def test_oracle_unjudged_choices(
+    unjudged: Literal["irrelevant", "unsure", "skip"], d: Label | None
+) -> None:
+    marks = judge(OraclePolicy(unjudged=unjudged), DISPLAYED, JUDGMENTS)
+    # only d is unjudged; the judged results keep their labels whatever the choice
+    assert labels(marks) == [("a", M), ("b", R), ("c", IRR), ("d", d), ("e", M)]
+
+
+def test_oracle_on_qrels_that_list_only_relevant_documents() -> None:
+    """Cranfield-like qrels (every listed grade >= 1): negatives come from unjudged results
+    only, so ``skip`` gives none and the default gives one per unlisted result."""
+    only_relevant = {key("a"): 2, key("b"): 1}
+    displayed = show("x", "a", "y", "b", "z")
+    default = judge(OraclePolicy(), displayed, only_relevant)
+    assert labels(default) == [("x", IRR), ("a", M), ("y", IRR), ("b", R), ("z", IRR)]
+    skipped = judge(OraclePolicy(unjudged="skip"), displayed, only_relevant)
+    assert labels(skipped) == [("x", None), ("a", M), ("y", None), ("b", R), ("z", None)]
 
 
 def test_oracle_unjudged_unsure_and_strong_grade() -> None:
@@ -95,9 +119,9 @@ def test_positive_only_marks_only_relevant() -> None:
 
 def test_negative_only_marks_only_irrelevant() -> None:
     marks = judge(NegativeOnlyPolicy(), DISPLAYED, JUDGMENTS)
-    assert labels(marks) == [("a", None), ("b", None), ("c", IRR), ("d", None), ("e", None)]
-    marks = judge(NegativeOnlyPolicy(unjudged="irrelevant"), DISPLAYED, JUDGMENTS)
     assert labels(marks) == [("a", None), ("b", None), ("c", IRR), ("d", IRR), ("e", None)]
+    marks = judge(NegativeOnlyPolicy(unjudged="skip"), DISPLAYED, JUDGMENTS)
+    assert labels(marks) == [("a", None), ("b", None), ("c", IRR), ("d", None), ("e", None)]
 
 
 def test_matching_url_variants_are_judged_by_canonical_key() -> None:
@@ -111,7 +135,7 @@ def test_examination_skips_examined_and_stops_at_depth() -> None:
     examined = frozenset({key("a"), key("c")})
     marks = judge(OraclePolicy(depth=2), displayed, JUDGMENTS, examined)
     # a and c are scanned past; depth counts only new results: b, d
-    assert labels(marks) == [("b", R), ("d", None)]
+    assert labels(marks) == [("b", R), ("d", IRR)]
 
 
 def test_depth_larger_than_list_examines_everything_new() -> None:
@@ -123,6 +147,21 @@ def test_duplicate_in_display_is_examined_once() -> None:
     displayed = [*show("a", "b"), doc("a"), doc("c")]
     marks = judge(OraclePolicy(depth=3), displayed, JUDGMENTS)
     assert [m.key for m in marks] == [key("a"), key("b"), key("c")]
+
+
+@pytest.mark.parametrize(("unjudged", "n4"), [("irrelevant", IRR), ("unsure", UNS), ("skip", None)])
+def test_patient_labels_unjudged_as_told_and_stops_the_same(
+    unjudged: Literal["irrelevant", "unsure", "skip"], n4: Label | None
+) -> None:
+    """n4 is unjudged: it counts towards the run of non-relevant results whatever its label,
+    so the scan stops after n3, n4, n5 in every case."""
+    names = ["r1", "n1", "n2", "r2", "n3", "n4", "n5", "n6", "r3"]
+    judgments = {key(n): (1 if n.startswith("r") else 0) for n in names}
+    judgments.pop(key("n4"))
+    marks = judge(PatientPolicy(patience=3, unjudged=unjudged), show(*names), judgments)
+    assert labels(marks) == [
+        ("r1", R), ("n1", IRR), ("n2", IRR), ("r2", R), ("n3", IRR), ("n4", n4), ("n5", IRR)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("patience", [1, 2, 3])
@@ -151,11 +190,21 @@ def test_patient_never_gives_up_on_relevant_results_and_respects_depth() -> None
 
 def test_budget_limits_marks_but_not_examination() -> None:
     marks = judge(OraclePolicy(budget=2), DISPLAYED, JUDGMENTS)
-    # d is unjudged (seen) and does not spend budget; after a, b the rest are seen
+    # after a, b the budget is spent: the rest are seen
     assert labels(marks) == [("a", M), ("b", R), ("c", None), ("d", None), ("e", None)]
     marks = judge(OraclePolicy(budget=0), DISPLAYED, JUDGMENTS)
     assert len(marks) == 5
     assert all(m.label is None for m in marks)
+
+
+def test_unjudged_results_spend_budget_unless_skipped() -> None:
+    displayed = show("c", "d", "b", "a")
+    marks = judge(OraclePolicy(budget=2), displayed, JUDGMENTS)
+    # c (grade 0) and d (unjudged, non-relevant) spend the budget before b and a
+    assert labels(marks) == [("c", IRR), ("d", IRR), ("b", None), ("a", None)]
+    marks = judge(OraclePolicy(budget=2, unjudged="skip"), displayed, JUDGMENTS)
+    # d is only seen and spends nothing, so b still gets its mark
+    assert labels(marks) == [("c", IRR), ("d", None), ("b", R), ("a", None)]
 
 
 def test_budget_counts_only_given_labels() -> None:
@@ -286,6 +335,35 @@ def test_registry_names_match_classes() -> None:
         assert isinstance(policy, UserPolicy)
 
 
+@pytest.mark.parametrize(
+    ("policy", "kinds"),
+    [
+        (OraclePolicy(), {POS, NEG}),
+        (OraclePolicy(unjudged="skip"), {POS, NEG}),  # judged non-relevant are still marked
+        (OraclePolicy(budget=0), set()),
+        (PositiveOnlyPolicy(), {POS}),
+        (NegativeOnlyPolicy(), {NEG}),
+        (PatientPolicy(), {POS, NEG}),
+        (NoisyPolicy(), {POS, NEG}),
+        (NoisyPolicy(p_relevant=0.0, p_false_relevant=0.0), {NEG}),
+        (NoisyPolicy(p_relevant=1.0, p_false_relevant=1.0), {POS}),
+        (RandomPolicy(), {POS, NEG}),
+        (RandomPolicy(p_mark=0.0), {NEG}),
+        (RandomPolicy(p_mark=1.0), {POS}),
+        (RandomPolicy(budget=0), set()),
+    ],
+)
+def test_each_policy_declares_the_kinds_of_label_it_gives(
+    policy: UserPolicy, kinds: set[LabelKind]
+) -> None:
+    assert policy.expects == kinds
+
+
+def test_label_kinds_are_label_polarities() -> None:
+    assert LabelKind.POSITIVE.labels == (Label.MORE, Label.RELEVANT)
+    assert LabelKind.NEGATIVE.labels == (Label.LESS, Label.IRRELEVANT)
+
+
 def test_make_policy_passes_params() -> None:
     policy = make_policy("patient", depth=5, patience=2, budget=1)
     assert policy == PatientPolicy(depth=5, patience=2, budget=1)
@@ -308,7 +386,8 @@ def test_make_policy_unknown_parameter_is_named() -> None:
     [
         ("oracle", {"depth": 0}, "depth must be an integer >= 1"),
         ("oracle", {"depth": 2.5}, "depth must be an integer >= 1"),
-        ("oracle", {"unjudged": "maybe"}, "unjudged must be one of unsure, skip"),
+        ("oracle", {"unjudged": "maybe"}, "unjudged must be one of irrelevant, unsure, skip"),
+        ("patient", {"unjudged": "no"}, "unjudged must be one of irrelevant, unsure, skip"),
         ("oracle", {"budget": -1}, "budget must be an integer >= 0"),
         ("noisy", {"p_relevant": 1.5}, "p_relevant must be a probability"),
         ("noisy", {"seed": "x"}, "seed must be an integer"),
@@ -339,15 +418,21 @@ policies = st.one_of(
     st.builds(
         OraclePolicy,
         depth=st.integers(1, 8),
-        unjudged=st.sampled_from(["unsure", "skip"]),
+        unjudged=st.sampled_from(["irrelevant", "unsure", "skip"]),
         budget=st.none() | st.integers(0, 5),
     ),
     st.builds(PositiveOnlyPolicy, depth=st.integers(1, 8), budget=st.none() | st.integers(0, 5)),
-    st.builds(NegativeOnlyPolicy, depth=st.integers(1, 8), budget=st.none() | st.integers(0, 5)),
+    st.builds(
+        NegativeOnlyPolicy,
+        depth=st.integers(1, 8),
+        unjudged=st.sampled_from(["irrelevant", "skip"]),
+        budget=st.none() | st.integers(0, 5),
+    ),
     st.builds(
         PatientPolicy,
         depth=st.integers(1, 8),
         patience=st.integers(1, 4),
+        unjudged=st.sampled_from(["irrelevant", "unsure", "skip"]),
         budget=st.none() | st.integers(0, 5),
     ),
     st.builds(
@@ -396,3 +481,18 @@ def test_feedback_never_invents_documents(
     if not isinstance(policy, PatientPolicy):
         new = {k for k in displayed_keys if k not in examined}
         assert len(keys) == min(depth, len(new))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    policy=policies,
+    shown=st.lists(names, max_size=15),
+    judged=st.dictionaries(names, st.integers(-1, 3)),
+)
+def test_a_policy_gives_only_the_kinds_it_declares(
+    policy: AnyPolicy, shown: list[str], judged: dict[str, int]
+) -> None:
+    judgments = {key(n): g for n, g in judged.items()}
+    marks = judge(policy, show(*shown), judgments)
+    kinds = {kind for kind in LabelKind for m in marks if m.label in kind.labels}
+    assert kinds <= policy.expects

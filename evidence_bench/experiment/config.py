@@ -98,7 +98,8 @@ class PolicyConf:
     depth: int = 10
     budget: int | None = None
     strong_grade: int = 2
-    unjudged: str = "skip"
+    #: oracle, patient: irrelevant | unsure | skip; negative_only: irrelevant | skip
+    unjudged: str = "irrelevant"
     p_relevant: float = 0.8
     p_false_relevant: float = 0.1
     patience: int = 3

@@ -10,28 +10,40 @@ Judgments come from the qrels of the current query: ``judgments`` maps a canonic
 (:attr:`Evidence.key`) to its grade; grade ``<= 0`` is judged non-relevant and an absent key
 is unjudged. A result that appears twice in one displayed list is examined once.
 
+Unjudged results are non-relevant by default, the TREC assumption that trec_eval's measures
+make too (Buckley & Voorhees 2004, "Retrieval Evaluation with Incomplete Information",
+SIGIR): most shipped qrels (Cranfield, CACM, TREC-style pools) list only relevant documents,
+so a user who skipped unjudged results would never give negative feedback there. Policies
+that give negative labels take ``unjudged``: ``irrelevant`` (the default), ``unsure`` (marked
+UNSURE, which changes nothing) or ``skip`` (examined, not marked).
+
+Each policy says which kinds of label it is expected to give (:attr:`UserPolicy.expects`:
+positive = MORE/RELEVANT, negative = LESS/IRRELEVANT), so a run can warn when a policy gave
+none of a kind it should have (:mod:`evidence_bench.simulation.labels`).
+
 Randomness (``NoisyPolicy``, ``RandomPolicy``) is one draw per document, derived from
-``(seed, query_id, round, key)`` with SHA-256, never from Python's salted ``hash()``: the same
-document in the same round gets the same draw whatever the list order, the other documents
-shown, the process or the parallelism. Policies sharing a seed share draws (common random
-numbers), which lowers the variance of comparisons between them.
+``(seed, query_id, round, key)`` (:mod:`evidence_bench.seeding`), never from Python's salted
+``hash()``: the same document in the same round gets the same draw whatever the list order,
+the other documents shown, the process or the parallelism. Policies sharing a seed share
+draws (common random numbers), which lowers the variance of comparisons between them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
 from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from evidence_bench.engine.base import Label
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
+from evidence_bench.seeding import derived_random
 
 __all__ = [
     "POLICIES",
+    "UNJUDGED",
+    "LabelKind",
     "Mark",
     "NegativeOnlyPolicy",
     "NoisyPolicy",
@@ -39,9 +51,32 @@ __all__ = [
     "PatientPolicy",
     "PositiveOnlyPolicy",
     "RandomPolicy",
+    "Unjudged",
     "UserPolicy",
     "make_policy",
 ]
+
+#: What a user does with an examined result the qrels do not judge.
+Unjudged = Literal["irrelevant", "unsure", "skip"]
+UNJUDGED: tuple[Unjudged, ...] = ("irrelevant", "unsure", "skip")
+
+
+class LabelKind(StrEnum):
+    """A kind of feedback: labels that pull the query towards a result, or push it away."""
+
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
+
+    @property
+    def labels(self) -> tuple[Label, ...]:
+        """The labels of this kind (:attr:`Label.polarity` +1 or -1)."""
+        sign = 1 if self is LabelKind.POSITIVE else -1
+        return tuple(label for label in Label if label.polarity == sign)
+
+
+_BOTH = frozenset(LabelKind)
+_POSITIVE = frozenset({LabelKind.POSITIVE})
+_NEGATIVE = frozenset({LabelKind.NEGATIVE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +97,12 @@ class UserPolicy(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        """The kinds of label this user is expected to give over a run (none of a kind is
+        worth a warning: e.g. an oracle that gives no negative label)."""
+        ...
 
     def judge(
         self,
@@ -109,13 +150,8 @@ def _within_budget(labels: list[tuple[str, Label | None]], budget: int | None) -
 
 
 def _draw(seed: int, query_id: str, round: int, key: str) -> float:
-    """A uniform [0, 1) draw fixed by (seed, query_id, round, key), stable across processes.
-
-    JSON encodes the tuple unambiguously (a ``|`` in a query_id cannot shift fields).
-    """
-    material = json.dumps([seed, query_id, round, key]).encode()
-    digest = hashlib.sha256(material).digest()
-    return random.Random(int.from_bytes(digest[:8], "big")).random()
+    """A uniform [0, 1) draw fixed by (seed, query_id, round, key), stable across processes."""
+    return derived_random(seed, query_id, round, key).random()
 
 
 def _is_relevant(grade: int | None) -> bool:
@@ -123,16 +159,28 @@ def _is_relevant(grade: int | None) -> bool:
     return grade is not None and grade > 0
 
 
-def _oracle_label(
-    grade: int | None, strong_grade: int, unjudged: Literal["unsure", "skip"]
-) -> Label | None:
+def _oracle_label(grade: int | None, strong_grade: int, unjudged: Unjudged) -> Label | None:
+    """The qrels' label: MORE from ``strong_grade`` up, RELEVANT from 1, else IRRELEVANT;
+    an unjudged result (``grade`` None) as ``unjudged`` says."""
     if grade is None:
-        return Label.UNSURE if unjudged == "unsure" else None
+        return _UNJUDGED_LABEL[unjudged]
     if grade >= strong_grade:
         return Label.MORE
     if grade >= 1:
         return Label.RELEVANT
     return Label.IRRELEVANT
+
+
+_UNJUDGED_LABEL: dict[str, Label | None] = {
+    "irrelevant": Label.IRRELEVANT,
+    "unsure": Label.UNSURE,
+    "skip": None,
+}
+
+
+def _given(budget: int | None, kinds: frozenset[LabelKind]) -> frozenset[LabelKind]:
+    """``kinds``, or none at all when a zero budget forbids every label."""
+    return frozenset() if budget == 0 else kinds
 
 
 def _require_int(owner: str, name: str, value: object, minimum: int) -> None:
@@ -164,20 +212,25 @@ class OraclePolicy:
     """Labels exactly as the qrels say: a perfect, tireless assessor (the upper bound).
 
     grade >= ``strong_grade`` -> MORE, 1 <= grade < ``strong_grade`` -> RELEVANT, grade <= 0
-    -> IRRELEVANT; unjudged -> UNSURE or "seen", per ``unjudged``.
+    -> IRRELEVANT; unjudged -> IRRELEVANT (the TREC assumption), UNSURE or "seen", per
+    ``unjudged``. Expected to give positive and negative labels.
     """
 
     name: ClassVar[str] = "oracle"
     depth: int = 10
     strong_grade: int = 2
-    unjudged: Literal["unsure", "skip"] = "skip"
+    unjudged: Unjudged = "irrelevant"
     budget: int | None = None
 
     def __post_init__(self) -> None:
         _require_int(self.name, "depth", self.depth, 1)
         _require_int(self.name, "strong_grade", self.strong_grade, 1)
-        _require_choice(self.name, "unjudged", self.unjudged, ("unsure", "skip"))
+        _require_choice(self.name, "unjudged", self.unjudged, UNJUDGED)
         _require_budget(self.name, self.budget)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _given(self.budget, _BOTH)
 
     def judge(
         self,
@@ -199,7 +252,8 @@ class OraclePolicy:
 class PositiveOnlyPolicy:
     """Oracle labels, but only the positive ones: non-relevant and unjudged results are seen.
 
-    Models a user who only ever clicks "relevant" (pseudo-negative-free feedback).
+    Models a user who only ever clicks "relevant" (pseudo-negative-free feedback). Expected
+    to give positive labels only.
     """
 
     name: ClassVar[str] = "positive_only"
@@ -211,6 +265,10 @@ class PositiveOnlyPolicy:
         _require_int(self.name, "depth", self.depth, 1)
         _require_int(self.name, "strong_grade", self.strong_grade, 1)
         _require_budget(self.name, self.budget)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _given(self.budget, _POSITIVE)
 
     def judge(
         self,
@@ -231,21 +289,27 @@ class PositiveOnlyPolicy:
 
 @dataclass(frozen=True, slots=True)
 class NegativeOnlyPolicy:
-    """Only IRRELEVANT marks: judged non-relevant results are marked, relevant ones are seen.
+    """Only IRRELEVANT marks: non-relevant results are marked, relevant ones are seen.
 
-    ``unjudged="irrelevant"`` also marks unjudged results IRRELEVANT (the TREC assumption);
-    the default leaves them seen, so only judged evidence drives the feedback.
+    Unjudged results are IRRELEVANT too by default (the TREC assumption); ``unjudged="skip"``
+    leaves them seen, so only judged non-relevant evidence drives the feedback (on qrels that
+    list only relevant documents, none). ``unsure`` is not offered: this user gives no label
+    but IRRELEVANT. Expected to give negative labels only.
     """
 
     name: ClassVar[str] = "negative_only"
     depth: int = 10
-    unjudged: Literal["irrelevant", "skip"] = "skip"
+    unjudged: Literal["irrelevant", "skip"] = "irrelevant"
     budget: int | None = None
 
     def __post_init__(self) -> None:
         _require_int(self.name, "depth", self.depth, 1)
         _require_choice(self.name, "unjudged", self.unjudged, ("irrelevant", "skip"))
         _require_budget(self.name, self.budget)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _given(self.budget, _NEGATIVE)
 
     def judge(
         self,
@@ -260,7 +324,7 @@ class NegativeOnlyPolicy:
         for key in _scan(displayed, examined, self.depth):
             grade = judgments.get(key)
             if grade is None:
-                label = Label.IRRELEVANT if self.unjudged == "irrelevant" else None
+                label = _UNJUDGED_LABEL[self.unjudged]
             else:
                 label = None if _is_relevant(grade) else Label.IRRELEVANT
             labels.append((key, label))
@@ -274,22 +338,28 @@ class PatientPolicy:
     SimIIR's "consecutive non-relevant" stopping strategy (Maxwell, Azzopardi, Järvelin &
     Keskustalo 2015, "Searching and Stopping: An Analysis of Stopping Rules and Strategies",
     CIKM): the result that completes the run of ``patience`` is examined and marked, then the
-    scan stops. Unjudged results count as non-relevant.
+    scan stops. Unjudged results count as non-relevant for stopping whatever ``unjudged``
+    says; ``unjudged`` only decides their label, as for :class:`OraclePolicy`. Expected to
+    give positive and negative labels.
     """
 
     name: ClassVar[str] = "patient"
     depth: int = 20
     patience: int = 3
     strong_grade: int = 2
-    unjudged: Literal["unsure", "skip"] = "skip"
+    unjudged: Unjudged = "irrelevant"
     budget: int | None = None
 
     def __post_init__(self) -> None:
         _require_int(self.name, "depth", self.depth, 1)
         _require_int(self.name, "patience", self.patience, 1)
         _require_int(self.name, "strong_grade", self.strong_grade, 1)
-        _require_choice(self.name, "unjudged", self.unjudged, ("unsure", "skip"))
+        _require_choice(self.name, "unjudged", self.unjudged, UNJUDGED)
         _require_budget(self.name, self.budget)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _given(self.budget, _BOTH)
 
     def judge(
         self,
@@ -318,6 +388,7 @@ class NoisyPolicy:
     A relevant result (grade > 0) is marked RELEVANT with probability ``p_relevant``, else
     IRRELEVANT; a non-relevant or unjudged one (unjudged treated as non-relevant, the TREC
     assumption) is marked RELEVANT with probability ``p_false_relevant``, else IRRELEVANT.
+    Expected to give a kind of label unless both probabilities rule it out.
     """
 
     name: ClassVar[str] = "noisy"
@@ -333,6 +404,13 @@ class NoisyPolicy:
         _require_probability(self.name, "p_false_relevant", self.p_false_relevant)
         _require_int(self.name, "seed", self.seed, -(2**63))
         _require_budget(self.name, self.budget)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        p = (self.p_relevant, self.p_false_relevant)
+        kinds = {LabelKind.POSITIVE} if max(p) > 0 else set()
+        kinds |= {LabelKind.NEGATIVE} if min(p) < 1 else set()
+        return _given(self.budget, frozenset(kinds))
 
     def judge(
         self,
@@ -358,6 +436,7 @@ class RandomPolicy:
 
     Every examined result gets a mark, so it gives as much feedback as an oracle on fully
     judged results; only its validity differs. A valid benchmark must not reward it.
+    Expected to give both kinds of label unless ``p_mark`` is 0 or 1.
     """
 
     name: ClassVar[str] = "random"
@@ -371,6 +450,12 @@ class RandomPolicy:
         _require_probability(self.name, "p_mark", self.p_mark)
         _require_int(self.name, "seed", self.seed, -(2**63))
         _require_budget(self.name, self.budget)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        kinds = {LabelKind.POSITIVE} if self.p_mark > 0 else set()
+        kinds |= {LabelKind.NEGATIVE} if self.p_mark < 1 else set()
+        return _given(self.budget, frozenset(kinds))
 
     def judge(
         self,
