@@ -30,8 +30,6 @@ Evaluation modes (Salton & Buckley 1990 for residual ranking):
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +40,7 @@ from evidence_bench.errors import FeedbackError
 from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.fixtures.cassettes import SkippedRequest
+from evidence_bench.seeding import derived_random
 from evidence_bench.simulation.users import UserPolicy
 
 __all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
@@ -123,17 +122,23 @@ def _provider_order(
 
 
 def _shuffled(
-    feedback: Mapping[str, Label], examined: Set[str], query_id: str, round_: int
+    feedback: Mapping[str, Label],
+    examined: Set[str],
+    *,
+    seed: int,
+    policy: str,
+    query_id: str,
+    round_: int,
 ) -> dict[str, Label]:
     """The user's labels dealt at random over the documents the user examined (marked or
     only seen): as many marks of each kind, on documents chosen without judgment.
 
-    The permutation is seeded by (query id, round), so it is the same in every process.
+    The permutation is seeded by (run seed, policy, query id, round)
+    (:mod:`evidence_bench.seeding`): the same in every process, another for another seed.
     """
     keys = sorted(examined)
     labels: list[Label | None] = [feedback.get(key) for key in keys]
-    seed = hashlib.sha256(f"shuffle|{query_id}|{round_}".encode()).digest()[:8]
-    random.Random(int.from_bytes(seed, "big")).shuffle(labels)
+    derived_random(seed, policy, query_id, round_).shuffle(labels)
     return {key: label for key, label in zip(keys, labels, strict=True) if label is not None}
 
 
@@ -166,12 +171,15 @@ def run_episode(
     modes: Sequence[str],
     rounds: int,
     depth: int,
+    seed: int,
+    policy: str,
 ) -> EpisodeResult:
     """Run one episode from the provider's ``initial`` results; see the module docstring.
 
     ``deep`` is the provider's list for the original query fetched deeper than ``initial``
     (at least as long as any expanded list can grow), for the equal-depth controls; None
-    leaves them out.
+    leaves them out. ``seed`` (the run's) and ``policy`` (the user's name in the run) seed
+    the shuffled control.
     """
     result = EpisodeResult()
     tolerant = _Tolerant(ranker)
@@ -207,11 +215,13 @@ def run_episode(
                 session.mark(mark.label, mark.key)
         pool = list(session.candidates)  # what rerank and its controls all order
         reranked = [item.key for item in session.show()]
-        unjudged = _shuffled(session.feedback, examined, query_id, round_)
+        dealt = _shuffled(
+            session.feedback, examined, seed=seed, policy=policy, query_id=query_id, round_=round_
+        )
         stages: dict[str, list[str]] = {
             "initial": _provider_order(deep, initial, len(pool)),
             "control": [item.key for item in control.rank(query, pool, {})],
-            "shuffled": [item.key for item in tolerant.rank(query, pool, unjudged)],
+            "shuffled": [item.key for item in tolerant.rank(query, pool, dealt)],
             "rerank": reranked,
         }
         record: dict[str, Any] = {

@@ -27,8 +27,11 @@ from evidence_bench.experiment.rundir import (
     write_rows,
     write_trec,
 )
-from evidence_bench.experiment.runner import QueryOutput, execute
+from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.fixtures.cassettes import file_sha256
+from evidence_bench.seeding import derivation
+from evidence_bench.simulation.labels import label_summary, label_warnings
+from evidence_bench.simulation.users import UserPolicy
 
 __all__ = ["RunOutcome", "perform_run"]
 
@@ -98,6 +101,7 @@ def perform_run(
     """
     started = time.perf_counter()
     plan = plan_run(cfg, overrides)
+    users = plan_users(plan)
     query_set = load_query_set(plan.query_set, limit=plan.query_limit)
     query_ids = list(query_set.queries)
     outputs: Iterable[QueryOutput] = execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
@@ -141,7 +145,7 @@ def perform_run(
             file_sha256(manifest_file) if manifest_file.exists() else None
         ),
         "collection_checksum": collection.checksum,
-        "seeds": sorted({plan.seed + int(u.get("seed", 0)) for u in plan.users.values()}),
+        "seeds": _seeds(plan.seed, users),
         "queries": len(query_ids),
         "queries_truncated": query_set.truncated,
         "queries_without_relevant": query_set.unjudged,
@@ -155,6 +159,7 @@ def perform_run(
         },
         "excluded": _excluded(per_query, len(query_ids)),
         "no_usable_feedback": no_feedback,
+        "labels": label_summary(((r[0], r[1], r[3], r[5]) for r in feedback), users),
         "sweep": {"params": list(plan.swept)},
         **(
             {"missing_dates": missing_dates}
@@ -225,7 +230,25 @@ def perform_run(
             analysis = analyze(load_run(tmp))  # the statistics, once for both renderings
             render_report(analysis)
             terminal = summary_table(analysis)
+        else:  # no summary table, but a policy that gave no labels of a kind is still said
+            terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
     return RunOutcome(target.final, summary, manifest, terminal)
+
+
+def _seeds(seed: int, users: Sequence[tuple[str, UserPolicy]]) -> dict[str, Any]:
+    """The run's ``seed`` and what is derived from it (:mod:`evidence_bench.seeding`): each
+    random user's seed (the run's plus its own ``seed``) and its per-document draws, and the
+    shuffled control's labels, dealt per policy, query and round."""
+    return {
+        "seed": seed,
+        "users": {
+            name: int(own)
+            for name, user in users
+            if (own := getattr(user, "seed", None)) is not None
+        },
+        "user_draws": derivation("user seed", "query_id", "round", "url"),
+        "shuffled": derivation("seed", "policy", "query_id", "round"),
+    }
 
 
 def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:

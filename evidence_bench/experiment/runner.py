@@ -176,6 +176,8 @@ def query_episodes(
                     modes=plan.modes if modes is None else modes,
                     rounds=plan.rounds if rounds is None else rounds,
                     depth=plan.depth,
+                    seed=plan.seed,
+                    policy=user_name,
                 ),
             )
 

@@ -248,7 +248,9 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         for key, count in (run.manifest.get("excluded") or {}).items():
             excluded[prefix + key] = int(count)
         params += [p for p in _lookup(run.manifest, "sweep.params", []) if p not in params]
-        seeds += [s for s in run.manifest.get("seeds", []) if s not in seeds]
+        given = run.manifest.get("seeds", [])
+        # a run's seeds: a mapping (seed, users, derivations), or a list in older runs
+        seeds += [s for s in ([given] if isinstance(given, Mapping) else given) if s not in seeds]
     queries = [int(r.manifest.get("queries", len(r.queries)) or 0) for _, r in runs]
     dated = [r.manifest["missing_dates"] for _, r in runs if "missing_dates" in r.manifest]
     # One job run from a dirty working tree makes the whole multirun unreproducible from git.
@@ -262,7 +264,8 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         "query_set": joined("query_set"),
         "cassette_manifest_sha256": joined("cassette_manifest_sha256"),
         "collection_checksum": joined("collection_checksum"),
-        "seeds": seeds,
+        "seeds": seeds[0] if len(seeds) == 1 and isinstance(seeds[0], Mapping) else seeds,
+        **_merged_labels(runs),
         "wall_time_s": sum(float(r.manifest.get("wall_time_s", 0) or 0) for _, r in runs),
         "episodes": total("episodes"),
         "queries": sum(queries) if id_prefixed else max(queries, default=0),
@@ -272,6 +275,26 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         "sweep": {"params": params},
         "jobs": len(runs),
     }
+
+
+def _merged_labels(runs: Sequence[tuple[str, RunData]]) -> dict[str, Any]:
+    """The runs' ``labels``: counts under prefixed config ids, each user's expected kinds
+    (their union), and each run's missing kinds naming its job."""
+    given = [(prefix, r.manifest["labels"]) for prefix, r in runs if "labels" in r.manifest]
+    if not given:
+        return {}
+    expected: dict[str, list[str]] = {}
+    counts: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    for prefix, labels in given:
+        for policy, kinds in (labels.get("expected") or {}).items():
+            mine = expected.setdefault(policy, [])
+            mine += [k for k in kinds if k not in mine]
+        counts += [
+            {**c, "config_id": prefix + str(c.get("config_id"))} for c in labels.get("counts", [])
+        ]
+        missing += [{**m, "job": prefix} for m in labels.get("missing", [])]
+    return {"labels": {"expected": expected, "counts": counts, "missing": missing}}
 
 
 def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:

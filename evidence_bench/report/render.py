@@ -26,6 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from evidence_bench.errors import DataError
 from evidence_bench.report import charts
 from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
+from evidence_bench.report.labels import labels_view
 from evidence_bench.report.tables import (
     ALPHA,
     BASELINES,
@@ -170,7 +171,7 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "collection": _text(manifest.get("collection_checksum")),
         "replay": {k: int(replay.get(k, 0) or 0) for k in ("replayed", "simulated", "skipped")},
         "on_miss": _text(replay.get("on_miss")),
-        "seeds": ", ".join(str(s) for s in manifest.get("seeds", [])) or "–",
+        "seeds": _seeds(manifest.get("seeds")),
         "wall_time_s": float(manifest.get("wall_time_s", 0) or 0),
         "configs": len(data.configs),
         "rounds": data.settings.rounds,
@@ -179,6 +180,19 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "trials": analysis.trials,
         "missing_dates": _int_or_none(manifest.get("missing_dates")),
     }
+
+
+def _seeds(seeds: Any) -> str:
+    """The run's seed and its random users' seeds (``seed 0 · noisy 0``); a multirun's runs
+    joined by commas; a run from before seeds were a mapping lists its seeds as they are."""
+    if isinstance(seeds, Mapping):
+        users = seeds.get("users")
+        own = users.items() if isinstance(users, Mapping) else ()
+        shown = [f"seed {seeds.get('seed', '?')}", *(f"{u} {s}" for u, s in own)]
+        return " · ".join(shown)
+    if isinstance(seeds, list) and seeds:
+        return ", ".join(_seeds(s) if isinstance(s, Mapping) else str(s) for s in seeds)
+    return "–"
 
 
 def _reproduce(manifest: Mapping[str, Any], experiment: str) -> str:
@@ -466,6 +480,14 @@ def _best_view(analysis: Analysis) -> dict[str, Any] | None:
     }
 
 
+def _shuffled_seed(seeds: Any) -> str | None:
+    """How the shuffled control's labels were dealt, where the manifest says."""
+    if isinstance(seeds, list):  # a multirun: the derivation is the same in every job
+        seeds = next((s for s in seeds if isinstance(s, Mapping)), None)
+    value = seeds.get("shuffled") if isinstance(seeds, Mapping) else None
+    return str(value) if value else None
+
+
 def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     data, best, s = analysis.data, analysis.best, analysis.summary
     measure = data.settings.primary_measure
@@ -479,6 +501,8 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "swept": list(data.swept),
         "best": _best_view(analysis),
         "missing_controls": list(analysis.missing_controls),
+        "labels": labels_view(data.manifest, data.policies),
+        "shuffled_seed": _shuffled_seed(data.manifest.get("seeds")),
         # Runs from before the shuffled-label control have no judgment columns to show.
         "judgments": bool(analysis.summary["judgment_gain"].notna().any()),
         "forest": None,

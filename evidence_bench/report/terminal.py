@@ -5,6 +5,8 @@ on earlier feedback): per configuration, user and feedback stage, the three rank
 (before, no-feedback control, with feedback), the gain attributable to feedback with its 95%
 CI and the Holm-adjusted p, and for rerank what the user's judgments add (rerank − shuffled).
 A sweep has too many rows for a terminal, so baselines come first and then the largest gains.
+A policy that gave no label of a kind it should give (``labels.missing`` in the manifest)
+gets a warning line at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pandas as pd
 from evidence_bench.report.data import RunData
 from evidence_bench.report.render import load_source
 from evidence_bench.report.tables import ALPHA, Analysis
+from evidence_bench.simulation.labels import label_warnings
 
 __all__ = ["summary_table"]
 
@@ -69,6 +72,12 @@ def summary_table(
 ) -> str:
     """The summary as aligned plain text (no colour codes), ready to print."""
     analysis = load_source(source, trials=trials)
+    labels = analysis.data.manifest.get("labels")
+    warnings = "".join(_printable(line, 400) + "\n" for line in label_warnings(labels))
+    return _table(analysis, max_rows) + warnings
+
+
+def _table(analysis: Analysis, max_rows: int) -> str:
     settings = analysis.data.settings
     s = analysis.summary
     compared = s[(s["measure"] == settings.primary_measure) & s["gain"].notna()]

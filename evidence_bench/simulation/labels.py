@@ -1,0 +1,113 @@
+"""What the simulated users gave: label counts per config, policy and round, and warnings.
+
+A run records in ``manifest.json``, under ``labels``, how many examined results each policy
+marked with each label, and how many it only saw, per engine config and round, summed over
+queries. Round 1 shows every config the same list, so round-1 counts are the same for every
+config; from round 2 the list depends on the config's earlier ranking, and so do the counts.
+
+Each policy declares the kinds of label it should give (:attr:`UserPolicy.expects`). One
+that gave none of such a kind over the whole run is listed under ``labels.missing`` and
+warned about in the terminal summary and the report: an oracle on qrels that list only
+relevant documents gives no negative feedback unless unjudged results count as non-relevant,
+and then every γ (the weight of negative feedback) gives the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from evidence_bench.simulation.users import LabelKind, UserPolicy
+
+__all__ = ["COUNTED", "describe_missing", "label_counts", "label_summary", "label_warnings"]
+
+#: The labels counted, and ``seen``: examined, not marked.
+COUNTED = ("more", "relevant", "less", "irrelevant", "unsure", "seen")
+
+
+def label_counts(rows: Iterable[tuple[str, str, int, str]]) -> list[dict[str, Any]]:
+    """Per (config_id, policy, round), a count for each :data:`COUNTED` label.
+
+    ``rows``: one ``(config_id, policy, round, label)`` per examined result, ``label`` as in
+    ``feedback.csv``. Records come config by config, then policy, in the order first met,
+    then by round; a label never given counts 0.
+    """
+    counts: dict[tuple[str, str, int], dict[str, int]] = {}
+    configs: dict[str, int] = {}
+    policies: dict[str, int] = {}
+    for config_id, policy, round_, label in rows:
+        configs.setdefault(config_id, len(configs))
+        policies.setdefault(policy, len(policies))
+        cell = counts.setdefault((config_id, policy, int(round_)), dict.fromkeys(COUNTED, 0))
+        if label not in cell:
+            raise ValueError(f"unknown label {label!r} (valid: {', '.join(COUNTED)})")
+        cell[label] += 1
+    order = sorted(counts, key=lambda k: (configs[k[0]], policies[k[1]], k[2]))
+    return [{"config_id": c, "policy": p, "round": r, **counts[(c, p, r)]} for c, p, r in order]
+
+
+def _missing(
+    counts: Sequence[Mapping[str, Any]], users: Sequence[tuple[str, UserPolicy]]
+) -> list[dict[str, Any]]:
+    """Each kind a policy is expected to give and gave none of, over every config and round."""
+    missing: list[dict[str, Any]] = []
+    for name, user in users:
+        mine = [c for c in counts if c["policy"] == name]
+        examined = sum(int(c[label]) for c in mine for label in COUNTED)
+        for kind in (k for k in LabelKind if k in user.expects):
+            labels = [label.value for label in kind.labels]
+            if any(int(c[label]) for c in mine for label in labels):
+                continue
+            hint = ""
+            unjudged = getattr(user, "unjudged", "irrelevant")
+            if kind is LabelKind.NEGATIVE and unjudged != "irrelevant":
+                hint = (
+                    f"unjudged={unjudged} gives unjudged results no negative label; "
+                    "unjudged=irrelevant counts them non-relevant (the TREC assumption)"
+                )
+            missing.append(
+                {
+                    "policy": name,
+                    "kind": kind.value,
+                    "labels": labels,
+                    "examined": examined,
+                    "hint": hint,
+                }
+            )
+    return missing
+
+
+def label_summary(
+    rows: Iterable[tuple[str, str, int, str]], users: Sequence[tuple[str, UserPolicy]]
+) -> dict[str, Any]:
+    """The manifest's ``labels`` entry: what each policy is expected to give (``expected``),
+    its counts (:func:`label_counts`) and the kinds it should have given but did not
+    (``missing``)."""
+    counts = label_counts(rows)
+    return {
+        "expected": {
+            name: [k.value for k in LabelKind if k in user.expects] for name, user in users
+        },
+        "counts": counts,
+        "missing": _missing(counts, users),
+    }
+
+
+def describe_missing(entry: Mapping[str, Any]) -> str:
+    """One line for a ``labels.missing`` entry, for the terminal and the report."""
+    job = str(entry.get("job") or "")
+    labels = ", ".join(str(label) for label in entry.get("labels") or [])
+    text = (
+        f"policy '{job}{entry.get('policy')}' should give {entry.get('kind')} labels "
+        f"({labels}) but gave none in {entry.get('examined', '?')} examined results"
+    )
+    hint = entry.get("hint")
+    return f"{text}: {hint}" if hint else text
+
+
+def label_warnings(labels: object) -> list[str]:
+    """``warning: ...`` lines for a manifest's ``labels`` entry (none for a run without one)."""
+    missing = labels.get("missing") if isinstance(labels, Mapping) else None
+    if not isinstance(missing, list):
+        return []
+    return [f"warning: {describe_missing(m)}" for m in missing if isinstance(m, Mapping)]
