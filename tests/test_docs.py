@@ -179,22 +179,18 @@ def test_an_undocumented_group_option_or_key_is_reported(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     problems = _extension("configref").collect(conf, schema_module="myschema").problems
-    assert problems == [
+    unmapped = "a config group with no field in RunConf (add one, or map it in " + (
+        "docs/_ext/configref.py MOUNTS)"
+    )
+    assert problems[:3] == [
         "myschema.RankerConf.k1: no #: doc comment",
         "myschema.EvalConf: no docstring",
         "myschema.RunConf.seed: no #: doc comment",
-        "conf/experiment/: a config group with no field in RunConf (add one, or map it in "
-        "docs/_ext/configref.py MOUNTS)",
-        "conf/index/: a config group with no field in RunConf (add one, or map it in "
-        "docs/_ext/configref.py MOUNTS)",
-        "conf/policy/: a config group with no field in RunConf (add one, or map it in "
-        "docs/_ext/configref.py MOUNTS)",
-        "conf/query_set/: a config group with no field in RunConf (add one, or map it in "
-        "docs/_ext/configref.py MOUNTS)",
-        "conf/ranker/bm25.yaml: no comment at the top saying what it is",
-        "conf/refiner/: a config group with no field in RunConf (add one, or map it in "
-        "docs/_ext/configref.py MOUNTS)",
     ]
+    assert f"conf/index/: {unmapped}" in problems
+    assert f"conf/policy/: {unmapped}" in problems  # myschema has no policies field
+    assert "conf/ranker/bm25.yaml: no comment at the top saying what it is" in problems
+    assert not [p for p in problems if p.startswith(("conf/ranker/:", "conf/eval/"))]
 
 
 # --- the API ---------------------------------------------------------------------------------
