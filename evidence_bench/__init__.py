@@ -25,6 +25,7 @@ from evidence_bench.errors import (
 from evidence_bench.evidence import Evidence, canonical_url, normalize_text
 from evidence_bench.providers.brave import BraveProvider, HttpClient, RetryPolicy
 
+#: The package version.
 __version__ = "0.1.0"
 
 __all__ = [
