@@ -99,7 +99,7 @@ def read_run(run_dir: Path) -> RunFacts:
         raise DataError(f"{run_dir}: not a run directory (no such directory)")
     cells = _summary(run_dir / "summary.csv")
     manifest = _manifest(run_dir / "manifest.json")
-    configs = _table(run_dir / "configs.csv", ("config_id", "label"))
+    configs = _table(run_dir / "configs.csv", ("config_id", "label"), ("config_id",))
     labels = dict(zip(configs["config_id"], configs["label"], strict=True))
     return RunFacts(
         path=run_dir,
@@ -133,9 +133,10 @@ def _text(path: Path) -> str:
         raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
-def _table(path: Path, required: Sequence[str]) -> pd.DataFrame:
+def _table(path: Path, required: Sequence[str], names: Sequence[str] = ()) -> pd.DataFrame:
     """Every field as text, nothing turned into NaN behind our back; the index is each
-    row's line number in the file, so an error can name it."""
+    row's line number in the file, so an error can name it. ``names`` must not be empty
+    (numbers are checked by :func:`_numbers`, where empty is how pandas writes NaN)."""
     reader = csv.reader(io.StringIO(_text(path), newline=""))
     try:
         header = next(reader, None)
@@ -164,7 +165,7 @@ def _table(path: Path, required: Sequence[str]) -> pd.DataFrame:
     again = frame.index[(frame == pd.Series(header, index=header)).all(axis=1)]
     if len(again):
         raise DataError(f"{path} line {again[0]}: repeats the header (a file written twice?)")
-    for column in required:
+    for column in names:
         empty = frame.index[frame[column].str.strip() == ""]
         if len(empty):
             raise DataError(f"{path} line {empty[0]}: {column} is empty")
@@ -213,7 +214,7 @@ def _no_repeats(frame: pd.DataFrame, path: Path, keys: Sequence[str], what: str)
 
 
 def _summary(path: Path) -> dict[Cell, CellFacts]:
-    frame = _table(path, (*KEYS, "n", "mean"))
+    frame = _table(path, (*KEYS, "n", "mean"), _TEXT_KEYS)
     rounds = _numbers(frame, path, "round", whole=True)
     counts = _numbers(frame, path, "n", whole=True)
     if (counts < 1).any():
@@ -231,7 +232,7 @@ def _summary(path: Path) -> dict[Cell, CellFacts]:
 
 
 def _per_query(path: Path) -> pd.DataFrame:
-    frame = _table(path, PER_QUERY_COLUMNS)
+    frame = _table(path, PER_QUERY_COLUMNS, (*_TEXT_KEYS, "query_id"))
     frame["round"] = _numbers(frame, path, "round", whole=True).astype(int)
     frame["value"] = _numbers(frame, path, "value").astype(float)
     _no_repeats(frame, path, (*KEYS, "query_id"), "value")
