@@ -1,7 +1,9 @@
-"""Frozen evaluation: full freezing across rounds.
+"""Frozen evaluation: full freezing across rounds, and the cells that cannot change.
 
 Every expected list below is worked out by hand from the scripted rankings (the comments show
-the steps), and expected measure values are pytrec_eval's on those lists.
+the steps), and expected measure values are pytrec_eval's on those lists. The one property
+test compares two frozen rankings with each other, so it uses the package's trec_eval-exact
+``evaluate`` (itself checked against pytrec_eval in test_measures.py).
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import pytrec_eval
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
+from evidence_bench.evaluation.frozen import fixed_in_frozen, frozen_prefix
 from evidence_bench.evaluation.measures import (
     Measure,
     QueryJudgments,
+    evaluate,
     parse_measure,
     prepare,
     ranks_to_scores,
@@ -347,6 +353,101 @@ def test_three_rounds_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     assert evaluated[(3, "rerank", "residual")] == ["z"]
 
 
+# --- the fixed-cell rule, by hand -----------------------------------------------------------
+
+_PREFIX3 = {"a": 1, "b": 2, "c": 3}
+
+
+@pytest.mark.parametrize(
+    ("measure", "pinned", "grades", "fixed"),
+    [
+        # the cutoff within the prefix 1..3: only ranks 1..k count
+        ("P@3", _PREFIX3, {"b": 1, "d": 2, "e": 1}, True),
+        ("nDCG@3", _PREFIX3, {"b": 1, "d": 2, "e": 1}, True),
+        ("R@3", _PREFIX3, {"b": 1, "d": 2, "e": 1}, True),
+        ("AP@3", _PREFIX3, {"b": 1, "d": 2, "e": 1}, True),
+        ("P@4", _PREFIX3, {"b": 1, "d": 2, "e": 1}, False),  # d or e can take rank 4
+        ("nDCG@10", _PREFIX3, {"b": 1, "d": 2, "e": 1}, False),
+        ("AP", _PREFIX3, {"b": 1, "d": 2, "e": 1}, False),
+        # RR: a relevant document in the prefix is the first one in every ranking
+        ("RR", _PREFIX3, {"b": 1, "d": 2, "e": 1}, True),
+        ("RR", _PREFIX3, {"a": 0, "d": 1}, False),  # the first relevant is after the prefix
+        # every document that can score is in the prefix: nothing after it adds anything
+        ("nDCG@10", _PREFIX3, {"b": 1, "c": 2, "z": 0}, True),
+        ("nDCG", _PREFIX3, {"b": 1, "c": 2}, True),
+        ("P@10", _PREFIX3, {"b": 1, "c": 2}, True),
+        ("R@20", _PREFIX3, {"b": 1, "c": 2}, True),
+        ("AP", _PREFIX3, {"b": 1, "c": 2}, True),
+        # relevance levels: only grade >= rel can score
+        ("P(rel=2)@10", _PREFIX3, {"b": 1, "c": 2, "d": 1}, True),
+        ("P@10", _PREFIX3, {"b": 1, "c": 2, "d": 1}, False),
+        ("RR(rel=2)", _PREFIX3, {"b": 1, "d": 2}, False),
+        ("RR(rel=2)", _PREFIX3, {"b": 2, "d": 2}, True),
+        # only the contiguous prefix counts: position 3 is free, so rank 4 moves
+        ("P@2", {"a": 1, "b": 2, "c": 4}, {"c": 1, "d": 1}, True),
+        ("P@3", {"a": 1, "b": 2, "c": 4}, {"c": 1, "d": 1}, False),
+        ("RR", {"a": 1, "b": 2, "c": 4}, {"c": 1}, False),
+        ("P@1", {"b": 2}, {"b": 1}, False),  # nothing at 1: no prefix at all
+        ("nDCG@10", {}, {"b": 1}, False),  # round 0: nothing examined
+    ],
+)
+def test_fixed_in_frozen_by_hand(
+    measure: str, pinned: dict[str, int], grades: dict[str, int], fixed: bool
+) -> None:
+    assert fixed_in_frozen(parse_measure(measure), pinned, grades) is fixed
+
+
+def test_frozen_prefix() -> None:
+    assert frozen_prefix({"c": 3, "a": 1, "b": 2}) == ["a", "b", "c"]
+    assert frozen_prefix({"a": 1, "b": 2, "c": 4}) == ["a", "b"]
+    assert frozen_prefix({"b": 2}) == []
+    assert frozen_prefix({}) == []
+
+
+@pytest.mark.parametrize(
+    ("measure", "pinned", "grades", "one", "other"),
+    [  # each "not fixed" case above: two frozen rankings that score differently
+        ("P@4", _PREFIX3, {"b": 1, "d": 2, "e": 1}, ["d"], ["f"]),
+        ("nDCG@10", _PREFIX3, {"b": 1, "d": 2, "e": 1}, ["d", "e"], ["e", "d"]),
+        ("AP", _PREFIX3, {"b": 1, "d": 2, "e": 1}, ["d", "e"], ["f", "d", "e"]),
+        ("RR", _PREFIX3, {"a": 0, "d": 1}, ["d"], ["f", "d"]),
+        ("P@10", _PREFIX3, {"b": 1, "c": 2, "d": 1}, ["d"], ["f"]),
+        ("P@3", {"a": 1, "b": 2, "c": 4}, {"c": 1, "d": 1}, ["d"], ["f"]),
+        ("RR", {"a": 1, "b": 2, "c": 4}, {"c": 1}, ["d"], []),  # c moves up from 4 to 3
+    ],
+)
+def test_what_is_not_fixed_can_change(
+    measure: str, pinned: dict[str, int], grades: dict[str, int], one: list[str], other: list[str]
+) -> None:
+    assert not fixed_in_frozen(parse_measure(measure), pinned, grades)
+    first = _pytrec(frozen_order(one, pinned), grades, [measure])
+    second = _pytrec(frozen_order(other, pinned), grades, [measure])
+    assert first != second
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    p=st.integers(0, 6),
+    grades=st.lists(st.integers(-1, 3), min_size=10, max_size=10),
+    orders=st.lists(st.permutations(range(10)), min_size=2, max_size=2),
+    length=st.integers(0, 10),
+)
+def test_a_fixed_measure_has_one_value_in_every_frozen_ranking(
+    p: int, grades: list[int], orders: list[list[int]], length: int
+) -> None:
+    """The rule is sound: wherever it says fixed, two frozen rankings built from any
+    orders of the other documents (of any length) score alike."""
+    docs = [f"d{i}" for i in range(10)]
+    qrels = {doc: grade for doc, grade in zip(docs, grades, strict=True)}
+    pinned = {doc: rank for rank, doc in enumerate(docs[:p], start=1)}
+    rankings = [frozen_order([docs[i] for i in order[:length]], pinned) for order in orders]
+    for name in ("nDCG@3", "nDCG@10", "P@2", "P@5", "R@4", "AP", "RR", "P(rel=2)@5"):
+        measure = parse_measure(name)
+        if fixed_in_frozen(measure, pinned, qrels):
+            one, other = (evaluate(r, qrels, [measure])[name] for r in rankings)
+            assert one == pytest.approx(other, abs=1e-12), name
+
+
 # --- the shipped collections ----------------------------------------------------------------
 
 
@@ -416,3 +517,60 @@ def test_examined_documents_are_the_frozen_prefix(cranfield_runs: tuple[Path, Pa
     assert by_round.to_dict("index") == {
         1: {"min": 1, "max": 10}, 2: {"min": 11, "max": 20}, 3: {"min": 21, "max": 30}
     }  # fmt: skip
+
+
+def test_summary_marks_the_cells_that_cannot_change(cranfield_runs: tuple[Path, Path]) -> None:
+    run = cranfield_runs[0]
+    summary = pd.read_csv(run / "summary.csv", dtype={"config_id": str})
+    assert summary["fixed"].dtype == bool
+    assert not summary[summary.eval_mode != "frozen"]["fixed"].any()
+    assert not summary[summary["round"] == 0]["fixed"].any()
+    keys = ["policy", "round", "stage", "measure"]
+    frozen = summary[summary.eval_mode == "frozen"].set_index(keys)["fixed"]
+    stages = set(summary["stage"])
+    for policy in ("oracle", "noisy", "random", "budget", "positive_only", "negative_only"):
+        for round_ in (1, 2, 3):
+            for stage in stages:
+                # depth 10: the prefix is 1..10 after round 1, 1..20 after round 2 ...
+                assert frozen[(policy, round_, stage, "nDCG@10")], (policy, round_, stage)
+                assert frozen[(policy, round_, stage, "P@10")], (policy, round_, stage)
+                assert frozen[(policy, round_, stage, "R@20")] == (round_ >= 2)
+    # The patient user stops after 3 non-relevant results in a row: a shorter prefix.
+    marks = _csv(run / "feedback.csv")
+    patient = marks[(marks.policy == "patient") & (marks["round"] == 1)]
+    assert patient.groupby("query_id").size().min() < 10
+    assert not frozen[("patient", 1, "rerank", "nDCG@10")]
+    # RR is fixed where every query has a relevant document among those examined so far;
+    # AP where every query's relevant documents have all been examined.
+    qrels = _csv(run / "qrels.csv")
+    relevant = qrels[qrels.relevance > 0].groupby("query_id")["doc_id"].agg(set)
+    queries = sorted(set(_csv(run / "per_query.csv")["query_id"]))
+    for (policy, round_), _ in frozen.groupby(level=["policy", "round"]):
+        if round_ == 0:
+            continue
+        seen = marks[(marks.policy == policy) & (marks["round"] <= round_)]
+        examined = seen.groupby("query_id")["doc_id"].agg(set)
+        found = [bool(relevant[q] & examined.get(q, set())) for q in queries]
+        complete = [relevant[q] <= examined.get(q, set()) for q in queries]
+        assert frozen[(policy, round_, "rerank", "RR")] == all(found), (policy, round_)
+        assert frozen[(policy, round_, "rerank", "AP")] == all(complete), (policy, round_)
+
+
+def test_a_fixed_cell_has_one_value_per_query_in_every_stage(
+    cranfield_runs: tuple[Path, Path],
+) -> None:
+    run = cranfield_runs[0]
+    summary = pd.read_csv(run / "summary.csv", dtype={"config_id": str})
+    per_query = _csv(run / "per_query.csv")
+    frozen = per_query[per_query.eval_mode == "frozen"]
+    keys = ["config_id", "policy", "round", "measure"]
+    fixed = summary[summary["fixed"]][[*keys, "stage"]]
+    assert len(fixed) > 100
+    rows = frozen.merge(fixed, on=[*keys, "stage"])
+    spread = rows.groupby([*keys, "query_id"])["value"].agg(lambda v: v.max() - v.min())
+    assert (spread == 0).all()
+    # and where the rule does not fix a cell, frozen mode can show a change
+    cells = summary[~summary["fixed"]][[*keys, "stage", "eval_mode"]]
+    loose = frozen.merge(cells, on=[*keys, "stage", "eval_mode"])
+    loose = loose[loose["round"] > 0]
+    assert (loose.groupby([*keys, "query_id"])["value"].agg(lambda v: v.max() - v.min()) > 0).any()
