@@ -8,6 +8,7 @@ test compares two frozen rankings with each other, so it uses the package's trec
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 
@@ -27,11 +28,14 @@ from evidence_bench.evaluation.measures import (
     prepare,
     ranks_to_scores,
 )
+from evidence_bench.evaluation.statistics import holm
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment import episode
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episode import Judgments, frozen_order, run_episode
 from evidence_bench.experiment.run import perform_run
+from evidence_bench.report import analyze, load_run, render_report, summary_table
+from evidence_bench.report.data import RunData
 from evidence_bench.simulation.users import Mark, OraclePolicy, UserPolicy
 
 TREC_NAMES = {
@@ -574,3 +578,64 @@ def test_a_fixed_cell_has_one_value_per_query_in_every_stage(
     loose = frozen.merge(cells, on=[*keys, "stage", "eval_mode"])
     loose = loose[loose["round"] > 0]
     assert (loose.groupby([*keys, "query_id"])["value"].agg(lambda v: v.max() - v.min()) > 0).any()
+
+
+def _frozen_primary(data: RunData, policies: Sequence[str]) -> RunData:
+    """``data`` led by the frozen mode, for ``policies`` only (fewer charts to draw)."""
+    per_query = data.per_query[data.per_query["policy"].isin(policies)]
+    per_query = per_query.assign(policy=per_query["policy"].cat.remove_unused_categories())
+    return dataclasses.replace(
+        data,
+        settings=dataclasses.replace(data.settings, primary_mode="frozen"),
+        per_query=per_query,
+        policies=tuple(policies),
+        fixed=data.fixed[data.fixed["policy"].isin(policies)],
+    )
+
+
+def test_the_report_says_cannot_change_in_frozen_mode(
+    cranfield_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    data = _frozen_primary(load_run(cranfield_runs[0]), ["oracle", "patient"])
+    analysis = analyze(data, trials=200, workers=0)
+    s = analysis.summary
+    fixed = s[s["fixed"]]
+    patient = fixed[(fixed["policy"] == "patient") & (fixed["round"] == 1)]
+    assert "nDCG@10" not in set(patient["measure"])  # the patient user may stop before 10
+    assert set(fixed["measure"]) >= {"nDCG@10", "P@10", "R@20"}
+    columns = ["gain", "p_t", "p_rand", "p_holm", "delta", "p_rand_before", "judgment_gain"]
+    assert fixed[columns].isna().all().all()  # no gain of 0, no test
+    assert fixed["n"].eq(8).all()
+    assert fixed[["before", "control", "feedback"]].nunique(axis=1).eq(1).all()
+    assert s[~s["fixed"]]["p_rand"].notna().all()
+    assert analysis.best is not None and analysis.best.rows["fixed"].eq(False).all()
+    # With the oracle alone, the leading measure cannot change anywhere: the verdict says so.
+    alone = analyze(_frozen_primary(load_run(cranfield_runs[0]), ["oracle"]), trials=200, workers=0)
+    html = render_report(alone, out=tmp_path / "alone.html").read_text()
+    rows = alone.summary[alone.summary["fixed"]]
+    assert html.count(">cannot change in frozen mode</td>") == len(rows) > 0
+    assert "Not answerable at frozen evaluation: nDCG@10 cannot change in frozen mode." in html
+    assert "nDCG@10 cannot change in frozen mode" in summary_table(alone)
+
+
+def test_fixed_cells_leave_the_holm_families(tmp_path: Path) -> None:
+    from report_fixtures import write_run_dir
+
+    run = write_run_dir(tmp_path, n_queries=8)
+    summary = pd.read_csv(run / "summary.csv", dtype={"config_id": str})
+    assert load_run(run).fixed.empty  # a run from before frozen cells were marked
+    cell = (
+        (summary.config_id == "c01") & (summary.policy == "oracle") & (summary["round"] == 1)
+        & (summary.stage == "rerank") & (summary.eval_mode == "frozen")
+        & (summary.measure == "nDCG@10")
+    )  # fmt: skip
+    summary["fixed"] = cell
+    summary.to_csv(run / "summary.csv", index=False)
+    data = load_run(run)
+    s = analyze(_frozen_primary(data, data.policies), trials=500, workers=0).summary
+    mine = (s.measure == "nDCG@10") & (s.policy == "oracle") & (s["round"] == 1)
+    family = s[mine & (s.stage == "rerank")].set_index("config_id")
+    assert family.loc["c01", "fixed"] and pd.isna(family.loc["c01", "p_holm"])
+    others = family[~family["fixed"]]
+    assert len(others) == len(family) - 1 >= 2
+    assert others["p_holm"].tolist() == pytest.approx(holm(others["p_rand"].tolist()))
