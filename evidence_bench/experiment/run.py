@@ -17,6 +17,7 @@ from tqdm import tqdm
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
 from evidence_bench.experiment.rundir import (
+    FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
     RunDirectory,
     new_run_id,
@@ -130,7 +131,9 @@ def perform_run(
         missing_dates += out.missing_dates
 
     per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
-    summary = summarize_scores(per_query)
+    summary = summarize_scores(
+        per_query, pd.DataFrame(feedback, columns=FEEDBACK_COLUMNS), query_set.qrels
+    )
     collection = query_set.collection
     manifest_file = query_set.cassettes / "manifest.json"
     manifest: dict[str, Any] = {
@@ -187,13 +190,7 @@ def perform_run(
                 for e in plan.engines
             ),
         )
-        write_rows(
-            tmp / "feedback.csv",
-            # doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and
-            # the rank at which the user saw it: what rebuilds the residual and frozen runs
-            ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"],
-            feedback,
-        )
+        write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, feedback)
         write_jsonl(tmp / "episodes.jsonl", episodes)
         doc_id = collection.doc_id_for
         write_jsonl(

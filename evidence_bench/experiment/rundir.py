@@ -17,14 +17,17 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
+from evidence_bench.evaluation.frozen import fixed_measures
+from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.evaluation.statistics import summarize
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 __all__ = [
+    "FEEDBACK_COLUMNS",
     "PER_QUERY_COLUMNS",
     "SUMMARY_COLUMNS",
     "RunDirectory",
@@ -40,7 +43,10 @@ PER_QUERY_COLUMNS = [
     "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value",
 ]  # fmt: skip
 SUMMARY_KEYS = ["config_id", "policy", "round", "stage", "eval_mode", "measure"]
-SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high"]
+SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high", "fixed"]
+#: doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and the rank at
+#: which the user saw it in the frozen list: what rebuilds the residual and frozen runs
+FEEDBACK_COLUMNS = ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"]
 
 
 def new_run_id(config_text: str, now: datetime | None = None) -> str:
@@ -109,13 +115,54 @@ def write_rows(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]])
         writer.writerows(rows)
 
 
-def summarize_scores(per_query: pd.DataFrame) -> pd.DataFrame:
-    """Mean, sample std and Student-t 95% CI per config, policy, round, stage, mode, measure."""
+def summarize_scores(
+    per_query: pd.DataFrame,
+    feedback: pd.DataFrame | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
+) -> pd.DataFrame:
+    """Mean, sample std and Student-t 95% CI per config, policy, round, stage, mode, measure.
+
+    ``fixed`` is True for a frozen cell whose measure cannot change for any of its queries
+    (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks,
+    :data:`FEEDBACK_COLUMNS`, and the ``qrels`` keyed by URL); False elsewhere, and
+    everywhere without them.
+    """
+    fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
     rows = []
     for key, values in per_query.groupby(SUMMARY_KEYS, sort=False)["value"]:
         s = summarize(values.to_numpy().tolist())
-        rows.append((*key, s.n, s.mean, s.std, s.ci_low, s.ci_high))
+        rows.append((*key, s.n, s.mean, s.std, s.ci_low, s.ci_high, fixed.get(key, False)))
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _fixed_cells(
+    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
+) -> dict[tuple[Any, ...], bool]:
+    """Frozen cell -> whether its measure is fixed for every query in it."""
+    frozen = per_query[per_query["eval_mode"] == "frozen"]
+    if frozen.empty:
+        return {}
+    shown: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
+    columns = ["config_id", "policy", "query_id", "round", "url", "rank"]
+    for config_id, policy, query_id, round_, url, rank in zip(
+        *(feedback[c].tolist() for c in columns), strict=True
+    ):
+        episode = (str(config_id), str(policy), str(query_id))
+        shown.setdefault(episode, []).append((int(round_), str(url), int(rank)))
+    names = [str(name) for name in pd.unique(frozen["measure"])]
+    measures = [parse_measure(name) for name in names]
+    # Every stage and measure of one (config, policy, query, round) shares its pins.
+    episodes = ["config_id", "policy", "query_id", "round"]
+    rows: list[tuple[Any, ...]] = []
+    for key in frozen[episodes].drop_duplicates().itertuples(index=False, name=None):
+        config_id, policy, query_id, round_ = key
+        pins = {u: r for n, u, r in shown.get((config_id, policy, query_id), ()) if n <= round_}
+        flags = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
+        rows.extend((*key, name, flag) for name, flag in zip(names, flags, strict=True))
+    flagged = pd.DataFrame(rows, columns=[*episodes, "measure", "fixed"])
+    cells = frozen[[*SUMMARY_KEYS, "query_id"]].merge(flagged, on=[*episodes, "measure"])
+    fixed = cells.groupby(SUMMARY_KEYS, sort=False)["fixed"].all()
+    return {cast(tuple[Any, ...], key): bool(flag) for key, flag in fixed.items()}
 
 
 def write_trec(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,8 @@ _PER_QUERY_DTYPES = {
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
 _DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
+#: The columns of :attr:`RunData.fixed`.
+_FIXED_COLUMNS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _STAGE_ORDER = (
     "initial",
     "control",
@@ -102,6 +104,30 @@ class RunData:
     swept: tuple[str, ...]
     policies: tuple[str, ...]
     stages: tuple[str, ...]
+    #: The cells summary.csv marks ``fixed`` (frozen cells that cannot change; see
+    #: evaluation.frozen): config_id, policy, round, stage, eval_mode, measure.
+    fixed: pd.DataFrame = field(default_factory=lambda: _no_fixed())
+
+
+def _no_fixed() -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: pd.Series(dtype="int64" if c == "round" else "str") for c in _FIXED_COLUMNS}
+    )
+
+
+def _fixed(path: Path) -> pd.DataFrame:
+    """summary.csv's fixed cells; none where the file or its ``fixed`` column is missing
+    (a run from before frozen cells were marked)."""
+    if not path.is_file():
+        return _no_fixed()
+    text = {c: str for c in _FIXED_COLUMNS if c != "round"}
+    summary = _read_csv(path, _FIXED_COLUMNS, dtype=text)
+    if "fixed" not in summary:
+        return _no_fixed()
+    marked = summary["fixed"].astype(str).str.lower() == "true"
+    fixed = summary.loc[marked, list(_FIXED_COLUMNS)].reset_index(drop=True)
+    fixed["round"] = fixed["round"].astype("int64")
+    return fixed
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -221,6 +247,7 @@ def load_run(run_dir: Path) -> RunData:
         swept=_swept(configs, manifest),
         policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
         stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
+        fixed=_fixed(run_dir / "summary.csv"),
     )
 
 
@@ -309,7 +336,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
     id_prefixed = len({r.settings.query_set for _, r in runs}) > 1
     labels = pd.concat([r.configs["label"] for _, r in runs])
     repeated = set(labels[labels.duplicated()])
-    configs, per_query, queries, qrels, sources = [], [], [], [], []
+    configs, per_query, queries, qrels, sources, fixed = [], [], [], [], [], []
     for prefix, run in runs:
         ids = prefix if id_prefixed else ""
         cfg = _prefixed(run.configs, ["config_id"], prefix)
@@ -321,6 +348,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         queries.append(_prefixed(run.queries, ["query_id"], ids))
         qrels.append(_prefixed(run.qrels, ["query_id", "doc_id"], ids))
         sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
+        fixed.append(_prefixed(run.fixed, ["config_id"], prefix))
     merged_pq = pd.concat(per_query, ignore_index=True)
     merged_pq = merged_pq.astype(_PER_QUERY_DTYPES)
     merged_configs = pd.concat(configs, ignore_index=True)
@@ -346,6 +374,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         swept=_swept(merged_configs, manifest),
         policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
         stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
+        fixed=pd.concat(fixed, ignore_index=True),
     )
 
 

@@ -522,7 +522,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     deltas = query_deltas(data, best.config_id, best.stage, best.round)
     context["verdict"] = verdict(analysis, deltas)
     context["won"] = int((best.rows["significant"] & (best.rows["gain"] > 0)).sum())
-    first = s[(s["measure"] == measure) & (s["round"] == best.round)]
+    first = s[(s["measure"] == measure) & (s["round"] == best.round) & ~s["fixed"]]
     stages = [st for st in BASELINES if st in set(first["stage"])]
     controls = {st: control for st, (_, control) in BASELINES.items()}
     context["forest"] = charts.forest_chart(

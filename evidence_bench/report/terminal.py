@@ -87,6 +87,11 @@ def _table(analysis: Analysis, max_rows: int) -> str:
                 f"{settings.experiment}: {' and '.join(analysis.missing_controls)} without "
                 "their no-feedback controls; re-run to compare on equal footing.\n"
             )
+        if s[s["measure"] == settings.primary_measure]["fixed"].any():
+            return (
+                f"{settings.experiment}: {settings.primary_measure} cannot change in frozen "
+                "mode (the examined documents hold every rank it reads); see report.html.\n"
+            )
         return f"{settings.experiment}: no feedback round to compare.\n"
     first = int(compared["round"].min())
     rows = compared[compared["round"] == first]
