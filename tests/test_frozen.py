@@ -204,7 +204,7 @@ def _scripted_episode(
 
     monkeypatch.setattr(episode, "_score", recording)
     by_key = {_key(n): g for n, g in grades.items()}
-    user = Watching(OraclePolicy(depth=depth))
+    user = Watching(OraclePolicy(depth=depth, unjudged="skip"))  # the scripts count labels
     result = run_episode(
         query_id="q",
         query="scripted query",
@@ -220,6 +220,8 @@ def _scripted_episode(
         modes=("full", "residual", "frozen"),
         rounds=rounds,
         depth=10,
+        seed=0,
+        policy="oracle",
     )
     return result, evaluated, user.shown
 
