@@ -1,0 +1,215 @@
+"""Duplicate sweep points: configs with the same effective parameters run once, as aliases.
+
+Each engine part says which of its settings its math cannot tell apart
+(``effective_params()``); the plan groups configs by those, runs one of each group, and
+``configs.csv`` keeps every config asked for with ``alias_of``. The runs on Cranfield below
+are what prove the invariance claims: an alias run on its own gives, per query, exactly the
+numbers of the config it was aliased to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evidence_bench.engine.base import Label
+from evidence_bench.engine.boost import BoostRelevant
+from evidence_bench.engine.embedding import LsaEmbedder
+from evidence_bench.engine.livefetch import LiveFetchRanker
+from evidence_bench.engine.params import part_key, scale_free
+from evidence_bench.engine.ranking import TfidfRocchioRanker
+from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.term_rocchio import TermRocchioRefiner
+from evidence_bench.engine.text import Analyzer
+from evidence_bench.engine.vector_rocchio import VectorRocchioRanker
+from evidence_bench.errors import FeedbackError
+from evidence_bench.evidence import Evidence
+
+# --- the canonical form, worked by hand ------------------------------------------------------
+
+
+def test_scale_free_divides_by_the_first_weight_that_is_not_zero() -> None:
+    assert scale_free(2.0, 1.5, 0.3) == (1.0, 0.75, 0.15)
+    # 0.45 / 3 is 0.15000000000000002 in floats: rounded to 12 significant digits, 0.15.
+    assert scale_free(3.0, 2.25, 0.45) == (1.0, 0.75, 0.15)
+    assert scale_free(0.5, 0.25, 0.15) == (1.0, 0.5, 0.3)
+    assert scale_free(0.0, 2.0, 1.0) == (0.0, 1.0, 0.5)
+    assert scale_free(0.0, 0.0, 0.7) == (0.0, 0.0, 1.0)
+    assert scale_free(0.0, 0.0, 0.0) == (0.0, 0.0, 0.0)
+
+
+def _weights(part: Any) -> tuple[float, float, float]:
+    params = part.effective_params()
+    return (params["alpha"], params["beta"], params["gamma"])
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [
+        (TfidfRocchioRanker(2.0, 1.5, 0.3), (1.0, 0.75, 0.15)),
+        (TfidfRocchioRanker(3.0, 2.25, 0.45), (1.0, 0.75, 0.15)),
+        (TfidfRocchioRanker(4.0, 0.0, 0.0), (1.0, 0.0, 0.0)),  # the query alone
+        (TfidfRocchioRanker(0.0, 2.0, 1.0), (0.0, 1.0, 0.5)),  # no query: its own form
+        (TfidfRocchioRanker(0.0, 0.0, 0.7), (0.0, 0.0, 0.0)),  # clamped to nothing
+        (VectorRocchioRanker(0.5, 0.25, 0.15), (1.0, 0.5, 0.3)),
+        (VectorRocchioRanker(0.0, 0.0, 0.7), (0.0, 0.0, 1.0)),  # not clamped: away from push
+        (LiveFetchRanker(alpha=3.0, beta=2.25, gamma=0.45), (1.0, 0.75, 0.15)),
+        (LiveFetchRanker(alpha=0.0, beta=0.0, gamma=0.7), (0.0, 0.0, 0.0)),  # R' = 0
+        (LiveFetchRanker(w_r=0.0, alpha=2.0, beta=1.0, gamma=0.5), (0.0, 0.0, 0.0)),
+    ],
+)
+def test_effective_rocchio_weights(part: Any, expected: tuple[float, float, float]) -> None:
+    assert _weights(part) == expected
+
+
+_STEMLESS = Analyzer(stemmer=None)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (TfidfRocchioRanker(2.0, 1.5, 0.3), TfidfRocchioRanker(1.0, 0.75, 0.15), True),
+        (TfidfRocchioRanker(0.0, 0.0, 0.7), TfidfRocchioRanker(0.0, 0.0, 0.0), True),
+        # alpha = 0 never meets alpha > 0: without feedback one ranks, the other cannot
+        (TfidfRocchioRanker(0.0, 1.0, 0.5), TfidfRocchioRanker(1.0, 1.0, 0.5), False),
+        # gamma counts even where some user never marks a result irrelevant
+        (TfidfRocchioRanker(1.0, 0.75, 0.0), TfidfRocchioRanker(1.0, 0.75, 0.15), False),
+        (TfidfRocchioRanker(analyzer=_STEMLESS), TfidfRocchioRanker(), False),
+        (VectorRocchioRanker(0.0, 0.0, 0.7), VectorRocchioRanker(0.0, 0.0, 0.0), False),
+        (VectorRocchioRanker(0.0, 0.0, 0.7), VectorRocchioRanker(0.0, 0.0, 2.0), True),
+        (
+            VectorRocchioRanker(embedder=LsaEmbedder(dimensions=8)),
+            VectorRocchioRanker(embedder=LsaEmbedder(dimensions=16)),
+            False,
+        ),
+        (LiveFetchRanker(alpha=2.0, beta=1.5, gamma=0.3), LiveFetchRanker(), True),
+        # S's weights are not folded: its ties are decided on S rounded to 12 decimals
+        (LiveFetchRanker(w_r=1.1, w_f=0.5, w_t=0.4, w_dup=0.7), LiveFetchRanker(), False),
+        (LiveFetchRanker(w_r=0.0, beta=2.0), LiveFetchRanker(w_r=0.0, gamma=0.0), True),
+        # the boost wraps the same ranking, and is not the ranking unwrapped
+        (
+            BoostRelevant(TfidfRocchioRanker(2.0, 1.5, 0.3)),
+            BoostRelevant(TfidfRocchioRanker()),
+            True,
+        ),
+        (BoostRelevant(TfidfRocchioRanker()), TfidfRocchioRanker(), False),
+        (LexicalRefiner(max_terms=0, analyzer=_STEMLESS), LexicalRefiner(max_terms=0), True),
+        (LexicalRefiner(max_terms=3), LexicalRefiner(max_terms=4), False),
+        (TermRocchioRefiner(beta=0.0, gamma=0.3), TermRocchioRefiner(max_terms=0), True),
+        # term Rocchio's weights scale with (beta, gamma): kept apart (see its docstring)
+        (TermRocchioRefiner(beta=1.5, gamma=0.3), TermRocchioRefiner(beta=0.75, gamma=0.15), False),
+    ],
+)
+def test_parts_alias_only_where_their_math_cannot_tell_them_apart(
+    a: Any, b: Any, same: bool
+) -> None:
+    assert (part_key(a) == part_key(b)) is same
+
+
+def test_a_refiner_that_adds_nothing_returns_the_query_whatever_its_other_settings() -> None:
+    candidates = [
+        Evidence(title="heat transfer slab", url="https://example.org/doc/0", snippet="", rank=1),
+        Evidence(title="boundary layer", url="https://example.org/doc/1", snippet="", rank=2),
+    ]
+    feedback = {candidates[0].key: Label.RELEVANT, candidates[1].key: Label.IRRELEVANT}
+    for refiner in (TermRocchioRefiner(beta=0.0, gamma=0.3), LexicalRefiner(max_terms=0)):
+        refined = refiner.refine("conduction", candidates, feedback)
+        assert (refined.query, refined.added_terms) == ("conduction", ())
+
+
+# --- the invariance itself, on random candidates and feedback ----------------------------------
+
+_WORDS = ["heat", "slab", "wing", "lift", "shock", "wave", "flow"]
+_WEIGHT = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 3.0])
+
+
+def _ranking(ranker: Any, query: str, candidates: list[Evidence], feedback: Any) -> list[str]:
+    try:
+        return [item.url for item in ranker.rank(query, candidates, feedback)]
+    except FeedbackError:  # vector Rocchio refuses feedback it cannot use: so must its alias
+        return ["FeedbackError"]
+
+
+# No deadline: the first LiveFetch call loads the public suffix list, on a shared machine.
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(" ".join),
+        min_size=1,
+        max_size=8,
+    ),
+    st.data(),
+    st.tuples(_WEIGHT, _WEIGHT, _WEIGHT),
+    st.integers(min_value=-3, max_value=3),
+    st.sampled_from(["tfidf", "vector", "livefetch"]),
+)
+def test_rankers_with_equal_effective_params_rank_alike(
+    titles: list[str],
+    data: st.DataObject,
+    weights: tuple[float, float, float],
+    exponent: int,
+    kind: str,
+) -> None:
+    """(alpha, beta, gamma) against c·(alpha, beta, gamma): the same key, the same ranking.
+
+    c is a power of two, which scales floats exactly, so this checks the algebra (clamping,
+    normalization, the alpha = 0 cases) with no rounding in the way; the runs on Cranfield
+    below check factors such as 3 and 0.5 in floats.
+    """
+    make = {
+        "tfidf": lambda a, b, g: TfidfRocchioRanker(a, b, g),
+        "vector": lambda a, b, g: VectorRocchioRanker(a, b, g, embedder=LsaEmbedder(4)),
+        "livefetch": lambda a, b, g: LiveFetchRanker(alpha=a, beta=b, gamma=g),
+    }[kind]
+    candidates = [
+        Evidence(title=title, url=f"https://example.org/doc/{n}", snippet="", rank=n + 1)
+        for n, title in enumerate(titles)
+    ]
+    keys = [item.key for item in candidates]
+    feedback = data.draw(st.dictionaries(st.sampled_from(keys), st.sampled_from(list(Label))))
+    query = data.draw(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3).map(" ".join))
+    factor = 2.0**exponent
+    one, scaled = make(*weights), make(*(factor * w for w in weights))
+    assert part_key(one) == part_key(scaled)
+    for marks in (feedback, {}):
+        assert _ranking(one, query, candidates, marks) == _ranking(scaled, query, candidates, marks)
+
+
+@settings(deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=5).map(" ".join),
+        min_size=1,
+        max_size=8,
+    ),
+    st.data(),
+    _WEIGHT,
+    _WEIGHT,
+)
+def test_the_collapsed_edge_cases_rank_as_their_canonical_form(
+    titles: list[str], data: st.DataObject, alpha: float, gamma: float
+) -> None:
+    """TF-IDF alpha = beta = 0 clamps q' to nothing, whatever gamma; LiveFetch with w_r = 0
+    never lets R' reach S, whatever the Rocchio weights."""
+    candidates = [
+        Evidence(title=title, url=f"https://example.org/doc/{n}", snippet="", rank=n + 1)
+        for n, title in enumerate(titles)
+    ]
+    keys = [item.key for item in candidates]
+    feedback = data.draw(st.dictionaries(st.sampled_from(keys), st.sampled_from(list(Label))))
+    query = data.draw(st.sampled_from(_WORDS))
+    pairs = [
+        (TfidfRocchioRanker(0.0, 0.0, gamma), TfidfRocchioRanker(0.0, 0.0, 0.0)),
+        (
+            LiveFetchRanker(w_r=0.0, alpha=alpha, beta=1.0, gamma=gamma),
+            LiveFetchRanker(w_r=0.0, alpha=0.0, beta=0.0, gamma=0.0),
+        ),
+    ]
+    for ranker, canonical in pairs:
+        assert part_key(ranker) == part_key(canonical)
+        assert _ranking(ranker, query, candidates, feedback) == _ranking(
+            canonical, query, candidates, feedback
+        )
