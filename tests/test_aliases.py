@@ -9,8 +9,12 @@ numbers of the config it was aliased to.
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +31,11 @@ from evidence_bench.engine.text import Analyzer
 from evidence_bench.engine.vector_rocchio import VectorRocchioRanker
 from evidence_bench.errors import FeedbackError
 from evidence_bench.evidence import Evidence
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.run import perform_run
+from evidence_bench.report import load_run, render_report
+from evidence_bench.report.data import merge_runs
 
 # --- the canonical form, worked by hand ------------------------------------------------------
 
@@ -213,3 +222,126 @@ def test_the_collapsed_edge_cases_rank_as_their_canonical_form(
         assert _ranking(ranker, query, candidates, feedback) == _ranking(
             canonical, query, candidates, feedback
         )
+
+
+# --- the plan ------------------------------------------------------------------------------------
+
+
+def _grid(alpha: str, beta: str, gamma: str) -> list[str]:
+    return [f"+experiment.grid.alpha={alpha}", f"+experiment.grid.beta={beta}",
+            f"+experiment.grid.gamma={gamma}"]  # fmt: skip
+
+
+def test_the_old_27_point_grid_holds_25_distinct_configs() -> None:
+    """alpha {0.5, 1, 2} × beta {0.25, 0.75, 1.5} × gamma {0, 0.15, 0.5}, in that order
+    (c00 is alpha 0.5, beta 0.25, gamma 0; gamma varies fastest). By hand, (beta/alpha,
+    gamma/alpha) repeats only where gamma = 0: c03 (0.5, 0.75, 0) and c15 (1, 1.5, 0) are
+    both (1, 1.5, 0); c12 (1, 0.75, 0) and c24 (2, 1.5, 0) are both (1, 0.75, 0). Any
+    gamma > 0 divided by a different alpha differs. (A user who never marks a result
+    irrelevant cannot tell the gammas apart either, but that is the user, not the engine.)"""
+    cfg, _ = compose(["+experiment=smoke", *_grid("[0.5,1.0,2.0]", "[0.25,0.75,1.5]",
+                                                  "[0.0,0.15,0.5]")])  # fmt: skip
+    plan = plan_run(cfg)
+    assert len(plan.asked) == 27
+    assert plan.aliases == {"c15": "c03", "c24": "c12"}
+    assert [e.config_id for e in plan.engines] == [
+        f"c{i:02d}" for i in range(27) if i not in (15, 24)
+    ]
+
+
+# --- runs on Cranfield ---------------------------------------------------------------------------
+
+
+def _run(tmp_path: Path, name: str, *extra: str, rounds: int = 2, queries: int = 8) -> Path:
+    cfg, text = compose(
+        [
+            "+experiment=smoke",
+            "+policy@policies.noisy=noisy",  # marks relevant and irrelevant: gamma counts
+            f"experiment.rounds={rounds}",
+            f"experiment.queries={queries}",
+            f"runs_dir={tmp_path / name}",
+            "workers=1",
+            "progress=false",
+            "report=false",
+            *extra,
+        ]
+    )
+    return perform_run(cfg, text).path
+
+
+def _configs(*points: str) -> str:
+    return "experiment.configs=[" + ",".join("{ranker:{" + p + "}}" for p in points) + "]"
+
+
+def _without_config(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns="config_id").reset_index(drop=True)
+
+
+def _trec(run_dir: Path, config_id: str) -> dict[str, list[str]]:
+    runs = {}
+    for path in sorted((run_dir / "trec").glob(f"{config_id}.*.run.gz")):
+        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+        runs[path.name.split(".", 1)[1]] = [" ".join(line.split()[:5]) for line in lines]
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("ranker", "asked", "alias"),
+    [
+        ("tfidf_rocchio", "alpha:1.0,beta:0.75,gamma:0.15", "alpha:3.0,beta:2.25,gamma:0.45"),
+        ("tfidf_rocchio", "alpha:0.0,beta:1.0,gamma:0.5", "alpha:0.0,beta:2.0,gamma:1.0"),
+        ("livefetch", "alpha:1.0,beta:0.75,gamma:0.15", "alpha:3.0,beta:2.25,gamma:0.45"),
+        ("vector_rocchio", "alpha:1.0,beta:0.5,gamma:0.3", "alpha:0.5,beta:0.25,gamma:0.15"),
+    ],
+)
+def test_an_alias_runs_once_and_its_numbers_are_what_it_gives_alone(
+    tmp_path: Path, ranker: str, asked: str, alias: str
+) -> None:
+    together = _run(tmp_path, "together", f"ranker={ranker}", _configs(asked, alias))
+    manifest = json.loads((together / "manifest.json").read_text())
+    assert manifest["configs"] == {"asked": 2, "distinct": 1, "aliases": {"c01": "c00"}}
+    assert manifest["episodes"] == 8 * 2  # 8 queries × 2 users × 1 distinct config
+    configs = pd.read_csv(together / "configs.csv", dtype=str, keep_default_na=False)
+    assert list(configs["config_id"]) == ["c00", "c01"]
+    assert list(configs["alias_of"]) == ["", "c00"]
+    per_query = pd.read_csv(together / "per_query.csv", dtype={"query_id": str})
+    feedback = pd.read_csv(together / "feedback.csv", dtype=str)
+    assert set(per_query["config_id"]) == set(feedback["config_id"]) == {"c00"}
+    assert set(pd.read_csv(together / "summary.csv")["config_id"]) == {"c00"}
+    assert {p.name.split(".")[0] for p in (together / "trec").glob("*.run.gz")} == {"c00"}
+
+    alone = _run(tmp_path, "alone", f"ranker={ranker}", _configs(alias))
+    assert set(pd.read_csv(alone / "configs.csv")["label"]) == {configs["label"][1]}
+    alone_pq = pd.read_csv(alone / "per_query.csv", dtype={"query_id": str})
+    assert len(alone_pq) == len(per_query) > 0
+    pd.testing.assert_frame_equal(_without_config(alone_pq), _without_config(per_query))
+    alone_fb = pd.read_csv(alone / "feedback.csv", dtype=str)
+    pd.testing.assert_frame_equal(_without_config(alone_fb), _without_config(feedback))
+    assert _trec(alone, "c00") == _trec(together, "c00")
+    # a real test of the marks: both users gave negative feedback, so gamma was used
+    assert {"relevant", "irrelevant"} <= set(feedback["label"])
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_aliases_and_hatches_their_cells(tmp_path: Path) -> None:
+    # alpha {1, 2} × beta {0.75, 1.5} × gamma {0}: c03 (2, 1.5, 0) is c00 (1, 0.75, 0)
+    run_dir = _run(
+        tmp_path, "report", *_grid("[1.0,2.0]", "[0.75,1.5]", "[0.0]"), rounds=1, queries=5
+    )
+    analysis_path = render_report(run_dir, trials=200)
+    html = analysis_path.read_text()
+    assert "3 configurations (4 asked, 1 with the effective parameters of another)" in html
+    assert "1 of the 4 configurations asked for has the effective parameters" in html
+    assert "c03 = c00" in html
+    start = html.index('<section id="sweep">')
+    sweep = html[start : html.index("</section>", start)]
+    assert "= c00" in sweep  # the hatched cell names the config it shows
+    assert "Hatched cells are aliases" in sweep
+
+    data = load_run(run_dir)
+    assert data.aliases == {"c03": "c00"}
+    merged = merge_runs([("j0:", data), ("j1:", data)], tmp_path / "multirun")
+    assert merged.aliases == {"j0:c03": "j0:c00", "j1:c03": "j1:c00"}
+    assert merged.manifest["configs"]["asked"] == 8
+    assert merged.manifest["configs"]["distinct"] == 6

@@ -156,6 +156,12 @@ def perform_run(
         "excluded": _excluded(per_query, len(query_ids)),
         "no_usable_feedback": no_feedback,
         "sweep": {"params": list(plan.swept)},
+        # Configs asked for and distinct configs run; an alias's results are its target's.
+        "configs": {
+            "asked": len(plan.asked),
+            "distinct": len(plan.engines),
+            "aliases": dict(plan.aliases),
+        },
         **(
             {"missing_dates": missing_dates}
             if any(e.ranker == "livefetch" for e in plan.engines)
@@ -172,14 +178,22 @@ def perform_run(
         (tmp / "config.yaml").write_text(config_yaml)
         write_csv(tmp / "per_query.csv", per_query)
         write_csv(tmp / "summary.csv", summary)
-        params = list(dict.fromkeys(k for e in plan.engines for k in e.params()))
+        params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
         write_rows(
             tmp / "configs.csv",
-            ["config_id", "label", "ranker", "refiner", "role", *params],
+            # alias_of: the config whose rows an alias shares (empty for one that ran)
+            ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
             (
-                [e.config_id, e.label, e.ranker, e.refiner, e.role]
+                [
+                    e.config_id,
+                    e.label,
+                    e.ranker,
+                    e.refiner,
+                    e.role,
+                    plan.aliases.get(e.config_id, ""),
+                ]
                 + [e.params().get(k, "") for k in params]
-                for e in plan.engines
+                for e in plan.asked
             ),
         )
         write_rows(
