@@ -91,6 +91,12 @@ class Source:
 class RunData:
     """A run directory's tables; ``path`` is where ``report.html`` goes."""
 
+    @property
+    def aliases(self) -> dict[str, str]:
+        """alias config_id -> the config_id whose results it shares (configs.csv alias_of)."""
+        shared = self.configs[self.configs["alias_of"] != ""]
+        return dict(zip(shared["config_id"], shared["alias_of"], strict=True))
+
     path: Path
     settings: Settings
     manifest: Mapping[str, Any]
@@ -102,12 +108,6 @@ class RunData:
     swept: tuple[str, ...]
     policies: tuple[str, ...]
     stages: tuple[str, ...]
-
-    @property
-    def aliases(self) -> dict[str, str]:
-        """alias config_id -> the config_id whose results it shares (configs.csv alias_of)."""
-        shared = self.configs[self.configs["alias_of"] != ""]
-        return dict(zip(shared["config_id"], shared["alias_of"], strict=True))
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
