@@ -164,6 +164,12 @@ def perform_run(
         "no_usable_feedback": no_feedback,
         "labels": label_summary(((r[0], r[1], r[3], r[5]) for r in feedback), users),
         "sweep": {"params": list(plan.swept)},
+        # Configs asked for and distinct configs run; an alias's results are its target's.
+        "configs": {
+            "asked": len(plan.asked),
+            "distinct": len(plan.engines),
+            "aliases": dict(plan.aliases),
+        },
         **(
             {"missing_dates": missing_dates}
             if any(e.ranker == "livefetch" for e in plan.engines)
@@ -180,14 +186,22 @@ def perform_run(
         (tmp / "config.yaml").write_text(config_yaml)
         write_csv(tmp / "per_query.csv", per_query)
         write_csv(tmp / "summary.csv", summary)
-        params = list(dict.fromkeys(k for e in plan.engines for k in e.params()))
+        params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
         write_rows(
             tmp / "configs.csv",
-            ["config_id", "label", "ranker", "refiner", "role", *params],
+            # alias_of: the config whose rows an alias shares (empty for one that ran)
+            ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
             (
-                [e.config_id, e.label, e.ranker, e.refiner, e.role]
+                [
+                    e.config_id,
+                    e.label,
+                    e.ranker,
+                    e.refiner,
+                    e.role,
+                    plan.aliases.get(e.config_id, ""),
+                ]
                 + [e.params().get(k, "") for k in params]
-                for e in plan.engines
+                for e in plan.asked
             ),
         )
         write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, feedback)

@@ -53,7 +53,7 @@ _PER_QUERY_DTYPES = {
 #: Read as strings first: pandas infers a category column's type (``001`` would become 1).
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
-_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
+_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role", "alias_of"})
 #: The columns of :attr:`RunData.fixed`.
 _FIXED_COLUMNS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _STAGE_ORDER = (
@@ -92,6 +92,12 @@ class Source:
 @dataclass(frozen=True)
 class RunData:
     """A run directory's tables; ``path`` is where ``report.html`` goes."""
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        """alias config_id -> the config_id whose results it shares (configs.csv alias_of)."""
+        shared = self.configs[self.configs["alias_of"] != ""]
+        return dict(zip(shared["config_id"], shared["alias_of"], strict=True))
 
     path: Path
     settings: Settings
@@ -216,11 +222,27 @@ def load_run(run_dir: Path) -> RunData:
     configs = _read_csv(
         run_dir / "configs.csv",
         ["config_id", "label"],
-        dtype={"config_id": str, "label": str, "ranker": str, "refiner": str, "role": str},
+        dtype={
+            "config_id": str,
+            "label": str,
+            "ranker": str,
+            "refiner": str,
+            "role": str,
+            "alias_of": str,
+        },
     )
     if "role" not in configs:
         configs["role"] = "feedback"
     configs["role"] = configs["role"].fillna("feedback")
+    # alias_of: the config whose results an alias shares; empty for a config that ran (and
+    # for every config of a run from before aliases).
+    configs["alias_of"] = configs["alias_of"].fillna("") if "alias_of" in configs else ""
+    dangling = set(configs["alias_of"]) - set(configs["config_id"]) - {""}
+    if dangling:
+        raise DataError(
+            f"{run_dir / 'configs.csv'}: alias_of names config_id(s) "
+            f"{', '.join(sorted(dangling))} that are not in configs.csv"
+        )
     per_query = _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
     per_query = per_query.astype(_PER_QUERY_DTYPES)
     unknown = set(per_query["config_id"].cat.categories) - set(configs["config_id"])
@@ -300,6 +322,15 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         "replay": {k: total("replay", k) for k in ("replayed", "simulated", "skipped")},
         "excluded": excluded,
         "sweep": {"params": params},
+        "configs": {
+            "asked": sum(len(r.configs) for _, r in runs),
+            "distinct": sum(int((r.configs["alias_of"] == "").sum()) for _, r in runs),
+            "aliases": {
+                prefix + alias: prefix + target
+                for prefix, r in runs
+                for alias, target in r.aliases.items()
+            },
+        },
         "jobs": len(runs),
     }
 
@@ -340,6 +371,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
     for prefix, run in runs:
         ids = prefix if id_prefixed else ""
         cfg = _prefixed(run.configs, ["config_id"], prefix)
+        cfg["alias_of"] = [prefix + a if a else "" for a in run.configs["alias_of"]]
         cfg["label"] = [prefix + label if label in repeated else label for label in cfg["label"]]
         configs.append(cfg)
         per_query.append(

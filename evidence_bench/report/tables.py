@@ -549,7 +549,11 @@ def query_deltas(data: RunData, config_id: str, stage: str, round_: int) -> pd.D
 def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.DataFrame | None:
     """Attributable gain of the primary measure for each swept feedback config, at the best
     stage and the first round, with its parameters. None when fewer than two parameters were
-    swept: a heatmap needs two axes."""
+    swept: a heatmap needs two axes.
+
+    An alias (configs.csv ``alias_of``) has no rows of its own: it gets its target's, with
+    its own parameters and ``alias_of`` set, so the heatmap can mark it.
+    """
     if best is None or len(data.swept) < 2:
         return None
     rows = summary[
@@ -558,6 +562,13 @@ def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.D
         & (summary["round"] == best.round)
         & (summary["role"] != "baseline")
     ]
+    aliases = pd.DataFrame(
+        [(target, alias) for alias, target in data.aliases.items()],
+        columns=["config_id", "alias"],
+    )
+    shared = rows.merge(aliases, on="config_id")
+    shared = shared.rename(columns={"config_id": "alias_of", "alias": "config_id"})
+    rows = pd.concat([rows.assign(alias_of=""), shared], ignore_index=True)
     params = data.configs.set_index("config_id")[list(data.swept)]
     table = rows.join(params, on="config_id")
     table = table.dropna(subset=list(data.swept))

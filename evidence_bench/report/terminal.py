@@ -146,6 +146,14 @@ def _table(analysis: Analysis, max_rows: int) -> str:
         out.append("  ".join(cells).rstrip())
     if hidden:
         out.append(f"... {hidden} more rows in report.html")
+    aliases = analysis.data.aliases
+    if aliases:
+        shared = ", ".join(f"{alias} = {target}" for alias, target in aliases.items())
+        out.append(
+            f"{len(aliases)} of {len(analysis.data.configs)} configurations have the effective "
+            f"parameters of another and share its results (configs.csv alias_of): "
+            + _printable(shared, 200)
+        )
     best = analysis.best
     if best is not None:
         parts = [
