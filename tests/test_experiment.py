@@ -64,8 +64,8 @@ def recorded(tiny_collection: Path, tmp_path: Path) -> Path:
 def test_record_writes_a_cassette_per_query_and_a_manifest(recorded: Path, tmp_path: Path) -> None:
     cassettes = tmp_path / "cassettes"
     names = sorted(p.name for p in cassettes.glob("*.json"))
-    assert names == ["1.json", "2.json", "3.json", "4.json", "manifest.json"]
-    manifest = json.loads((cassettes / "manifest.json").read_text())
+    assert names == ["1.json", "2.json", "3.json", "4.json", "@manifest.json"]
+    manifest = json.loads((cassettes / "@manifest.json").read_text())
     assert manifest["recorded_from"] == "simulator"
     assert set(manifest["cassettes"]) == {"1.json", "2.json", "3.json", "4.json"}
     cassette = json.loads((cassettes / "1.json").read_text())

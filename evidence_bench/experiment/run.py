@@ -29,6 +29,7 @@ from evidence_bench.experiment.rundir import (
 )
 from evidence_bench.experiment.runner import QueryOutput, execute
 from evidence_bench.fixtures.cassettes import file_sha256
+from evidence_bench.fixtures.manifest import find_manifest
 
 __all__ = ["RunOutcome", "perform_run"]
 
@@ -128,7 +129,7 @@ def perform_run(
     per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
     summary = summarize_scores(per_query)
     collection = query_set.collection
-    manifest_file = query_set.cassettes / "manifest.json"
+    manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
         "package_version": _package_version(),
         "git_commit": _git_commit(),
@@ -137,9 +138,7 @@ def perform_run(
         "experiment": plan.experiment,
         "query_set": query_set.name,
         "cassettes": str(query_set.cassettes),
-        "cassette_manifest_sha256": (
-            file_sha256(manifest_file) if manifest_file.exists() else None
-        ),
+        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
         "collection_checksum": collection.checksum,
         "seeds": sorted({plan.seed + int(u.get("seed", 0)) for u in plan.users.values()}),
         "queries": len(query_ids),
