@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from evidence_bench.errors import ConfigurationError, ReplayMissError
+from evidence_bench.errors import ConfigurationError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episode import PARTNERS
 from evidence_bench.experiment.plan import plan_run
@@ -356,7 +356,7 @@ def test_a_failed_run_leaves_no_partial_directory(
         raise OSError("disk full")
 
     monkeypatch.setattr(run_module, "write_trec", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match="disk full"):
         run(recorded, tmp_path)
     runs = tmp_path / "runs" / "ci"
     assert (runs / "latest").resolve() == good.resolve()

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
 from evidence_bench.experiment.rundir import (
     PER_QUERY_COLUMNS,
@@ -95,10 +95,31 @@ def perform_run(
     """Run the experiment ``cfg`` describes and write its run directory.
 
     ``run_dir``: write into exactly this (new) directory instead of
-    ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs).
+    ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs). The run's directory is
+    reserved before anything is computed, so an unwritable ``runs_dir`` fails at once.
     """
     started = time.perf_counter()
     plan = plan_run(cfg, overrides)
+    if run_dir is not None:
+        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
+    else:
+        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+        target = RunDirectory(root / plan.experiment, new_run_id(config_yaml))
+    target.reserve()
+    try:
+        return _perform(cfg, config_yaml, plan, target, overrides, started)
+    finally:
+        target.release()  # a run that failed leaves nothing; a finished one is kept
+
+
+def _perform(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    plan: RunPlan,
+    target: RunDirectory,
+    overrides: Sequence[str] | None,
+    started: float,
+) -> RunOutcome:
     query_set = load_query_set(plan.query_set, limit=plan.query_limit)
     query_ids = list(query_set.queries)
     outputs: Iterable[QueryOutput] = execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
@@ -162,11 +183,6 @@ def perform_run(
         ),
     }
 
-    if run_dir is not None:
-        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
-    else:
-        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
-        target = RunDirectory(root / plan.experiment, new_run_id(config_yaml))
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
         write_csv(tmp / "per_query.csv", per_query)
