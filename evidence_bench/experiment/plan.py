@@ -14,7 +14,7 @@ from typing import Any
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import Measure, parse_measure
 from evidence_bench.experiment.components import RANKERS, EngineConfig, engine_config, make_user
-from evidence_bench.experiment.config import RankerConf, RefinerConf
+from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
 from evidence_bench.fixtures.cassettes import OnMiss
 
 __all__ = ["EVAL_MODES", "RunPlan", "deep_limit", "plan_run", "record_command"]
@@ -75,6 +75,7 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
 
     ``overrides``: the command line's, so a replay miss can name the ``record`` command.
     """
+    check_config(cfg)
     experiment = cfg["experiment"]
     if experiment.get("name") in (None, "???"):
         raise ConfigurationError(
