@@ -14,8 +14,14 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from evidence_bench.errors import DataError
 from evidence_bench.experiment.plan import RunPlan, plan_run
-from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
+from evidence_bench.experiment.queryset import (
+    PROJECT_ROOT,
+    QuerySet,
+    load_query_set,
+    resolve_path,
+)
 from evidence_bench.experiment.rundir import (
     PER_QUERY_COLUMNS,
     RunDirectory,
@@ -133,7 +139,7 @@ def _perform(
     documents: dict[str, Any] = {}
     rankings: dict[tuple[str, str, int, str], dict[str, list[str]]] = {}
     requests: Counter[str] = Counter()
-    skipped = no_feedback = missing_dates = 0
+    skipped = no_feedback = missing_dates = replayed_initials = judged_hits = 0
     for out in outputs:
         scores.extend(out.scores)
         feedback.extend(out.feedback)
@@ -146,6 +152,10 @@ def _perform(
         skipped += out.skipped_expands
         no_feedback += out.no_usable_feedback
         missing_dates += out.missing_dates
+        replayed_initials += out.replayed_initial
+        judged_hits += out.judged_hits
+    if replayed_initials and not judged_hits:
+        raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
 
     per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
     summary = summarize_scores(per_query)
@@ -241,6 +251,20 @@ def _perform(
             render_report(analysis)
             terminal = summary_table(analysis)
     return RunOutcome(target.final, summary, manifest, terminal)
+
+
+def _no_judged_hits(query_set: QuerySet, documents: Mapping[str, Any], replayed: int) -> str:
+    """Why the scores mean nothing: no URL the cassettes answered with is one the qrels
+    judge (typically a ``query_set.name`` other than the collection the cassettes were
+    recorded from, which names the documents' host)."""
+    retrieved = next(iter(documents), "none")
+    judged = next((url for grades in query_set.qrels.values() for url in grades), "none")
+    return (
+        f"no retrieved URL matches a judged document in any of {replayed} queries replayed "
+        f"from {query_set.cassettes} (retrieved e.g. {retrieved}, judged e.g. {judged}); "
+        f"check that query_set.name={query_set.name!r} names the collection they were "
+        "recorded from"
+    )
 
 
 def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:

@@ -79,6 +79,11 @@ class QueryOutput:
     skipped_expands: int = 0
     no_usable_feedback: int = 0
     missing_dates: int = 0
+    #: whether the first page of the initial search came from the cassette, and how many of
+    #: its results the qrels judge (none in every cassette: a query set named unlike the
+    #: collection its cassettes were recorded from)
+    replayed_initial: bool = False
+    judged_hits: int = 0
 
 
 class MemoProvider:
@@ -213,7 +218,11 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
                 retry=RetryPolicy(attempts=1),
             )
         )
+        replayed = worker.store.counts["replayed"]
         initial = provider.search(query, limit=plan.depth)
+        if worker.store.counts["replayed"] > replayed:
+            out.replayed_initial = True
+            out.judged_hits = sum(item.key in grades for item in initial)
         try:
             deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
         except SkippedRequest:
