@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from evidence_bench.errors import ConfigurationError, ReplayMissError
+from evidence_bench.errors import ConfigurationError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episode import PARTNERS
 from evidence_bench.experiment.plan import plan_run
@@ -64,8 +64,8 @@ def recorded(tiny_collection: Path, tmp_path: Path) -> Path:
 def test_record_writes_a_cassette_per_query_and_a_manifest(recorded: Path, tmp_path: Path) -> None:
     cassettes = tmp_path / "cassettes"
     names = sorted(p.name for p in cassettes.glob("*.json"))
-    assert names == ["1.json", "2.json", "3.json", "4.json", "manifest.json"]
-    manifest = json.loads((cassettes / "manifest.json").read_text())
+    assert names == ["1.json", "2.json", "3.json", "4.json", "@manifest.json"]
+    manifest = json.loads((cassettes / "@manifest.json").read_text())
     assert manifest["recorded_from"] == "simulator"
     assert set(manifest["cassettes"]) == {"1.json", "2.json", "3.json", "4.json"}
     cassette = json.loads((cassettes / "1.json").read_text())
@@ -362,7 +362,7 @@ def test_a_failed_run_leaves_no_partial_directory(
         raise OSError("disk full")
 
     monkeypatch.setattr(run_module, "write_trec", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match="disk full"):
         run(recorded, tmp_path)
     runs = tmp_path / "runs" / "ci"
     assert (runs / "latest").resolve() == good.resolve()

@@ -3,16 +3,23 @@
 Every group has a dataclass schema, so an override with a typo (``ranker.alhpa=1``) fails
 naming the key, and a value of the wrong type fails naming the key and the value. Names
 that select an implementation (``ranker.name``, ``policies.*.kind``) are checked against
-the registries when the run starts, and the error lists the valid names.
+the registries when the run starts, and the error lists the valid names. ``+key=value``
+adds a key even to a typed node, so :func:`check_config` refuses keys no schema has.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+
+from evidence_bench.errors import ConfigurationError
 
 __all__ = [
     "AnalyzerConf",
@@ -24,6 +31,7 @@ __all__ = [
     "RefinerConf",
     "ReplayConf",
     "RunConf",
+    "check_config",
     "compose",
     "register_configs",
 ]
@@ -222,6 +230,48 @@ def register_configs() -> None:
 
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+#: An experiment's name is one directory under ``runs_dir``: a single, plain path component.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_config(cfg: Mapping[str, Any]) -> None:
+    """Refuse what the schemas let through: a key added with ``+`` that no schema has, a
+    negative ``workers``, an ``experiment.name`` that is not one safe path component."""
+    if unknown := _unknown_key(cfg, RunConf, ""):
+        raise ConfigurationError(unknown)
+    workers = cfg.get("workers", 0)
+    if not isinstance(workers, int) or workers < 0:
+        raise ConfigurationError(f"workers={workers} must be 0 (one per core) or more")
+    name = str((cfg.get("experiment") or {}).get("name"))
+    if name != "???" and (not _SAFE_NAME.fullmatch(name) or ".." in name):
+        raise ConfigurationError(
+            f"experiment.name={name!r} must be one plain directory name (letters, digits, "
+            "'_', '-', '.'; no '/' or '..'): runs are written to <runs_dir>/<experiment.name>"
+        )
+
+
+def _unknown_key(cfg: Mapping[str, Any], schema: type, prefix: str) -> str:
+    """The first key of ``cfg`` (depth first) that ``schema`` does not declare, as a message."""
+    hints = typing.get_type_hints(schema)
+    names = [f.name for f in dataclasses.fields(schema)]
+    for key, value in cfg.items():
+        if key == "hydra" and not prefix:
+            continue
+        if key not in names:
+            return f"{prefix}{key}: unknown config key (valid: {', '.join(names)})"
+        hint = hints[key]
+        nested = f"{prefix}{key}."
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):  # noqa: SIM102
+            if found := _unknown_key(value, typing.cast(type, hint), nested):
+                return found
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+            for name, item in (value or {}).items():
+                if isinstance(item, Mapping):  # noqa: SIM102
+                    if found := _unknown_key(item, typing.cast(type, args[1]), f"{nested}{name}."):
+                        return found
+    return ""
 
 
 def compose(overrides: list[str]) -> tuple[dict[str, Any], str]:

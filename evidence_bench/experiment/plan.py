@@ -23,7 +23,7 @@ from evidence_bench.experiment.components import (
     engine_config,
     make_user,
 )
-from evidence_bench.experiment.config import RankerConf, RefinerConf
+from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
 from evidence_bench.fixtures.cassettes import OnMiss
 
 __all__ = ["EVAL_MODES", "RunPlan", "alias_groups", "deep_limit", "plan_run", "record_command"]
@@ -93,6 +93,7 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
 
     ``overrides``: the command line's, so a replay miss can name the ``record`` command.
     """
+    check_config(cfg)
     experiment = cfg["experiment"]
     if experiment.get("name") in (None, "???"):
         raise ConfigurationError(
