@@ -10,6 +10,8 @@ import math
 import os
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from report_fixtures import (
     NO_SHUFFLED,
     PAYLOAD_IMG,
@@ -40,6 +43,7 @@ from evidence_bench.report import (
 from evidence_bench.report.data import load_episodes
 
 TRIALS = 400
+ROOT = Path(__file__).resolve().parents[1]
 VOID = {"meta", "link", "br", "img", "input", "hr", "col", "source", "wbr", "area", "base"}
 MINUS = "\u2212"
 
@@ -355,13 +359,25 @@ def test_holm_adjusted_p_at_least_raw(rendered: Rendered) -> None:
         if "data-stage" in r.attrs
     ]
     assert len(rows) > 50
+    differ = 0
     for row in rows:
         raw = [float(c.attrs["data-p"]) for c in row.children if "p" in c.classes()]
         assert len(raw) == 2
-        holm_gain = float(cell(row, "p-holm").attrs["data-p"])
-        assert 0.0 <= raw[1] <= holm_gain <= 1.0
+        holm_cell = cell(row, "p-holm")
+        # Holm adjusts the test over the family's common queries (data-p-raw); where the row
+        # keeps just those (data-n = n), it is the row's own randomization test.
+        common = float(holm_cell.attrs["data-p-raw"])
+        assert 0.0 <= common <= float(holm_cell.attrs["data-p"]) <= 1.0
+        if holm_cell.attrs["data-n"] == cell(row, "n").content():
+            assert common == raw[1]
+        else:
+            differ += 1
+            assert f"n={holm_cell.attrs['data-n']}" in holm_cell.content()
         before_raw = float(cell(row, "delta-before").attrs["data-p-raw"])
         assert 0.0 <= before_raw <= float(cell(row, "p-holm-before").attrs["data-p"]) <= 1.0
+    # The fixture's skipped expand (c01, noisy, round 2) takes one query from its family,
+    # in each of the five measures' tables.
+    assert differ == 5 * (len(pd.read_csv(rendered.run_dir / "configs.csv")) - 1)
 
 
 def test_holm_family_is_configs_of_one_measure_user_stage_round(rendered: Rendered) -> None:
@@ -369,9 +385,13 @@ def test_holm_family_is_configs_of_one_measure_user_stage_round(rendered: Render
     rows = table.find_all("tr", data_policy="oracle", data_round="2", data_stage="rerank")
     configs = pd.read_csv(rendered.run_dir / "configs.csv")
     assert len(rows) == len(configs)
-    raw = [float([c for c in r.children if "p" in c.classes()][1].attrs["data-p"]) for r in rows]
+    raw = [float(cell(r, "p-holm").attrs["data-p-raw"]) for r in rows]
     shown = [float(cell(r, "p-holm").attrs["data-p"]) for r in rows]
     assert shown == pytest.approx(holm(raw), abs=1e-5)
+    # Every member was tested over the same queries: those all configs keep.
+    pq = per_query(rendered.run_dir)
+    kept = [set(paired(pq, c, "oracle", 2, "rerank", "AP").index) for c in configs["config_id"]]
+    assert {cell(r, "p-holm").attrs["data-n"] for r in rows} == {str(len(set.intersection(*kept)))}
     raw_before = [float(cell(r, "delta-before").attrs["data-p-raw"]) for r in rows]
     shown_before = [float(cell(r, "p-holm-before").attrs["data-p"]) for r in rows]
     assert shown_before == pytest.approx(holm(raw_before), abs=1e-5)
@@ -583,7 +603,7 @@ def test_verdict_asks_whether_the_judgments_matter(rendered: Rendered) -> None:
         text = " ".join(item.content().split())
         assert f"{policy}: {signed(added.mean())} [{signed(low)}, {signed(high)}]" in text
         holm_p = summary_cell(rendered.dom, config, policy, 1, "rerank", "p-holm-judgment")
-        assert f"Holm p = {holm_p.content()}" in text
+        assert f"Holm p = {holm_p.content().split()[0]}" in text
 
 
 def test_sweep_heatmap_shows_the_gain_over_control(rendered: Rendered) -> None:
@@ -935,12 +955,122 @@ def test_gather_multirun_without_runs_is_an_error(tmp_path: Path) -> None:
 # --- analysis and terminal ----------------------------------------------------------------
 
 
-def test_parallel_randomization_matches_serial(tmp_path: Path) -> None:
-    data = load_run(write_run_dir(tmp_path, n_queries=8))
-    serial = analyze(data, trials=200, workers=0).summary
-    parallel = analyze(data, trials=200, workers=2).summary
-    for column in ("p_rand", "p_holm", "p_rand_before", "p_holm_before"):
-        pd.testing.assert_series_equal(serial[column], parallel[column])
+def _p_values(run_dir: Path) -> list[list[float]]:
+    summary = analyze(load_run(run_dir), trials=300).summary
+    columns = ["p_rand", "p_rand_common", "p_rand_before", "judgment_p_rand", "p_holm"]
+    return summary[columns].fillna(-1.0).to_numpy().tolist()  # type: ignore[no-any-return]
+
+
+def test_randomization_follows_the_runs_seed(tmp_path: Path) -> None:
+    """The signs derive from config.yaml's ``seed`` (and the user): the same seed gives the
+    same p-values in another process; another seed resamples them, over the same scores."""
+    run_dir = write_run_dir(tmp_path, n_queries=8)
+    here = _p_values(run_dir)
+    script = (
+        "import json, sys; from pathlib import Path; import test_report as t; "
+        "print(json.dumps(t._p_values(Path(sys.argv[1]))))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env["PYTHONHASHSEED"] = "12345"  # another process, with another str hash
+    other = subprocess.run(
+        [sys.executable, "-c", script, str(run_dir)],
+        capture_output=True, text=True, check=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert json.loads(other.stdout.strip().splitlines()[-1]) == here
+    config_path = run_dir / "config.yaml"
+    config = yaml.safe_load(config_path.read_text("utf-8"))
+    assert config["seed"] == 0
+    config["seed"] = 1
+    config_path.write_text(yaml.safe_dump(config), "utf-8")
+    resampled = _p_values(run_dir)
+    changed = sum(
+        a != b
+        for row_a, row_b in zip(here, resampled, strict=True)
+        for a, b in zip(row_a, row_b, strict=True)
+    )
+    assert changed > len(here)  # most tests draw other signs
+    data = load_run(run_dir)
+    assert data.settings.seed == 1
+    html = render_report(data, trials=300).read_text("utf-8")
+    assert "derive from the run's seed (1)" in " ".join(html.split())
+
+
+def test_a_tests_p_does_not_depend_on_the_other_configs(tmp_path: Path) -> None:
+    """Signs are drawn per (seed, user, n), not per position in the run: dropping a config
+    leaves every other config's own randomization p as it was (same trials)."""
+    run_dir = write_run_dir(tmp_path, n_queries=8)
+    full = analyze(load_run(run_dir), trials=1000).summary
+    pq = per_query(run_dir)
+    pq[pq["config_id"] != "c02"].to_csv(run_dir / "per_query.csv", index=False)
+    fewer = analyze(load_run(run_dir), trials=1000).summary
+    keys = ["config_id", "policy", "round", "stage", "measure"]
+    both = full.merge(fewer, on=keys, suffixes=("", "_fewer"))
+    assert len(both) == len(fewer) and len(fewer) < len(full)
+    assert list(both["p_rand"]) == list(both["p_rand_fewer"])
+    assert list(both["judgment_p_rand"].fillna(-1)) == list(
+        both["judgment_p_rand_fewer"].fillna(-1)
+    )
+
+
+def test_a_single_query_has_no_interval(tmp_path: Path) -> None:
+    """Three queries, two rounds: at round 2 the fixture leaves one query per comparison
+    (the others have nothing relevant left unseen), so no CI and no t-test: "–"."""
+    run_dir = write_run_dir(tmp_path, n_queries=3)
+    dom = parse(render_report(run_dir, trials=50).read_text("utf-8"))
+    rows = [r for r in summary_rows(dom) if r.attrs["data-round"] == "2"]
+    assert rows
+    for row in rows:
+        assert cell(row, "n").content() == "1"
+        assert cell(row, "gain-cell").find_all("span", **{"class": "ci"})[0].content() == "–"
+        p_t = next(c for c in row.children if "p" in c.classes())
+        if float(cell(row, "gain-cell").attrs["data-gain"]) == 0:  # the baseline: no change
+            assert p_t.content() == "1.000"
+        else:  # t has no degrees of freedom
+            assert p_t.content() == "–" and p_t.attrs["data-p"] == ""
+        # The randomization test's exact answer for one pair: both signs are as extreme.
+        assert float(cell(row, "p-holm").attrs["data-p-raw"]) == 1.0
+
+
+def test_fixed_cells_are_left_out_of_tests_and_holm(tmp_path: Path) -> None:
+    """summary.csv's ``fixed`` (a frozen-mode cell that cannot change): no test, no place
+    in its Holm family, and the report says why."""
+    run_dir = write_run_dir(tmp_path)
+    summary = pd.read_csv(run_dir / "summary.csv", dtype={"config_id": str})
+    summary["fixed"] = (
+        (summary["config_id"] == "c03")
+        & (summary["round"] == 1)
+        & (summary["eval_mode"] == "residual")
+    )
+    summary.to_csv(run_dir / "summary.csv", index=False)
+    dom = parse(render_report(run_dir, trials=50).read_text("utf-8"))
+    table = dom.find_all("table", data_measure="AP")[0]
+    rows = table.find_all("tr", data_policy="oracle", data_round="1", data_stage="rerank")
+    fixed = [r for r in rows if r.attrs["data-config"] == "c03"]
+    others = [r for r in rows if r.attrs["data-config"] != "c03"]
+    assert len(fixed) == 1 and len(others) == 4
+    assert "cannot change in residual mode" in cell(fixed[0], "gain-cell").content()
+    assert cell(fixed[0], "p-holm").content() == "–"
+    assert all(c.content() == "–" for c in fixed[0].children if "p" in c.classes())
+    raw = [float(cell(r, "p-holm").attrs["data-p-raw"]) for r in others]
+    assert [float(cell(r, "p-holm").attrs["data-p"]) for r in others] == pytest.approx(
+        holm(raw), abs=1e-5
+    )  # a family of the four configs that can change
+    analysis = analyze(load_run(run_dir), trials=50)
+    row = analysis.summary[
+        (analysis.summary["config_id"] == "c03") & (analysis.summary["round"] == 1)
+    ]
+    assert row["fixed"].all() and not row["significant"].any()
+    assert row["p_holm"].isna().all() and row["p_rand"].isna().all()
+
+
+def test_report_says_how_many_trials_and_why(rendered: Rendered) -> None:
+    text = " ".join(rendered.dom.find_all("section", id="data")[0].content().split())
+    configs = len(pd.read_csv(rendered.run_dir / "configs.csv"))
+    trials = max(TRIALS, 100 * configs)  # at least 100 per configuration of a family
+    assert f"use {trials} trials" in text
+    assert f"largest Holm family ({configs})" in text
+    assert f"{configs}/({trials} + 1), is below 0.01" in text
+    assert "Smucker, Allan & Carterette 2007" in text and "Holm 1979" in text
 
 
 def test_terminal_summary_shows_before_control_feedback_and_gain(rendered: Rendered) -> None:

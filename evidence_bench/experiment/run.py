@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
 from evidence_bench.experiment.rundir import (
@@ -141,7 +142,12 @@ def perform_run(
             file_sha256(manifest_file) if manifest_file.exists() else None
         ),
         "collection_checksum": collection.checksum,
-        "seeds": sorted({plan.seed + int(u.get("seed", 0)) for u in plan.users.values()}),
+        "seeds": {
+            "seed": plan.seed,
+            "users": sorted({plan.seed + int(u.get("seed", 0)) for u in plan.users.values()}),
+            # how the report's randomization tests draw their signs from ``seed``
+            "randomization": RANDOMIZATION_SEED,
+        },
         "queries": len(query_ids),
         "queries_truncated": query_set.truncated,
         "queries_without_relevant": query_set.unjudged,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,10 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
+from evidence_bench.seeding import derived_seed
 
 __all__ = [
+    "FIXED_KEYS",
     "PER_QUERY_COLUMNS",
     "RunData",
     "Settings",
@@ -40,6 +42,7 @@ PER_QUERY_COLUMNS = (
     "measure",
     "value",
 )
+FIXED_KEYS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _PER_QUERY_DTYPES = {
     "config_id": "category",
     "policy": "category",
@@ -76,6 +79,9 @@ class Settings:
     primary_mode: str
     primary_measure: str
     rounds: int
+    #: The run's ``seed``: the randomization tests' signs derive from it (a multirun's
+    #: jobs with different seeds: one seed derived from all of theirs).
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,10 @@ class RunData:
     swept: tuple[str, ...]
     policies: tuple[str, ...]
     stages: tuple[str, ...]
+    #: Cells that cannot change (``summary.csv``'s ``fixed``: frozen evaluation's pinned
+    #: prefix): config_id, policy, round, stage, eval_mode, measure. Empty when none or
+    #: when the run does not say.
+    fixed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FIXED_KEYS)))
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -150,7 +160,24 @@ def _settings(config: Mapping[str, Any], manifest: Mapping[str, Any], pq: pd.Dat
         primary_mode=mode if mode in modes else (modes[0] if modes else mode),
         primary_measure=measure if measure in measures else (measures[0] if measures else measure),
         rounds=int(_lookup(config, "experiment.rounds", rounds)),
+        seed=int(_lookup(config, "seed", 0) or 0),
     )
+
+
+def _fixed(path: Path) -> pd.DataFrame:
+    """The cells ``summary.csv`` marks ``fixed``; none when it has no such column."""
+    empty = pd.DataFrame(columns=list(FIXED_KEYS))
+    if not path.is_file():
+        return empty
+    dtype = {c: str for c in FIXED_KEYS if c != "round"}
+    wanted = {*FIXED_KEYS, "fixed"}
+    summary = _read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
+    if "fixed" not in summary:
+        return empty
+    flags = summary["fixed"].map(lambda v: str(v).strip().lower() in {"true", "1"})
+    cells = summary.loc[flags, list(FIXED_KEYS)].reset_index(drop=True)
+    cells["round"] = cells["round"].astype("int64")
+    return cells
 
 
 def _swept(configs: pd.DataFrame, manifest: Mapping[str, Any]) -> tuple[str, ...]:
@@ -221,6 +248,7 @@ def load_run(run_dir: Path) -> RunData:
         swept=_swept(configs, manifest),
         policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
         stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
+        fixed=_fixed(run_dir / "summary.csv"),
     )
 
 
@@ -248,7 +276,8 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         for key, count in (run.manifest.get("excluded") or {}).items():
             excluded[prefix + key] = int(count)
         params += [p for p in _lookup(run.manifest, "sweep.params", []) if p not in params]
-        seeds += [s for s in run.manifest.get("seeds", []) if s not in seeds]
+        listed = run.manifest.get("seeds", [])
+        seeds += [s for s in (listed if isinstance(listed, list) else [listed]) if s not in seeds]
     queries = [int(r.manifest.get("queries", len(r.queries)) or 0) for _, r in runs]
     dated = [r.manifest["missing_dates"] for _, r in runs if "missing_dates" in r.manifest]
     # One job run from a dirty working tree makes the whole multirun unreproducible from git.
@@ -286,7 +315,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
     id_prefixed = len({r.settings.query_set for _, r in runs}) > 1
     labels = pd.concat([r.configs["label"] for _, r in runs])
     repeated = set(labels[labels.duplicated()])
-    configs, per_query, queries, qrels, sources = [], [], [], [], []
+    configs, per_query, queries, qrels, sources, fixed = [], [], [], [], [], []
     for prefix, run in runs:
         ids = prefix if id_prefixed else ""
         cfg = _prefixed(run.configs, ["config_id"], prefix)
@@ -297,6 +326,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         )
         queries.append(_prefixed(run.queries, ["query_id"], ids))
         qrels.append(_prefixed(run.qrels, ["query_id", "doc_id"], ids))
+        fixed.append(_prefixed(run.fixed, ["config_id"], prefix))
         sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
     merged_pq = pd.concat(per_query, ignore_index=True)
     merged_pq = merged_pq.astype(_PER_QUERY_DTYPES)
@@ -310,6 +340,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         measures=_ordered((m for _, r in runs for m in r.settings.measures), first.measures),
         modes=_ordered((m for _, r in runs for m in r.settings.modes), first.modes),
         rounds=max(r.settings.rounds for _, r in runs),
+        seed=_merged_seed([r.settings.seed for _, r in runs]),
     )
     return RunData(
         path=Path(path),
@@ -323,7 +354,15 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         swept=_swept(merged_configs, manifest),
         policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
         stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
+        fixed=pd.concat(fixed, ignore_index=True),
     )
+
+
+def _merged_seed(seeds: Sequence[int]) -> int:
+    """The jobs' seed when they share one; else one derived from all, so changing any
+    job's seed resamples the multirun's randomization tests."""
+    distinct = list(dict.fromkeys(seeds))
+    return distinct[0] if len(distinct) == 1 else derived_seed("multirun", *distinct)
 
 
 def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
