@@ -1121,3 +1121,148 @@ def test_terminal_labels_lose_their_middle_not_their_end() -> None:
     assert len(short) == 30 and short.endswith(label[-19:])
     assert short.startswith("tfidf_") and "…" in short
     assert terminal_module._printable("a\x1b[31mb", 30) == "a?[31mb"
+
+
+# --- a real run: comparisons across configs use the queries all of them keep ---------------
+
+
+@pytest.fixture(scope="module")
+def cranfield15(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """15 Cranfield queries, four swept configs, two rounds: under residual evaluation the
+    configs keep different queries in round 2 (each exhausted others in round 1)."""
+    from evidence_bench.experiment.config import compose
+    from evidence_bench.experiment.run import perform_run
+
+    overrides = [
+        "+experiment=ci",
+        "experiment.queries=15",
+        "+experiment.grid={beta:[0.25,1.5],gamma:[0.0,0.5]}",
+        f"runs_dir={tmp_path_factory.mktemp('cranfield15')}",
+        "workers=1",
+        "report=false",
+        "progress=false",
+    ]
+    cfg, text = compose(overrides)
+    run_dir = perform_run(cfg, text).path
+    html = render_report(run_dir, trials=TRIALS).read_text("utf-8")
+    return Rendered(run_dir, html, parse(html))
+
+
+def kept_by_all(pq: pd.DataFrame, policy: str, round_: int, stage: str) -> set[str]:
+    """The queries every config scored in before, control and ``stage``: set intersection."""
+    configs = sorted(pq["config_id"].unique())
+    sets = [set(paired(pq, c, policy, round_, stage).index) for c in configs]
+    return set.intersection(*sets)
+
+
+def test_real_run_holm_cells_name_the_common_queries(cranfield15: Rendered) -> None:
+    pq = per_query(cranfield15.run_dir)
+    manifest = json.loads((cranfield15.run_dir / "manifest.json").read_text("utf-8"))
+    assert manifest["seeds"]["randomization"].startswith(
+        'sha256(json.dumps([seed, "randomization", policy, n]))'
+    )
+    shown = 0
+    for policy in ("oracle", "noisy"):
+        common = kept_by_all(pq, policy, 2, "rerank")
+        rows = summary_rows(cranfield15.dom)
+        family = [
+            r
+            for r in rows
+            if (r.attrs["data-policy"], r.attrs["data-round"], r.attrs["data-stage"])
+            == (policy, "2", "rerank")
+        ]
+        assert len(family) == 4
+        for row in family:
+            holm_cell = cell(row, "p-holm")
+            assert holm_cell.attrs["data-n"] == str(len(common))
+            own = int(cell(row, "n").content())
+            assert own >= len(common)
+            if own > len(common):
+                shown += 1
+                assert f"n={len(common)}" in holm_cell.content()
+        raw = [float(cell(r, "p-holm").attrs["data-p-raw"]) for r in family]
+        adjusted = [float(cell(r, "p-holm").attrs["data-p"]) for r in family]
+        assert adjusted == pytest.approx(holm(raw), abs=1e-5)
+    assert shown > 0  # some config keeps more queries than all four share
+
+
+def test_real_run_best_sweep_and_rounds_use_the_common_queries(cranfield15: Rendered) -> None:
+    """The best setting, the sweep's cells and the rounds chart at round 2, where the
+    configs' query sets differ, against set intersections and scipy."""
+    from evidence_bench.report import tables
+
+    pq = per_query(cranfield15.run_dir)
+    data = load_run(cranfield15.run_dir)
+    summary = analyze(data, trials=TRIALS).summary
+    late = summary[summary["round"] == 2]
+    best = tables._best(data, late)
+    assert best is not None and best.round == 2
+    configs = sorted(pq["config_id"].unique())
+    expected: dict[tuple[str, str], float] = {}
+    gains: dict[tuple[str, str, str], pd.Series] = {}
+    for stage in ("rerank", "expand"):
+        for policy in ("oracle", "noisy"):
+            common = sorted(kept_by_all(pq, policy, 2, stage))
+            for config in configs:
+                three = paired(pq, config, policy, 2, stage).loc[common]
+                gains[(config, stage, policy)] = three["feedback"] - three["control"]
+        for config in configs:
+            expected[(config, stage)] = (
+                gains[(config, stage, "oracle")].mean() + gains[(config, stage, "noisy")].mean()
+            ) / 2
+    assert (best.config_id, best.stage) == max(expected, key=lambda k: expected[k])
+    assert best.candidates == len(configs) * 2 * 2  # configs × stages × users
+    for row in best.rows.to_dict("records"):
+        mine = gains[(best.config_id, best.stage, row["policy"])]
+        assert row["n_common"] == len(mine) <= row["n"]
+        assert row["gain_common"] == pytest.approx(mine.mean())
+        # Simultaneous over the 16 candidates: scipy's t interval at 1 − 0.05/16.
+        low, high = stats.t.interval(
+            1 - 0.05 / best.candidates, len(mine) - 1, loc=mine.mean(), scale=stats.sem(mine)
+        )
+        assert (row["best_ci_low"], row["best_ci_high"]) == pytest.approx((low, high))
+        plain = t_interval(mine)
+        assert row["best_ci_low"] < plain[0] and row["best_ci_high"] > plain[1]
+    table = tables.sweep_table(data, summary, best)
+    assert table is not None
+    for row in table.to_dict("records"):
+        mine = gains[(row["config_id"], best.stage, row["policy"])]
+        assert row["n_common"] == len(mine)
+        assert row["gain_common"] == pytest.approx(mine.mean())
+    # The rounds chart's lines over two configs whose round-2 sets differ.
+    sizes = {c: len(paired(pq, c, "oracle", 2, "rerank")) for c in configs}
+    a, b = min(sizes, key=sizes.__getitem__), max(sizes, key=sizes.__getitem__)
+    assert sizes[a] < sizes[b]
+    means = tables.rounds_means(data, [a, b], "rerank")
+    round2 = means[(means["round"] == 2) & (means["policy"] == "oracle")]
+    shared = set(paired(pq, a, "oracle", 2, "rerank").index) & set(
+        paired(pq, b, "oracle", 2, "rerank").index
+    )
+    assert set(round2["n"]) == {len(shared)}
+    mine = paired(pq, b, "oracle", 2, "rerank").loc[sorted(shared)]
+    line = round2[(round2["config_id"] == b) & (round2["stage"] == "rerank")]
+    assert float(line["mean"].iloc[0]) == pytest.approx(mine["feedback"].mean())
+
+
+def test_real_run_sweep_and_rounds_say_n(cranfield15: Rendered) -> None:
+    pq = per_query(cranfield15.run_dir)
+    sweep = cranfield15.dom.find_all("section", id="sweep")[0]
+    stage = cranfield15.dom.find_all("section", id="queries")[0].attrs["data-stage"]
+    titles = [n.content() for n in sweep.walk() if n.tag == "text"]
+    for policy in ("oracle", "noisy"):
+        n = len(kept_by_all(pq, policy, 1, stage))
+        assert any(t.startswith(policy) and t.endswith(f"(n = {n})") for t in titles), titles
+    note = cranfield15.dom.find_all("p", **{"class": "note rounds-n"})[0]
+    text = " ".join(note.content().split())
+    config = cranfield15.dom.find_all("section", id="queries")[0].attrs["data-config"]
+    start = pq[
+        (pq["config_id"] == config)
+        & (pq["policy"] == "oracle")
+        & (pq["round"] == 0)
+        & (pq["eval_mode"] == "residual")
+        & (pq["measure"] == "nDCG@10")
+    ]
+    n0 = len(set(start[start["stage"] == "initial"]["query_id"]))
+    # Only the best is drawn (the run has no baseline config), so its own queries count.
+    own = len(paired(pq, config, "oracle", 2, stage))
+    assert f"oracle: n = {n0} at round 0" in text and f"n = {own} at round 2" in text
