@@ -247,3 +247,68 @@ def test_real_run_within_config_tests_keep_their_own_queries(cranfield15: pd.Dat
     low, high = stats.t.interval(0.95, len(gains) - 1, loc=gains.mean(), scale=stats.sem(gains))
     assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((low, high))
     assert np.isfinite(row["p_rand"])
+
+
+@pytest.fixture(scope="module")
+def cacm(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    overrides = [
+        "+experiment=smoke",
+        "query_set=cacm",
+        "experiment.queries=12",
+        "experiment.rounds=2",
+        "+experiment.grid={beta:[0.25,1.5]}",
+        f"runs_dir={tmp_path_factory.mktemp('cacm')}",
+        "workers=1",
+        "report=false",
+        "progress=false",
+    ]
+    cfg, text = compose(overrides)
+    return pd.read_csv(perform_run(cfg, text).path / "per_query.csv", dtype={"query_id": str})
+
+
+def test_cacm_statistics_against_scipy(cacm: pd.DataFrame) -> None:
+    """On CACM every config keeps the same queries here: the common test is the own test,
+    and every number matches scipy computed from per_query.csv."""
+    residual = cacm[cacm["eval_mode"] == "residual"]
+    rows = compare(residual, comparisons(), seed=0, trials=500).rows
+    assert (rows["n_common"] == rows["n"]).all()
+    assert (rows["p_rand_common"] == rows["p_rand"]).all()
+    checked = 0
+    for row in rows.to_dict("records"):
+        sel = residual[
+            (residual["config_id"] == row["config_id"])
+            & (residual["round"] == row["round"])
+            & (residual["measure"] == row["measure"])
+        ]
+        wide = sel.pivot(index="query_id", columns="stage", values="value")
+        before = {"rerank": "initial", "expand": "deep_initial"}[row["stage"]]
+        three = wide[[before, row["reference"], row["stage"]]].dropna()
+        d = three[row["stage"]] - three[row["reference"]]
+        assert row["n"] == len(d) and row["diff"] == pytest.approx(d.mean(), abs=1e-12)
+        assert row["improved"] == int((d > 1e-9).sum()) and row["degraded"] == int(
+            (d < -1e-9).sum()
+        )
+        if d.abs().max() <= 1e-9:
+            assert row["p_t"] == 1.0 and row["p_rand"] == 1.0  # no difference at all
+        elif np.ptp(d) > 1e-9:
+            assert row["p_t"] == pytest.approx(
+                stats.ttest_rel(three[row["stage"]], three[row["reference"]]).pvalue, rel=1e-9
+            )
+            low, high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+            assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((low, high))
+            checked += 1
+    assert checked > 20
+    # Holm over the two configs of each family.
+    for _, family in rows.groupby(["policy", "round", "measure", "stage", "reference"]):
+        assert len(family) == 2
+        assert family["p_holm"].tolist() == pytest.approx(holm(family["p_rand_common"].tolist()))
+
+
+def test_cacm_signs_follow_the_seed(cacm: pd.DataFrame) -> None:
+    residual = cacm[cacm["eval_mode"] == "residual"]
+    first = compare(residual, comparisons(), seed=0, trials=500).rows["p_rand"]
+    again = compare(residual, comparisons(), seed=0, trials=500).rows["p_rand"]
+    other = compare(residual, comparisons(), seed=7, trials=500).rows["p_rand"]
+    assert first.tolist() == again.tolist()
+    moved = (first != other) & (first < 1.0)
+    assert moved.sum() > len(first) // 4  # another seed, other signs, over the same scores
