@@ -37,6 +37,7 @@ from evidence_bench.report.tables import (
     sweep_table,
     verdict,
 )
+from evidence_bench.report.tuning import load_tuning, tuning_view
 
 __all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
 
@@ -488,6 +489,12 @@ def _shuffled_seed(seeds: Any) -> str | None:
     return str(value) if value else None
 
 
+def _tuning(analysis: Analysis) -> dict[str, Any] | None:
+    """A tuning run's section (report/tuning.py), or None."""
+    tuning = load_tuning(analysis.data.path, analysis.data.manifest)
+    return None if tuning is None else tuning_view(tuning, trials=analysis.trials)
+
+
 def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     data, best, s = analysis.data, analysis.best, analysis.summary
     measure = data.settings.primary_measure
@@ -513,6 +520,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "rounds_chart": None,
         "rounds_configs": [],
         "won": 0,
+        "tuning": _tuning(analysis),
     }
     if best is None:
         context["verdict"] = verdict(
