@@ -79,7 +79,7 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _at_bound(fold: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+def _at_bound(fold: Mapping[Any, Any], settings: Mapping[str, Any]) -> list[str]:
     """The parameters a fold chose at an end of their interval, or one grid step (2% of the
     width when continuous) from it: unless that end is a hard limit (gamma >= 0), the best
     may lie beyond."""
