@@ -53,17 +53,39 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
-def _precheck(argv: list[str]) -> None:
-    """Compose the config once before Hydra runs, so a bad override is one clear line
-    (Hydra's own report is several lines and a stack hint). Sweeps are Hydra's to check."""
-    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
-        return
-    from evidence_bench.experiment.config import compose
+def _first_job(argv: list[str]) -> list[str] | None:
+    """The overrides of a multirun's first job (None when Hydra's sweeper would refuse
+    them: Hydra then reports it)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        compose([arg for arg in argv if not arg.lstrip("+~").startswith("hydra")])
+        parsed = OverridesParser.create().parse_overrides([a for a in argv if a[:1] != "-"])
+        return BasicSweeper.split_arguments(parsed, None)[0][0]
+    except Exception:
+        return None
+
+
+def _precheck(argv: list[str]) -> None:
+    """Compose the config once before Hydra runs, so a bad override is one clear line
+    (Hydra's own report is several lines and a stack hint). A multirun is checked on its
+    first job, before Hydra creates its sweep directory (``<runs_dir>/<experiment.name>``)."""
+    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
+        first = _first_job(argv)
+        if first is None:
+            return
+        argv = first
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.config import check_config, compose
+
+    try:
+        plain, _text = compose([arg for arg in argv if not arg.lstrip("+~").startswith("hydra")])
     except Exception as exc:
         _fail(_one_line(exc))
+    try:
+        check_config(plain)
+    except EvidenceBenchError as exc:
+        _fail(str(exc))
 
 
 def _hydra(task: Any, argv: list[str]) -> None:
@@ -130,6 +152,8 @@ def _record(cfg: Any) -> None:
         )
     except EvidenceBenchError as exc:
         _fail(str(exc))
+    for path in summary.replaced:
+        print(f"evidence_bench: {path} could not be read; recorded it afresh", file=sys.stderr)
     print(
         f"recorded {summary.interactions} interactions for {summary.queries} queries "
         f"in {summary.directory}; manifest {summary.manifest}"

@@ -172,6 +172,13 @@ def _heat_panel(
         dark = abs(delta) > 0.6 * float(norm.vmax or 1.0)
         text = f"{delta:+.3f}".replace("-", "\u2212") + ("*" if row["significant"] else "")
         colour = "white" if dark else "#1f2328"
+        alias_of = row.get("alias_of") or ""
+        if alias_of:  # the same results as another config: shown once more, hatched
+            text += f"\n= {alias_of}"
+            hatch = Rectangle((j - 0.5, i - 0.5), 1.0, 1.0, fill=False, hatch="///", linewidth=0)
+            hatch.set_edgecolor("#8c959f")
+            hatch.set_zorder(2)
+            ax.add_patch(hatch)
         ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
         if row["config_id"] == best_config:
             outline = Rectangle(
@@ -208,7 +215,8 @@ def heatmap_chart(
 ) -> Markup:
     """Attributable gain (feedback − control) over the two most varied swept parameters, a
     panel per user and per value of the other swept parameters. Significant cells (Holm)
-    carry a ``*``; the best is outlined.
+    carry a ``*``; the best is outlined; an alias (a config with the same effective
+    parameters as another, not run again) is hatched and names the config it shares.
 
     ``table``: rows of :func:`~evidence_bench.report.tables.sweep_table`.
     """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,9 @@ _PER_QUERY_DTYPES = {
 #: Read as strings first: pandas infers a category column's type (``001`` would become 1).
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
-_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
+_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role", "alias_of"})
+#: The columns of :attr:`RunData.fixed`.
+_FIXED_COLUMNS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _STAGE_ORDER = (
     "initial",
     "control",
@@ -91,6 +93,12 @@ class Source:
 class RunData:
     """A run directory's tables; ``path`` is where ``report.html`` goes."""
 
+    @property
+    def aliases(self) -> dict[str, str]:
+        """alias config_id -> the config_id whose results it shares (configs.csv alias_of)."""
+        shared = self.configs[self.configs["alias_of"] != ""]
+        return dict(zip(shared["config_id"], shared["alias_of"], strict=True))
+
     path: Path
     settings: Settings
     manifest: Mapping[str, Any]
@@ -102,6 +110,30 @@ class RunData:
     swept: tuple[str, ...]
     policies: tuple[str, ...]
     stages: tuple[str, ...]
+    #: The cells summary.csv marks ``fixed`` (frozen cells that cannot change; see
+    #: evaluation.frozen): config_id, policy, round, stage, eval_mode, measure.
+    fixed: pd.DataFrame = field(default_factory=lambda: _no_fixed())
+
+
+def _no_fixed() -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: pd.Series(dtype="int64" if c == "round" else "str") for c in _FIXED_COLUMNS}
+    )
+
+
+def _fixed(path: Path) -> pd.DataFrame:
+    """summary.csv's fixed cells; none where the file or its ``fixed`` column is missing
+    (a run from before frozen cells were marked)."""
+    if not path.is_file():
+        return _no_fixed()
+    text = {c: str for c in _FIXED_COLUMNS if c != "round"}
+    summary = _read_csv(path, _FIXED_COLUMNS, dtype=text)
+    if "fixed" not in summary:
+        return _no_fixed()
+    marked = summary["fixed"].astype(str).str.lower() == "true"
+    fixed = summary.loc[marked, list(_FIXED_COLUMNS)].reset_index(drop=True)
+    fixed["round"] = fixed["round"].astype("int64")
+    return fixed
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -190,11 +222,27 @@ def load_run(run_dir: Path) -> RunData:
     configs = _read_csv(
         run_dir / "configs.csv",
         ["config_id", "label"],
-        dtype={"config_id": str, "label": str, "ranker": str, "refiner": str, "role": str},
+        dtype={
+            "config_id": str,
+            "label": str,
+            "ranker": str,
+            "refiner": str,
+            "role": str,
+            "alias_of": str,
+        },
     )
     if "role" not in configs:
         configs["role"] = "feedback"
     configs["role"] = configs["role"].fillna("feedback")
+    # alias_of: the config whose results an alias shares; empty for a config that ran (and
+    # for every config of a run from before aliases).
+    configs["alias_of"] = configs["alias_of"].fillna("") if "alias_of" in configs else ""
+    dangling = set(configs["alias_of"]) - set(configs["config_id"]) - {""}
+    if dangling:
+        raise DataError(
+            f"{run_dir / 'configs.csv'}: alias_of names config_id(s) "
+            f"{', '.join(sorted(dangling))} that are not in configs.csv"
+        )
     per_query = _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
     per_query = per_query.astype(_PER_QUERY_DTYPES)
     unknown = set(per_query["config_id"].cat.categories) - set(configs["config_id"])
@@ -221,6 +269,7 @@ def load_run(run_dir: Path) -> RunData:
         swept=_swept(configs, manifest),
         policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
         stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
+        fixed=_fixed(run_dir / "summary.csv"),
     )
 
 
@@ -273,6 +322,15 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         "replay": {k: total("replay", k) for k in ("replayed", "simulated", "skipped")},
         "excluded": excluded,
         "sweep": {"params": params},
+        "configs": {
+            "asked": sum(len(r.configs) for _, r in runs),
+            "distinct": sum(int((r.configs["alias_of"] == "").sum()) for _, r in runs),
+            "aliases": {
+                prefix + alias: prefix + target
+                for prefix, r in runs
+                for alias, target in r.aliases.items()
+            },
+        },
         "jobs": len(runs),
     }
 
@@ -309,10 +367,11 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
     id_prefixed = len({r.settings.query_set for _, r in runs}) > 1
     labels = pd.concat([r.configs["label"] for _, r in runs])
     repeated = set(labels[labels.duplicated()])
-    configs, per_query, queries, qrels, sources = [], [], [], [], []
+    configs, per_query, queries, qrels, sources, fixed = [], [], [], [], [], []
     for prefix, run in runs:
         ids = prefix if id_prefixed else ""
         cfg = _prefixed(run.configs, ["config_id"], prefix)
+        cfg["alias_of"] = [prefix + a if a else "" for a in run.configs["alias_of"]]
         cfg["label"] = [prefix + label if label in repeated else label for label in cfg["label"]]
         configs.append(cfg)
         per_query.append(
@@ -321,6 +380,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         queries.append(_prefixed(run.queries, ["query_id"], ids))
         qrels.append(_prefixed(run.qrels, ["query_id", "doc_id"], ids))
         sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
+        fixed.append(_prefixed(run.fixed, ["config_id"], prefix))
     merged_pq = pd.concat(per_query, ignore_index=True)
     merged_pq = merged_pq.astype(_PER_QUERY_DTYPES)
     merged_configs = pd.concat(configs, ignore_index=True)
@@ -346,6 +406,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         swept=_swept(merged_configs, manifest),
         policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
         stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
+        fixed=pd.concat(fixed, ignore_index=True),
     )
 
 

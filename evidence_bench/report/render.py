@@ -174,7 +174,10 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "on_miss": _text(replay.get("on_miss")),
         "seeds": _seeds(manifest.get("seeds")),
         "wall_time_s": float(manifest.get("wall_time_s", 0) or 0),
-        "configs": len(data.configs),
+        # distinct configs (what ran and what Holm counts), and every config asked for
+        "configs": int((data.configs["alias_of"] == "").sum()),
+        "asked": len(data.configs),
+        "aliases": data.aliases,
         "rounds": data.settings.rounds,
         "jobs": int(manifest.get("jobs", 1) or 1),
         "exclusions": analysis.exclusions.to_dict("records"),
@@ -530,7 +533,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     deltas = query_deltas(data, best.config_id, best.stage, best.round)
     context["verdict"] = verdict(analysis, deltas)
     context["won"] = int((best.rows["significant"] & (best.rows["gain"] > 0)).sum())
-    first = s[(s["measure"] == measure) & (s["round"] == best.round)]
+    first = s[(s["measure"] == measure) & (s["round"] == best.round) & ~s["fixed"]]
     stages = [st for st in BASELINES if st in set(first["stage"])]
     controls = {st: control for st, (_, control) in BASELINES.items()}
     context["forest"] = charts.forest_chart(
@@ -543,6 +546,9 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
                 table, data.swept, data.policies, measure, best.config_id, "sweep"
             ),
             "size": table["config_id"].nunique(),
+            "aliases": sorted(
+                {(str(a), str(t)) for a, t in table[["config_id", "alias_of"]].values if t}
+            ),
         }
     if len(deltas):
         context["deltas"] = charts.delta_chart(deltas, data.policies, measure, "deltas")

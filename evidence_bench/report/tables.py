@@ -327,9 +327,41 @@ def _judgment(frame: pd.DataFrame, mode: str, trials: int, seed: int) -> pd.Data
     return _keyed(rows).rename(columns=_JUDGMENT_COLUMNS)[[*_KEYS, *_JUDGMENT_COLUMNS.values()]]
 
 
+def _fixed(data: RunData, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``frame`` without the feedback-stage cells that cannot change in frozen mode, and a
+    summary row (n and the means of before, control and feedback) for each of those.
+
+    Such a cell's gain is 0 by construction (evaluation.frozen), so it is no evidence: it
+    joins no test and no Holm family, and the report says it cannot change.
+    """
+    marked = data.fixed
+    marked = marked[(marked["eval_mode"] == data.settings.primary_mode)]
+    marked = marked[marked["stage"].isin(list(BASELINES))]
+    if marked.empty or frame.empty:
+        return frame, pd.DataFrame(columns=_KEYS)
+    cells = set(marked[_KEYS].itertuples(index=False, name=None))
+    out = pd.MultiIndex.from_frame(frame[_KEYS]).isin(list(cells))
+    pairs = pd.MultiIndex.from_frame(frame[_PAIR]).isin([(c, p, r, m) for c, p, r, _, m in cells])
+    wide = _wide(frame[pairs])
+    rows = []
+    for stage, (before, control) in BASELINES.items():
+        if not {stage, before, control} <= set(wide.columns):
+            continue
+        paired = wide[[before, control, stage]].dropna()
+        for key, group in paired.groupby(level=list(range(len(_PAIR))), observed=True):
+            config_id, policy, round_, measure = (str(k) for k in cast(tuple[Any, ...], key))
+            if (config_id, policy, int(round_), stage, measure) in cells:
+                means = group.mean()
+                row = (config_id, policy, int(round_), stage, measure, len(group))
+                rows.append((*row, means[before], means[control], means[stage]))
+    columns = [*_KEYS, "n", "before", "control", "feedback"]
+    return frame[~out], pd.DataFrame(rows, columns=columns).assign(fixed=True)
+
+
 def _summary(
     data: RunData, frame: pd.DataFrame, trials: int, seed: int, workers: int | None
 ) -> pd.DataFrame:
+    frame, fixed = _fixed(data, frame)
     wide = _wide(frame)
     before, pairs = _versus_before(wide)
     del wide
@@ -353,6 +385,9 @@ def _summary(
         gains = _keyed(gains).rename(columns={"initial": "before", "p_randomization": "p_rand"})
         table = gains.merge(before, on=_KEYS, how="left").merge(judgment, on=_KEYS, how="left")
         table = table[_SUMMARY_COLUMNS]
+    if len(fixed):
+        table = pd.concat([table.assign(fixed=False), fixed], ignore_index=True)
+    table["fixed"] = table.get("fixed", pd.Series(False, index=table.index)).astype(bool)
     table["significant"] = table["p_holm"] < ALPHA
     table["judgment_significant"] = table["judgment_p_holm"] < ALPHA
     # Relative change against before: (feedback − before) / before, over the same queries.
@@ -397,7 +432,9 @@ def summary_rows(
     ``significant_before``; what the judgments add (rerank rows; NaN elsewhere), from
     :data:`JUDGMENT`: the ``shuffled`` mean, ``judgment_n``, ``judgment_gain`` (rerank −
     shuffled) with ``judgment_ci_low/high``, ``judgment_p_rand``, ``judgment_p_holm``,
-    ``judgment_significant``; ``before_stage``, ``control_stage``, ``label``, ``role``.
+    ``judgment_significant``; ``before_stage``, ``control_stage``, ``label``, ``role``;
+    ``fixed``: the cell cannot change in frozen mode (summary.csv), so it has its means and
+    no gain, test or Holm family.
     ``workers``: processes for the tests against before (None: one per core but one when
     the run is large, else none).
     """
@@ -512,7 +549,11 @@ def query_deltas(data: RunData, config_id: str, stage: str, round_: int) -> pd.D
 def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.DataFrame | None:
     """Attributable gain of the primary measure for each swept feedback config, at the best
     stage and the first round, with its parameters. None when fewer than two parameters were
-    swept: a heatmap needs two axes."""
+    swept: a heatmap needs two axes.
+
+    An alias (configs.csv ``alias_of``) has no rows of its own: it gets its target's, with
+    its own parameters and ``alias_of`` set, so the heatmap can mark it.
+    """
     if best is None or len(data.swept) < 2:
         return None
     rows = summary[
@@ -521,6 +562,13 @@ def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.D
         & (summary["round"] == best.round)
         & (summary["role"] != "baseline")
     ]
+    aliases = pd.DataFrame(
+        [(target, alias) for alias, target in data.aliases.items()],
+        columns=["config_id", "alias"],
+    )
+    shared = rows.merge(aliases, on="config_id")
+    shared = shared.rename(columns={"config_id": "alias_of", "alias": "config_id"})
+    rows = pd.concat([rows.assign(alias_of=""), shared], ignore_index=True)
     params = data.configs.set_index("config_id")[list(data.swept)]
     table = rows.join(params, on="config_id")
     table = table.dropna(subset=list(data.swept))
@@ -533,8 +581,9 @@ class Verdict:
     at equal depth), where best, how sure, where it hurt.
 
     ``outcome``: ``yes`` (the best setting's gain is significant for every user), ``partly``
-    (for some users), ``unclear`` (a gain, not significant), ``no`` (no setting gained), or
-    ``none`` (the run has no feedback stage with its controls).
+    (for some users), ``unclear`` (a gain, not significant), ``no`` (no setting gained),
+    ``fixed`` (the primary measure cannot change in frozen mode anywhere), or ``none`` (the
+    run has no feedback stage with its controls).
     """
 
     outcome: str
@@ -563,9 +612,10 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
     ``deltas``: the best setting's per-query changes, from :func:`query_deltas`.
     """
     best = analysis.best
-    if best is None:
-        return Verdict("none", None, 0, 0, 0, (), deltas.head(0))
     s = analysis.summary
+    if best is None:
+        fixed = s[s["measure"] == analysis.data.settings.primary_measure]["fixed"].any()
+        return Verdict("fixed" if fixed else "none", None, 0, 0, 0, (), deltas.head(0))
     primary = s[(s["measure"] == analysis.data.settings.primary_measure) & s["gain"].notna()]
     first = primary[primary["round"] == best.round]
     last = primary[primary["round"] == best.last_round]

@@ -87,6 +87,11 @@ def _table(analysis: Analysis, max_rows: int) -> str:
                 f"{settings.experiment}: {' and '.join(analysis.missing_controls)} without "
                 "their no-feedback controls; re-run to compare on equal footing.\n"
             )
+        if s[s["measure"] == settings.primary_measure]["fixed"].any():
+            return (
+                f"{settings.experiment}: {settings.primary_measure} cannot change in frozen "
+                "mode (the examined documents hold every rank it reads); see report.html.\n"
+            )
         return f"{settings.experiment}: no feedback round to compare.\n"
     first = int(compared["round"].min())
     rows = compared[compared["round"] == first]
@@ -141,6 +146,14 @@ def _table(analysis: Analysis, max_rows: int) -> str:
         out.append("  ".join(cells).rstrip())
     if hidden:
         out.append(f"... {hidden} more rows in report.html")
+    aliases = analysis.data.aliases
+    if aliases:
+        shared = ", ".join(f"{alias} = {target}" for alias, target in aliases.items())
+        out.append(
+            f"{len(aliases)} of {len(analysis.data.configs)} configurations have the effective "
+            f"parameters of another and share its results (configs.csv alias_of): "
+            + _printable(shared, 200)
+        )
     best = analysis.best
     if best is not None:
         parts = [

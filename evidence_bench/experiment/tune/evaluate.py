@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from evidence_bench.errors import EvidenceBenchError
+from evidence_bench.errors import WorkerError
 from evidence_bench.experiment.components import EngineConfig
 from evidence_bench.experiment.plan import RunPlan
 from evidence_bench.experiment.runner import (
@@ -131,7 +131,7 @@ def _picklable(exc: BaseException) -> BaseException:
     try:
         pickle.loads(pickle.dumps(exc))
     except Exception:
-        return EvidenceBenchError(f"{type(exc).__name__}: {exc}")
+        return WorkerError(f"{type(exc).__name__}: {exc}")
     return exc
 
 
@@ -166,8 +166,9 @@ class _Process:
             status, payload = self.conn.recv()
         except EOFError:
             self.process.join(timeout=5)
-            raise EvidenceBenchError(
-                f"tuning worker {self.index} exited (code {self.process.exitcode})"
+            raise WorkerError(
+                f"tuning worker {self.index} stopped unexpectedly (exit code "
+                f"{self.process.exitcode}; killed, or out of memory?)"
             ) from None
         if status == "error":
             raise payload

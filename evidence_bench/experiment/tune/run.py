@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from evidence_bench.errors import EvidenceBenchError
+from evidence_bench.errors import DataError, EvidenceBenchError
 from evidence_bench.experiment.components import EngineConfig
 from evidence_bench.experiment.queryset import QuerySet, load_query_set, resolve_path
 from evidence_bench.experiment.run import (
@@ -29,9 +29,11 @@ from evidence_bench.experiment.run import (
     _excluded,
     _git_commit,
     _git_dirty,
+    _no_judged_hits,
     _package_version,
 )
 from evidence_bench.experiment.rundir import (
+    FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
     RunDirectory,
     new_run_id,
@@ -53,6 +55,7 @@ from evidence_bench.experiment.tune.search import (
     sampler_seed,
 )
 from evidence_bench.fixtures.cassettes import file_sha256
+from evidence_bench.fixtures.manifest import find_manifest
 from evidence_bench.seeding import derivation
 from evidence_bench.simulation.labels import label_summary
 
@@ -76,9 +79,32 @@ def perform_tune(
     run_dir: Path | None = None,
     overrides: Sequence[str] | None = None,
 ) -> RunOutcome:
-    """Tune ``experiment.tune.space`` by k-fold cross-validation and write the run."""
+    """Tune ``experiment.tune.space`` by k-fold cross-validation and write the run.
+
+    The run's directory is reserved before anything is computed, as ``perform_run`` does.
+    """
     started = time.perf_counter()
     plan = plan_tuning(cfg, overrides)
+    if run_dir is not None:
+        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
+    else:
+        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+        target = RunDirectory(root / plan.run.experiment, new_run_id(config_yaml))
+    target.reserve()
+    try:
+        return _tune(cfg, config_yaml, plan, target, overrides, started)
+    finally:
+        target.release()  # a run that failed leaves nothing; a finished one is kept
+
+
+def _tune(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    plan: TunePlan,
+    target: RunDirectory,
+    overrides: Sequence[str] | None,
+    started: float,
+) -> RunOutcome:
     query_set = load_query_set(plan.run.query_set, limit=plan.run.query_limit)
     query_ids = list(query_set.queries)
     check_folds(plan, len(query_ids))
@@ -118,6 +144,10 @@ def perform_tune(
         if bar is not None:
             bar.close()
 
+    replayed = sum(out.replayed_initial for out in outputs)
+    if replayed and not sum(out.judged_hits for out in outputs):
+        documents = {k: e for out in outputs for k, e in out.documents.items()}
+        raise DataError(_no_judged_hits(query_set, documents, replayed))
     heldout = _heldout_rows(plan, outputs, fold_of)
     _check_heldout(cv, heldout)
     per_query = pd.DataFrame(
@@ -132,12 +162,10 @@ def perform_tune(
         distinct_points=len({tuple(t.params.items()) for t in cv.trials}),
     )
 
-    if run_dir is not None:
-        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
-    else:
-        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
-        target = RunDirectory(root / plan.run.experiment, new_run_id(config_yaml))
-    summary = summarize_scores(per_query)
+    feedback = pd.DataFrame(
+        [row for out in outputs for row in out.feedback], columns=FEEDBACK_COLUMNS
+    )
+    summary = summarize_scores(per_query, feedback, query_set.qrels)
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
         write_csv(tmp / "per_query.csv", per_query)
@@ -258,9 +286,9 @@ def _write_configs(tmp: Path, plan: TunePlan, default: EngineConfig) -> None:
     }
     write_rows(
         tmp / "configs.csv",
-        ["config_id", "label", "ranker", "refiner", "role", *params],
+        ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
         (
-            [config_id, labels[config_id], default.ranker, default.refiner, default.role]
+            [config_id, labels[config_id], default.ranker, default.refiner, default.role, ""]
             + [values[k] for k in params]
             for config_id, values in ((DEFAULT_ID, params), (TUNED_ID, tuned))
         ),
@@ -269,11 +297,7 @@ def _write_configs(tmp: Path, plan: TunePlan, default: EngineConfig) -> None:
 
 def _write_episodes(tmp: Path, outputs: Sequence[QueryOutput], query_set: QuerySet) -> None:
     doc_id = query_set.collection.doc_id_for
-    write_rows(
-        tmp / "feedback.csv",
-        ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"],
-        (row for out in outputs for row in out.feedback),
-    )
+    write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, (r for out in outputs for r in out.feedback))
     write_jsonl(tmp / "episodes.jsonl", (e for out in outputs for e in out.episodes))
     documents: dict[str, Any] = {}
     for out in outputs:
@@ -309,7 +333,7 @@ def _manifest(
     requests: Counter[str],
     queries: int,
 ) -> dict[str, Any]:
-    manifest_file = query_set.cassettes / "manifest.json"
+    manifest_file = find_manifest(query_set.cassettes)
     users = plan_users(plan.run)
     objective = plan.objective
     return {
@@ -320,9 +344,7 @@ def _manifest(
         "experiment": plan.run.experiment,
         "query_set": query_set.name,
         "cassettes": str(query_set.cassettes),
-        "cassette_manifest_sha256": (
-            file_sha256(manifest_file) if manifest_file.exists() else None
-        ),
+        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
         "collection_checksum": query_set.collection.checksum,
         "seeds": {
             "seed": plan.run.seed,
@@ -354,6 +376,7 @@ def _manifest(
             ((r[0], r[1], r[3], r[5]) for out in outputs for r in out.feedback), users
         ),
         "sweep": {"params": []},
+        "configs": {"asked": 2, "distinct": 2, "aliases": {}},
         "tuning": {
             "folds": plan.folds,
             "trials": plan.trials,
