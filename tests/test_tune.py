@@ -312,7 +312,7 @@ def test_held_out_gains_match_an_independent_recomputation(tuned: Path) -> None:
         ),
         ("experiment.tune.space.beta=[1,0]", "experiment.tune.space.beta=[1.0, 0.0] must be"),
         ("+experiment.tune.space.w_r=[0,1]", "experiment.tune.space.w_r: not a numeric"),
-        ("experiment.tune.step=0.3", "experiment.tune.space.beta=[0, 2] is not a whole number"),
+        ("experiment.tune.step=0.3", "experiment.tune.space.beta=[0, 8] is not a whole number"),
         ("experiment.tune.step=-1", "experiment.tune.step=-1.0 must be a positive number"),
         ("experiment.tune.stage=initial", "experiment.tune.stage='initial' is not valid"),
         ("experiment.tune.policy=noisy", "experiment.tune.policy='noisy' is not a user"),

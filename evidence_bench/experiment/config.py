@@ -181,7 +181,7 @@ class TuneConf:
     startup_trials: int = 8
     #: ranker parameter -> [low, high], searched on a grid of ``step`` (null: continuous)
     space: dict[str, list[float]] = field(
-        default_factory=lambda: {"beta": [0.0, 2.0], "gamma": [0.0, 1.0]}
+        default_factory=lambda: {"beta": [0.0, 8.0], "gamma": [0.0, 4.0]}
     )
     step: float | None = 0.05
     #: the feedback stage whose gain over its no-feedback control is maximized
