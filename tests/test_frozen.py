@@ -599,7 +599,7 @@ def test_the_report_says_cannot_change_in_frozen_mode(
     cranfield_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     data = _frozen_primary(load_run(cranfield_runs[0]), ["oracle", "patient"])
-    analysis = analyze(data, trials=200, workers=0)
+    analysis = analyze(data, trials=200)
     s = analysis.summary
     fixed = s[s["fixed"]]
     patient = fixed[(fixed["policy"] == "patient") & (fixed["round"] == 1)]
@@ -612,7 +612,7 @@ def test_the_report_says_cannot_change_in_frozen_mode(
     assert s[~s["fixed"]]["p_rand"].notna().all()
     assert analysis.best is not None and analysis.best.rows["fixed"].eq(False).all()
     # With the oracle alone, the leading measure cannot change anywhere: the verdict says so.
-    alone = analyze(_frozen_primary(load_run(cranfield_runs[0]), ["oracle"]), trials=200, workers=0)
+    alone = analyze(_frozen_primary(load_run(cranfield_runs[0]), ["oracle"]), trials=200)
     html = render_report(alone, out=tmp_path / "alone.html").read_text()
     rows = alone.summary[alone.summary["fixed"]]
     assert html.count(">cannot change in frozen mode</td>") == len(rows) > 0
@@ -634,7 +634,7 @@ def test_fixed_cells_leave_the_holm_families(tmp_path: Path) -> None:
     summary["fixed"] = cell
     summary.to_csv(run / "summary.csv", index=False)
     data = load_run(run)
-    s = analyze(_frozen_primary(data, data.policies), trials=500, workers=0).summary
+    s = analyze(_frozen_primary(data, data.policies), trials=500).summary
     mine = (s.measure == "nDCG@10") & (s.policy == "oracle") & (s["round"] == 1)
     family = s[mine & (s.stage == "rerank")].set_index("config_id")
     assert family.loc["c01", "fixed"] and pd.isna(family.loc["c01", "p_holm"])

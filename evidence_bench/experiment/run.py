@@ -15,6 +15,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from evidence_bench.errors import DataError
+from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.queryset import (
     PROJECT_ROOT,
@@ -284,6 +285,8 @@ def _seeds(seed: int, users: Sequence[tuple[str, UserPolicy]]) -> dict[str, Any]
         },
         "user_draws": derivation("user seed", "query_id", "round", "url"),
         "shuffled": derivation("seed", "policy", "query_id", "round"),
+        # how the report's randomization tests draw their signs from ``seed``
+        "randomization": RANDOMIZATION_SEED,
     }
 
 

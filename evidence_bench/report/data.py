@@ -18,8 +18,10 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
+from evidence_bench.seeding import derived_seed
 
 __all__ = [
+    "FIXED_KEYS",
     "PER_QUERY_COLUMNS",
     "RunData",
     "Settings",
@@ -40,6 +42,7 @@ PER_QUERY_COLUMNS = (
     "measure",
     "value",
 )
+FIXED_KEYS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _PER_QUERY_DTYPES = {
     "config_id": "category",
     "policy": "category",
@@ -54,8 +57,6 @@ _PER_QUERY_DTYPES = {
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
 _DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role", "alias_of"})
-#: The columns of :attr:`RunData.fixed`.
-_FIXED_COLUMNS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _STAGE_ORDER = (
     "initial",
     "control",
@@ -78,6 +79,9 @@ class Settings:
     primary_mode: str
     primary_measure: str
     rounds: int
+    #: The run's ``seed``: the randomization tests' signs derive from it (a multirun's
+    #: jobs with different seeds: one seed derived from all of theirs).
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,30 +114,10 @@ class RunData:
     swept: tuple[str, ...]
     policies: tuple[str, ...]
     stages: tuple[str, ...]
-    #: The cells summary.csv marks ``fixed`` (frozen cells that cannot change; see
-    #: evaluation.frozen): config_id, policy, round, stage, eval_mode, measure.
-    fixed: pd.DataFrame = field(default_factory=lambda: _no_fixed())
-
-
-def _no_fixed() -> pd.DataFrame:
-    return pd.DataFrame(
-        {c: pd.Series(dtype="int64" if c == "round" else "str") for c in _FIXED_COLUMNS}
-    )
-
-
-def _fixed(path: Path) -> pd.DataFrame:
-    """summary.csv's fixed cells; none where the file or its ``fixed`` column is missing
-    (a run from before frozen cells were marked)."""
-    if not path.is_file():
-        return _no_fixed()
-    text = {c: str for c in _FIXED_COLUMNS if c != "round"}
-    summary = _read_csv(path, _FIXED_COLUMNS, dtype=text)
-    if "fixed" not in summary:
-        return _no_fixed()
-    marked = summary["fixed"].astype(str).str.lower() == "true"
-    fixed = summary.loc[marked, list(_FIXED_COLUMNS)].reset_index(drop=True)
-    fixed["round"] = fixed["round"].astype("int64")
-    return fixed
+    #: Cells that cannot change (``summary.csv``'s ``fixed``: frozen evaluation's pinned
+    #: prefix): config_id, policy, round, stage, eval_mode, measure. Empty when none or
+    #: when the run does not say.
+    fixed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FIXED_KEYS)))
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -182,7 +166,24 @@ def _settings(config: Mapping[str, Any], manifest: Mapping[str, Any], pq: pd.Dat
         primary_mode=mode if mode in modes else (modes[0] if modes else mode),
         primary_measure=measure if measure in measures else (measures[0] if measures else measure),
         rounds=int(_lookup(config, "experiment.rounds", rounds)),
+        seed=int(_lookup(config, "seed", 0) or 0),
     )
+
+
+def _fixed(path: Path) -> pd.DataFrame:
+    """The cells ``summary.csv`` marks ``fixed``; none when it has no such column."""
+    empty = pd.DataFrame(columns=list(FIXED_KEYS))
+    if not path.is_file():
+        return empty
+    dtype = {c: str for c in FIXED_KEYS if c != "round"}
+    wanted = {*FIXED_KEYS, "fixed"}
+    summary = _read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
+    if "fixed" not in summary:
+        return empty
+    flags = summary["fixed"].map(lambda v: str(v).strip().lower() in {"true", "1"})
+    cells = summary.loc[flags, list(FIXED_KEYS)].reset_index(drop=True)
+    cells["round"] = cells["round"].astype("int64")
+    return cells
 
 
 def _swept(configs: pd.DataFrame, manifest: Mapping[str, Any]) -> tuple[str, ...]:
@@ -379,8 +380,8 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         )
         queries.append(_prefixed(run.queries, ["query_id"], ids))
         qrels.append(_prefixed(run.qrels, ["query_id", "doc_id"], ids))
-        sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
         fixed.append(_prefixed(run.fixed, ["config_id"], prefix))
+        sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
     merged_pq = pd.concat(per_query, ignore_index=True)
     merged_pq = merged_pq.astype(_PER_QUERY_DTYPES)
     merged_configs = pd.concat(configs, ignore_index=True)
@@ -393,6 +394,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         measures=_ordered((m for _, r in runs for m in r.settings.measures), first.measures),
         modes=_ordered((m for _, r in runs for m in r.settings.modes), first.modes),
         rounds=max(r.settings.rounds for _, r in runs),
+        seed=_merged_seed([r.settings.seed for _, r in runs]),
     )
     return RunData(
         path=Path(path),
@@ -408,6 +410,13 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
         fixed=pd.concat(fixed, ignore_index=True),
     )
+
+
+def _merged_seed(seeds: Sequence[int]) -> int:
+    """The jobs' seed when they share one; else one derived from all, so changing any
+    job's seed resamples the multirun's randomization tests."""
+    distinct = list(dict.fromkeys(seeds))
+    return distinct[0] if len(distinct) == 1 else derived_seed("multirun", *distinct)
 
 
 def _jsonl(path: Path) -> Iterable[dict[str, Any]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report.data import RunData
 from evidence_bench.report.render import load_source
 from evidence_bench.report.tables import ALPHA, Analysis
@@ -68,7 +69,7 @@ def _p(value: float | None, significant: bool) -> str:
 
 
 def summary_table(
-    source: Path | RunData | Analysis, *, trials: int = 5000, max_rows: int = 24
+    source: Path | RunData | Analysis, *, trials: int = MIN_TRIALS, max_rows: int = 24
 ) -> str:
     """The summary as aligned plain text (no colour codes), ready to print."""
     analysis = load_source(source, trials=trials)
@@ -157,12 +158,15 @@ def _table(analysis: Analysis, max_rows: int) -> str:
     best = analysis.best
     if best is not None:
         parts = [
-            f"{r['policy']} {_gain(r)} p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
+            f"{r['policy']} {_num(r['gain_common'], True)} [{_num(r['best_ci_low'], True)}, "
+            f"{_num(r['best_ci_high'], True)}] n={int(r['n_common'])} "
+            f"p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
             for r in best.rows.to_dict("records")
         ]
         out.append(
-            f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}): "
-            + "; ".join(parts)
+            f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}; over the "
+            f"queries every configuration keeps, 95% CI adjusted for picking the best of "
+            f"{best.candidates}): " + "; ".join(parts)
         )
         judged = [
             f"{r['policy']} {_num(r['judgment_gain'], True)} [{_num(r['judgment_ci_low'], True)}, "
