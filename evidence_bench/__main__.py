@@ -20,7 +20,8 @@ commands:
   report RUN_DIR                       re-render RUN_DIR/report.html (or a multirun dir)
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
 
-experiments: smoke, ci, rocchio_sweep, policy_compare, ranker_compare (conf/experiment/)
+experiments: smoke, ci, rocchio_sweep, rocchio_tune, policy_compare, ranker_compare
+(conf/experiment/)
 """
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -114,6 +115,10 @@ def _run(cfg: Any) -> None:
     from evidence_bench.experiment.run import perform_run
 
     plain, text = _resolved(cfg)
+    if plain["experiment"].get("tune"):  # a tuning experiment (rocchio_tune)
+        from evidence_bench.experiment.tune import perform_tune
+
+        perform_run = perform_tune
     hydra_cfg = HydraConfig.get()
     job_dir = None
     if hydra_cfg.mode == RunMode.MULTIRUN:

@@ -31,6 +31,7 @@ __all__ = [
     "RefinerConf",
     "ReplayConf",
     "RunConf",
+    "TuneConf",
     "check_config",
     "compose",
     "register_configs",
@@ -169,6 +170,27 @@ class ReplayConf:
 
 
 @dataclass
+class TuneConf:
+    """Cross-validated tuning of ranker weights (``+experiment=rocchio_tune``,
+    :mod:`evidence_bench.experiment.tune`)."""
+
+    #: k of k-fold cross-validation over the queries
+    folds: int = 5
+    #: Optuna TPE trials per fold, of which the first ``startup_trials`` are random
+    trials: int = 20
+    startup_trials: int = 8
+    #: ranker parameter -> [low, high], searched on a grid of ``step`` (null: continuous)
+    space: dict[str, list[float]] = field(
+        default_factory=lambda: {"beta": [0.0, 8.0], "gamma": [0.0, 4.0]}
+    )
+    step: float | None = 0.05
+    #: the feedback stage whose gain over its no-feedback control is maximized
+    stage: str = "expand"
+    #: the user (a key of ``policies``) whose episodes are scored
+    policy: str = "oracle"
+
+
+@dataclass
 class ExperimentConf:
     """One experiment: its query subset, rounds, and the engine configs it compares."""
 
@@ -187,6 +209,8 @@ class ExperimentConf:
     #: Engine configs side by side: each entry overrides ``ranker`` and ``refiner`` keys,
     #: e.g. ``[{ranker: {name: provider_order}}, {refiner: {name: term_rocchio}}]``.
     configs: list[dict[str, Any]] = field(default_factory=list)
+    #: Set for a tuning experiment: search ``tune.space`` by k-fold cross-validation.
+    tune: TuneConf | None = None
 
 
 @dataclass

@@ -58,10 +58,15 @@ from evidence_bench.simulation.users import UserPolicy
 __all__ = [
     "MemoProvider",
     "QueryOutput",
+    "ReplayWorker",
+    "ReplayedQuery",
     "engine_parts",
     "execute",
     "plan_users",
     "query_episodes",
+    "query_output",
+    "replay_query",
+    "replay_worker",
 ]
 
 
@@ -112,7 +117,7 @@ class MemoProvider:
 
 
 @dataclass
-class _Worker:
+class ReplayWorker:
     """What one process builds once and reuses for all its queries."""
 
     plan: RunPlan
@@ -122,10 +127,11 @@ class _Worker:
     users: list[tuple[str, UserPolicy]]
 
 
-_WORKER: _Worker | None = None
+_WORKER: ReplayWorker | None = None
 
 
-def _worker(plan: RunPlan) -> _Worker:
+def replay_worker(plan: RunPlan) -> ReplayWorker:
+    """The process's query set, cassette store, engines and users for ``plan``."""
     global _WORKER
     if _WORKER is None or _WORKER.plan != plan:  # built once per process and plan
         query_set = load_query_set(plan.query_set, limit=plan.query_limit)
@@ -140,7 +146,7 @@ def _worker(plan: RunPlan) -> _Worker:
             ),
             record_hint=plan.record_command,
         )
-        _WORKER = _Worker(plan, query_set, store, engine_parts(plan), plan_users(plan))
+        _WORKER = ReplayWorker(plan, query_set, store, engine_parts(plan), plan_users(plan))
     return _WORKER
 
 
@@ -203,59 +209,109 @@ def query_episodes(
             )
 
 
-def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
-    worker = _worker(plan)
+@dataclass
+class ReplayedQuery:
+    """One query's judgments and its provider's first answers, asked once and reused by
+    every episode of the query (``provider`` remembers every later answer too)."""
+
+    query_id: str
+    query: str
+    judgments: Judgments
+    provider: MemoProvider
+    initial: list[Evidence]
+    #: the provider's list deepened for the equal-depth controls; None: replay.on_miss=skip
+    deep: list[Evidence] | None
+    #: as in QueryOutput: the first page came from the cassette, and its judged results
+    replayed_initial: bool = False
+    judged_hits: int = 0
+
+
+def replay_query(worker: ReplayWorker, query_id: str, client: httpx.Client) -> ReplayedQuery:
+    """Ask the initial and the deepened search of ``query_id`` through ``client`` (a replay
+    transport of the worker's cassette store)."""
+    plan = worker.plan
     query = worker.query_set.queries[query_id]
     grades = worker.query_set.qrels[query_id]
-    judgments = Judgments(grades, prepare(grades))
+    provider = MemoProvider(
+        BraveProvider(
+            "replay",
+            base_url=REPLAY_BASE_URL,
+            http_client=client,
+            retry=RetryPolicy(attempts=1),
+        )
+    )
+    replayed = worker.store.counts["replayed"]
+    initial = provider.search(query, limit=plan.depth)
+    from_cassette = worker.store.counts["replayed"] > replayed
+    try:
+        deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
+    except SkippedRequest:
+        deep = None  # replay.on_miss=skip: the equal-depth stages are left out
+    return ReplayedQuery(
+        query_id,
+        query,
+        Judgments(grades, prepare(grades)),
+        provider,
+        initial,
+        deep,
+        replayed_initial=from_cassette,
+        judged_hits=sum(item.key in grades for item in initial) if from_cassette else 0,
+    )
+
+
+def query_output(
+    worker: ReplayWorker, replayed: ReplayedQuery, engines: EngineParts, plan: RunPlan
+) -> QueryOutput:
+    """Every (engine, user) episode of one replayed query as rows; ``plan`` gives the
+    rounds, modes and measures (the worker's own, or fewer). ``requests`` is left empty:
+    the caller counts what its store answered."""
+    query_id, query = replayed.query_id, replayed.query
     doc_id = worker.query_set.collection.doc_id_for
     out = QueryOutput(query_id)
+    out.replayed_initial, out.judged_hits = replayed.replayed_initial, replayed.judged_hits
+    episodes = query_episodes(
+        engines,
+        worker.users,
+        plan,
+        query_id,
+        query,
+        replayed.judgments,
+        replayed.provider,
+        replayed.initial,
+        replayed.deep,
+    )
+    for engine, user_name, result in episodes:
+        cid = engine.config_id
+        out.skipped_expands += result.skipped_expand
+        out.no_usable_feedback += result.no_usable_feedback
+        for round_, stage, mode, measure, value in result.scores:
+            out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
+        for round_, key, label, rank in result.feedback:
+            row = (cid, user_name, query_id, round_, doc_id(key) or key, label, key, rank)
+            out.feedback.append(row)
+        for (round_, stage), keys in result.rankings.items():
+            out.rankings[(cid, user_name, round_, stage)] = keys
+        out.episodes.append(
+            {
+                "config_id": cid,
+                "policy": user_name,
+                "query_id": query_id,
+                "query": query,
+                "rounds": [_episode_round(r, doc_id) for r in result.rounds],
+            }
+        )
+    for answer in replayed.provider.answers():
+        for item in answer:
+            out.documents.setdefault(item.key, item)
+    out.missing_dates = sum(1 for item in replayed.initial if item.page_age is None)
+    return out
+
+
+def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
+    worker = replay_worker(plan)
     before = Counter(worker.store.counts)
     with httpx.Client(transport=worker.store.transport(query_id)) as client:
-        provider = MemoProvider(
-            BraveProvider(
-                "replay",
-                base_url=REPLAY_BASE_URL,
-                http_client=client,
-                retry=RetryPolicy(attempts=1),
-            )
-        )
-        replayed = worker.store.counts["replayed"]
-        initial = provider.search(query, limit=plan.depth)
-        if worker.store.counts["replayed"] > replayed:
-            out.replayed_initial = True
-            out.judged_hits = sum(item.key in grades for item in initial)
-        try:
-            deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
-        except SkippedRequest:
-            deep = None  # replay.on_miss=skip: the equal-depth stages are left out
-        episodes = query_episodes(
-            worker.engines, worker.users, plan, query_id, query, judgments, provider, initial, deep
-        )
-        for engine, user_name, result in episodes:
-            cid = engine.config_id
-            out.skipped_expands += result.skipped_expand
-            out.no_usable_feedback += result.no_usable_feedback
-            for round_, stage, mode, measure, value in result.scores:
-                out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
-            for round_, key, label, rank in result.feedback:
-                row = (cid, user_name, query_id, round_, doc_id(key) or key, label, key, rank)
-                out.feedback.append(row)
-            for (round_, stage), keys in result.rankings.items():
-                out.rankings[(cid, user_name, round_, stage)] = keys
-            out.episodes.append(
-                {
-                    "config_id": cid,
-                    "policy": user_name,
-                    "query_id": query_id,
-                    "query": query,
-                    "rounds": [_episode_round(r, doc_id) for r in result.rounds],
-                }
-            )
-        for answer in provider.answers():
-            for item in answer:
-                out.documents.setdefault(item.key, item)
-        out.missing_dates = sum(1 for item in initial if item.page_age is None)
+        out = query_output(worker, replay_query(worker, query_id, client), worker.engines, plan)
     out.requests = Counter(worker.store.counts) - before
     return out
 
@@ -307,7 +363,7 @@ def _guarded(plan: RunPlan, query_id: str) -> QueryOutput:
     except Exception as exc:
         if isinstance(exc, RequestError | ResponseFormatError):
             # an answer replayed (or simulated) for this query: name the query and cassette
-            cassette = cassette_path(_worker(plan).query_set.cassettes, query_id)
+            cassette = cassette_path(replay_worker(plan).query_set.cassettes, query_id)
             exc.args = (f"query {query_id!r} ({cassette}): {exc}",)
         portable = _portable(exc, query_id)
         if portable is exc:

@@ -38,6 +38,7 @@ from evidence_bench.report.tables import (
     sweep_table,
     verdict,
 )
+from evidence_bench.report.tuning import load_tuning, tuning_view
 
 __all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
 
@@ -495,6 +496,12 @@ def _shuffled_seed(seeds: Any) -> str | None:
     return str(value) if value else None
 
 
+def _tuning(analysis: Analysis) -> dict[str, Any] | None:
+    """A tuning run's section (report/tuning.py), or None."""
+    tuning = load_tuning(analysis.data.path, analysis.data.manifest)
+    return None if tuning is None else tuning_view(tuning, trials=analysis.trials)
+
+
 def _rounds_n(means: pd.DataFrame, best: Any, measure: str) -> list[dict[str, Any]]:
     """Per user, the queries each round's means of the rounds chart are over."""
     mine = means[(means["config_id"] == best.config_id) & (means["measure"] == measure)]
@@ -537,6 +544,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "rounds_configs": [],
         "rounds_n": [],
         "won": 0,
+        "tuning": _tuning(analysis),
     }
     if best is None:
         context["verdict"] = verdict(
