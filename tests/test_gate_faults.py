@@ -676,7 +676,8 @@ def test_a_failure_while_writing_leaves_the_old_baseline_whole(
     _out, err = capsys.readouterr()
     assert code == 2
     assert one_line(err) == (
-        f"evidence_bench check: {baseline}: cannot be written (No space left on device)"
+        f"evidence_bench check: could not write {baseline}: No space left on device; "
+        "the file on disk is unchanged"
     )
     assert baseline.read_bytes() == before
     assert sorted(p.name for p in baseline.parent.iterdir()) == ["baseline.yaml", "run"]

@@ -9,10 +9,7 @@ can FAIL (feedback stages × measures × eval modes), and one entry per summary 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from evidence_bench._atomic import write_atomic, write_error
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.experiment.episode import PARTNERS
@@ -336,25 +334,12 @@ def _row(cell: Cell, n: int, mean: float, values: Mapping[str, float] | None) ->
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write beside ``path``, flush to disk, then rename over it: a crash or a full disk
-    leaves the old baseline whole, never half a new one."""
+    """Write the baseline whole or not at all (:func:`evidence_bench._atomic.write_atomic`):
+    a crash or a full disk leaves the old baseline whole, never half a new one."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a baseline file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_dir():
-            raise DataError(f"{path}: is a directory, not a baseline file")
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise DataError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)  # mkstemp makes it owner-only; a baseline is committed
-        os.replace(temp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise DataError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
-        raise
+        raise write_error(path, exc) from exc
+    write_atomic(path, text)
