@@ -39,6 +39,9 @@ class RunPlan:
     seed: int
     swept: tuple[str, ...] = ()
     record_command: str = "python -m evidence_bench record ..."
+    #: The run split by query into ``shards`` (experiment/shards.py); this is shard ``shard``.
+    shards: int = 1
+    shard: int = 0
 
 
 def _choice(key: str, value: str, valid: Sequence[str]) -> str:
@@ -48,7 +51,9 @@ def _choice(key: str, value: str, valid: Sequence[str]) -> str:
 
 
 #: Overrides that do not change what an episode sends, left out of the record command.
-_NOT_RECORDED = ("runs_dir=", "progress=", "report=", "workers=", "replay.", "hydra", "record_")
+_NOT_RECORDED = (
+    "runs_dir=", "progress=", "report=", "workers=", "shard", "replay.", "hydra", "record_",
+)  # fmt: skip
 
 
 def record_command(cfg: Mapping[str, Any], overrides: Sequence[str] | None) -> str:
@@ -120,6 +125,13 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
     queries = experiment.get("queries")
     if queries is not None and int(queries) < 1:
         raise ConfigurationError(f"experiment.queries={queries} must be at least 1 (or null: all)")
+    shards, shard = int(cfg.get("shards", 1)), int(cfg.get("shard", 0))
+    if shards < 1:
+        raise ConfigurationError(f"shards={shards} must be at least 1")
+    if not 0 <= shard < shards:
+        raise ConfigurationError(
+            f"shard={shard} must be between 0 and {shards - 1} (shards={shards})"
+        )
     return RunPlan(
         experiment=str(experiment["name"]),
         query_set=dict(cfg["query_set"]),
@@ -136,6 +148,8 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
             key for key, values in (experiment.get("grid") or {}).items() if len(values) > 1
         ),
         record_command=record_command(cfg, overrides),
+        shards=shards,
+        shard=shard,
     )
 
 

@@ -25,6 +25,7 @@ from evidence_bench.evaluation.statistics import summarize
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 __all__ = [
+    "FEEDBACK_COLUMNS",
     "PER_QUERY_COLUMNS",
     "SUMMARY_COLUMNS",
     "RunDirectory",
@@ -39,6 +40,9 @@ __all__ = [
 PER_QUERY_COLUMNS = [
     "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value",
 ]  # fmt: skip
+#: feedback.csv: doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and
+#: the rank at which the user saw it: what rebuilds the residual and frozen runs.
+FEEDBACK_COLUMNS = ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"]
 SUMMARY_KEYS = ["config_id", "policy", "round", "stage", "eval_mode", "measure"]
 SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high"]
 
@@ -88,8 +92,11 @@ class RunDirectory:
             os.replace(staged, link)
 
 
-def write_csv(path: Path, frame: pd.DataFrame) -> None:
-    frame.to_csv(path, index=False, float_format="%.10g", lineterminator="\n")
+def write_csv(path: Path, frame: pd.DataFrame, *, exact: bool = False) -> None:
+    """Floats to 10 significant digits, or ``exact``: each float's shortest repr, which
+    reads back to the same float (a shard's values, summarized when it is gathered)."""
+    float_format = None if exact else "%.10g"
+    frame.to_csv(path, index=False, float_format=float_format, lineterminator="\n")
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
