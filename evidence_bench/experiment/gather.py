@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -172,13 +173,14 @@ def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
 
     path = shard.path / "per_query.csv"
     next(iter(_rows(path, PER_QUERY_COLUMNS)), None)  # the header, checked; pandas reads faster
-    text: dict[str, str] = {c: "str" for c in PER_QUERY_COLUMNS if c not in ("round", "value")}
-    frame = pd.read_csv(
-        path, dtype={**text, "round": "int64", "value": "float64"}, keep_default_na=False,
-        na_values={"value": [""]}, float_precision="round_trip",
-    )  # fmt: skip
+    # values as text, each to a float by Python, which reads a repr back exactly (pandas'
+    # own parser need not: it is only "high" precision before pandas 3)
+    text = {c: "str" for c in PER_QUERY_COLUMNS if c != "round"}
+    frame = pd.read_csv(path, dtype={**text, "round": "int64"}, keep_default_na=False)
+    values = [float(v) if v else math.nan for v in frame["value"].tolist()]
+    columns = [frame[c].tolist() for c in PER_QUERY_COLUMNS[:-1]]
     for config_id, policy, query_id, round_, stage, mode, measure, value in zip(
-        *(frame[c].tolist() for c in PER_QUERY_COLUMNS), strict=True
+        *columns, values, strict=True
     ):
         out(query_id, path).scores.append(
             (config_id, policy, query_id, round_, stage, mode, measure, value)
