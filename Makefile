@@ -17,7 +17,7 @@ PY := $(VENV_PYTHON)
 EXPERIMENT ?= rocchio_sweep
 STAMP := $(if $(VENV),$(VENV)/.install.stamp,.make-install.stamp)
 
-.PHONY: install run test check lint typecheck unit gate bench clean
+.PHONY: install run test check lint typecheck docs unit gate bench clean
 
 ifdef VENV
 $(VENV_PYTHON):
@@ -25,7 +25,7 @@ $(VENV_PYTHON):
 endif
 
 $(STAMP): pyproject.toml requirements.lock | $(VENV_PYTHON)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev,docs]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -34,17 +34,22 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m evidence_bench run +experiment=$(EXPERIMENT)
 
-## make test: set up, then lint, type check, tests and the regression gate
-test: $(STAMP) lint typecheck unit gate
+## make test: set up, then lint, type check, the manual, tests and the regression gate
+test: $(STAMP) lint typecheck docs unit gate
 
 check: test
 
 lint: $(STAMP)
-	$(PY) -m ruff check evidence_bench tests benchmarks
-	$(PY) -m ruff format --check evidence_bench tests benchmarks
+	$(PY) -m ruff check evidence_bench tests benchmarks docs
+	$(PY) -m ruff format --check evidence_bench tests benchmarks docs
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+
+## make docs: build the manual into docs/_build/html, warnings as errors. -E rereads every
+## page: the references are generated from the code, which Sphinx does not watch.
+docs: $(STAMP)
+	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 
 unit: $(STAMP)
 	$(PY) -m pytest
@@ -58,4 +63,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_run.py
 
 clean:
-	rm -rf .venv .make-install.stamp .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .venv .make-install.stamp .mypy_cache .ruff_cache .pytest_cache docs/_build

@@ -21,10 +21,13 @@ from evidence_bench.errors import (
     ReplayMissError,
     RequestError,
     ResponseFormatError,
+    WorkerError,
+    WriteError,
 )
 from evidence_bench.evidence import Evidence, canonical_url, normalize_text
 from evidence_bench.providers.brave import BraveProvider, HttpClient, RetryPolicy
 
+#: The package version.
 __version__ = "0.1.0"
 
 __all__ = [
@@ -53,6 +56,8 @@ __all__ = [
     "SearchProvider",
     "SearchSession",
     "TfidfRocchioRanker",
+    "WorkerError",
+    "WriteError",
     "__version__",
     "canonical_url",
     "fetch_evidence",

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ commands:
   gather SHARD_DIR...                  gather a run's shards (shards=N shard=i) into that run
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
 
-experiments: smoke, ci, rocchio_sweep, policy_compare, ranker_compare (conf/experiment/)
+experiments: smoke, ci, rocchio_sweep, rocchio_tune, policy_compare, ranker_compare
+(conf/experiment/)
 """
 
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -53,17 +55,39 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
-def _precheck(argv: list[str]) -> None:
-    """Compose the config once before Hydra runs, so a bad override is one clear line
-    (Hydra's own report is several lines and a stack hint). Sweeps are Hydra's to check."""
-    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
-        return
-    from evidence_bench.experiment.config import compose
+def _first_job(argv: list[str]) -> list[str] | None:
+    """The overrides of a multirun's first job (None when Hydra's sweeper would refuse
+    them: Hydra then reports it)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        compose([arg for arg in argv if not arg.lstrip("+~").startswith("hydra")])
+        parsed = OverridesParser.create().parse_overrides([a for a in argv if a[:1] != "-"])
+        return BasicSweeper.split_arguments(parsed, None)[0][0]
+    except Exception:
+        return None
+
+
+def _precheck(argv: list[str]) -> None:
+    """Compose the config once before Hydra runs, so a bad override is one clear line
+    (Hydra's own report is several lines and a stack hint). A multirun is checked on its
+    first job, before Hydra creates its sweep directory (``<runs_dir>/<experiment.name>``)."""
+    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
+        first = _first_job(argv)
+        if first is None:
+            return
+        argv = first
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.config import check_config, compose
+
+    try:
+        plain, _text = compose([arg for arg in argv if not arg.lstrip("+~").startswith("hydra")])
     except Exception as exc:
         _fail(_one_line(exc))
+    try:
+        check_config(plain)
+    except EvidenceBenchError as exc:
+        _fail(str(exc))
 
 
 def _hydra(task: Any, argv: list[str]) -> None:
@@ -90,17 +114,22 @@ def _run(cfg: Any) -> None:
     from hydra.types import RunMode
 
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.run import perform_run
+    from evidence_bench.experiment.run import RunOutcome, perform_run
 
     plain, text = _resolved(cfg)
+    perform: Callable[..., RunOutcome] = perform_run
+    if plain["experiment"].get("tune"):  # a tuning experiment (rocchio_tune)
+        from evidence_bench.experiment.tune import perform_tune
+
+        if int(plain.get("shards", 1)) > 1:
+            _fail("shards: a tuning experiment (experiment.tune) cannot be sharded")
+        perform = perform_tune
     hydra_cfg = HydraConfig.get()
     job_dir = None
     if hydra_cfg.mode == RunMode.MULTIRUN:
         job_dir = Path(hydra_cfg.runtime.output_dir) / "run"
     try:
-        outcome = perform_run(
-            plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task)
-        )
+        outcome = perform(plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task))
     except EvidenceBenchError as exc:
         _fail(str(exc))
     print(outcome.announce(), end="")
@@ -121,6 +150,8 @@ def _record(cfg: Any) -> None:
         )
     except EvidenceBenchError as exc:
         _fail(str(exc))
+    for path in summary.replaced:
+        print(f"evidence_bench: {path} could not be read; recorded it afresh", file=sys.stderr)
     print(
         f"recorded {summary.interactions} interactions for {summary.queries} queries "
         f"in {summary.directory}; manifest {summary.manifest}"

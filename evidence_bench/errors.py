@@ -13,13 +13,21 @@ caller (the CLI, the experiment runner) can catch one class and print one line::
     │       └── RateLimitError    429, with the seconds to wait from ``X-RateLimit-Reset``
     ├── ResponseFormatError       a body that is not JSON, or not Brave's shape
     ├── ReplayMissError           a request that no cassette holds (record mode none)
-    └── RegressionError           a quality gate that failed
+    ├── RegressionError           a quality gate that failed
+    ├── WriteError                an output file not written: disk full, read-only, no access
+    └── WorkerError               a worker process failed on a query, or died
 
 Errors of dependencies (httpx, json, yaml) are translated at the boundary where they occur,
 with ``raise ... from exc``, so their cause stays visible in a traceback.
+
+Every error survives pickling with its class, message and attributes: a run's worker
+processes send them to the parent, and an error that cannot be rebuilt there would stop the
+pool's result thread and leave the run waiting forever.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "ConfigurationError",
@@ -33,11 +41,29 @@ __all__ = [
     "ReplayMissError",
     "RequestError",
     "ResponseFormatError",
+    "WorkerError",
+    "WriteError",
 ]
 
 
 class EvidenceBenchError(Exception):
     """Base class: its message is one line that names what is at fault."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default rebuilds an error as ``cls(*self.args)``, which fails for a subclass
+        # whose __init__ takes other arguments than its message (ProviderStatusError).
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(
+    cls: type[EvidenceBenchError], args: tuple[Any, ...], state: dict[str, Any]
+) -> EvidenceBenchError:
+    """An unpickled error: its class, its args (the message) and its attributes, as they
+    were, without calling ``__init__`` again."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigurationError(EvidenceBenchError):
@@ -100,3 +126,12 @@ class ReplayMissError(EvidenceBenchError):
 
 class RegressionError(EvidenceBenchError):
     """A run is worse than its baseline beyond tolerance."""
+
+
+class WriteError(EvidenceBenchError):
+    """An output file (cassette, manifest, baseline, run) could not be written; names the
+    file and the reason. What was there before is left as it was."""
+
+
+class WorkerError(EvidenceBenchError):
+    """A run's worker failed on a query with an unexpected error, or its process died."""

@@ -10,12 +10,8 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
-from evidence_bench.fixtures.cassettes import (
-    CassetteStore,
-    OnMiss,
-    cassette_path,
-    file_sha256,
-)
+from evidence_bench.fixtures.cassettes import CassetteStore, OnMiss, cassette_path, file_sha256
+from evidence_bench.fixtures.manifest import MANIFEST_NAME, cassette_files
 from evidence_bench.simulation.collections import load_collection
 from evidence_bench.simulation.simulator import BraveSimulator
 
@@ -27,7 +23,7 @@ QUERY_SETS = ["cranfield", "cacm"]
 def test_every_judged_query_has_a_cassette_listed_in_the_manifest(name: str) -> None:
     collection = load_collection(ROOT / "collections" / name, name=name)
     directory = ROOT / "cassettes" / name
-    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest = json.loads((directory / MANIFEST_NAME).read_text())
     assert manifest["collection_checksum"] == collection.checksum
     assert manifest["recorded_from"] == "simulator"
     for query_id in collection.judged_query_ids():
@@ -40,9 +36,7 @@ def test_every_judged_query_has_a_cassette_listed_in_the_manifest(name: str) -> 
 def test_simulator_answers_every_recorded_request_byte_for_byte(name: str) -> None:
     simulator = BraveSimulator(load_collection(ROOT / "collections" / name, name=name))
     checked = 0
-    for path in sorted((ROOT / "cassettes" / name).glob("*.json")):
-        if path.name == "manifest.json":
-            continue
+    for path in cassette_files(ROOT / "cassettes" / name):
         for interaction in json.loads(path.read_text())["interactions"]:
             request, response = interaction["request"], interaction["response"]
             assert "x-subscription-token" not in {h.lower() for h in request["headers"]}

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import pytrec_eval
 
-from evidence_bench.errors import ConfigurationError, ReplayMissError
+from evidence_bench.errors import ConfigurationError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episode import PARTNERS
 from evidence_bench.experiment.plan import plan_run
@@ -64,8 +64,8 @@ def recorded(tiny_collection: Path, tmp_path: Path) -> Path:
 def test_record_writes_a_cassette_per_query_and_a_manifest(recorded: Path, tmp_path: Path) -> None:
     cassettes = tmp_path / "cassettes"
     names = sorted(p.name for p in cassettes.glob("*.json"))
-    assert names == ["1.json", "2.json", "3.json", "4.json", "manifest.json"]
-    manifest = json.loads((cassettes / "manifest.json").read_text())
+    assert names == ["1.json", "2.json", "3.json", "4.json", "@manifest.json"]
+    manifest = json.loads((cassettes / "@manifest.json").read_text())
     assert manifest["recorded_from"] == "simulator"
     assert set(manifest["cassettes"]) == {"1.json", "2.json", "3.json", "4.json"}
     cassette = json.loads((cassettes / "1.json").read_text())
@@ -221,7 +221,7 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
             expected = residual[row.query_id][TREC_NAMES[row.measure]]
             assert row.value == pytest.approx(expected, abs=1e-9)
             checked += 1
-        # frozen: examined documents back at the rank they were shown (earlier rounds first)
+        # frozen: examined documents held at the rank they were shown (full freezing)
         if round_ > 0:
             frozen_file = tmp_path / "frozen.run.gz"
             with gzip.open(frozen_file, "wt") as handle:
@@ -235,15 +235,21 @@ def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_pat
 
 
 def _frozen_order(run_file: Path, seen: pd.DataFrame) -> dict[str, list[str]]:
+    """Each examined document at the rank it was shown (feedback.csv), held there whether or
+    not the run holds it; the run's other documents in the free ranks, in the run's order."""
     ranked: dict[str, list[str]] = {}
     for line in _run_lines(run_file):
         ranked.setdefault(line.split()[0], []).append(line.split()[2])
     for qid, docs in ranked.items():
-        pins = seen[seen.query_id == qid].sort_values(["rank", "round"], ascending=[True, False])
-        rest = [doc for doc in docs if doc not in set(pins["url"])]
-        for pin in pins.itertuples():
-            rest.insert(min(int(pin.rank) - 1, len(rest)), pin.url)
-        ranked[qid] = rest
+        mine = seen[seen.query_id == qid]
+        pins = {int(r.rank): r.url for r in mine.itertuples()}
+        assert len(pins) == len(mine), f"two documents shown at one rank: {mine}"
+        rest = [doc for doc in docs if doc not in pins.values()]
+        slots: list[str | None] = [None] * (len(pins) + len(rest))
+        for rank, url in pins.items():
+            slots[rank - 1] = url  # an IndexError: a rank beyond the list, a gap
+        fill = iter(rest)
+        ranked[qid] = [slot if slot is not None else next(fill) for slot in slots]
     return ranked
 
 
@@ -356,7 +362,7 @@ def test_a_failed_run_leaves_no_partial_directory(
         raise OSError("disk full")
 
     monkeypatch.setattr(run_module, "write_trec", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match="disk full"):
         run(recorded, tmp_path)
     runs = tmp_path / "runs" / "ci"
     assert (runs / "latest").resolve() == good.resolve()

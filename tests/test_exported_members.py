@@ -22,7 +22,7 @@ def test_all_is_sorted_and_complete() -> None:
 
 def test_every_error_derives_from_the_one_base() -> None:
     errors = [getattr(evidence_bench, n) for n in evidence_bench.__all__ if n.endswith("Error")]
-    assert len(errors) == 11
+    assert len(errors) == 13
     for error in errors:
         assert issubclass(error, evidence_bench.EvidenceBenchError)
 

@@ -10,6 +10,8 @@ import math
 import os
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from report_fixtures import (
     NO_SHUFFLED,
     PAYLOAD_IMG,
@@ -40,6 +43,7 @@ from evidence_bench.report import (
 from evidence_bench.report.data import load_episodes
 
 TRIALS = 400
+ROOT = Path(__file__).resolve().parents[1]
 VOID = {"meta", "link", "br", "img", "input", "hr", "col", "source", "wbr", "area", "base"}
 MINUS = "\u2212"
 
@@ -355,13 +359,25 @@ def test_holm_adjusted_p_at_least_raw(rendered: Rendered) -> None:
         if "data-stage" in r.attrs
     ]
     assert len(rows) > 50
+    differ = 0
     for row in rows:
         raw = [float(c.attrs["data-p"]) for c in row.children if "p" in c.classes()]
         assert len(raw) == 2
-        holm_gain = float(cell(row, "p-holm").attrs["data-p"])
-        assert 0.0 <= raw[1] <= holm_gain <= 1.0
+        holm_cell = cell(row, "p-holm")
+        # Holm adjusts the test over the family's common queries (data-p-raw); where the row
+        # keeps just those (data-n = n), it is the row's own randomization test.
+        common = float(holm_cell.attrs["data-p-raw"])
+        assert 0.0 <= common <= float(holm_cell.attrs["data-p"]) <= 1.0
+        if holm_cell.attrs["data-n"] == cell(row, "n").content():
+            assert common == raw[1]
+        else:
+            differ += 1
+            assert f"n={holm_cell.attrs['data-n']}" in holm_cell.content()
         before_raw = float(cell(row, "delta-before").attrs["data-p-raw"])
         assert 0.0 <= before_raw <= float(cell(row, "p-holm-before").attrs["data-p"]) <= 1.0
+    # The fixture's skipped expand (c01, noisy, round 2) takes one query from its family,
+    # in each of the five measures' tables.
+    assert differ == 5 * (len(pd.read_csv(rendered.run_dir / "configs.csv")) - 1)
 
 
 def test_holm_family_is_configs_of_one_measure_user_stage_round(rendered: Rendered) -> None:
@@ -369,9 +385,13 @@ def test_holm_family_is_configs_of_one_measure_user_stage_round(rendered: Render
     rows = table.find_all("tr", data_policy="oracle", data_round="2", data_stage="rerank")
     configs = pd.read_csv(rendered.run_dir / "configs.csv")
     assert len(rows) == len(configs)
-    raw = [float([c for c in r.children if "p" in c.classes()][1].attrs["data-p"]) for r in rows]
+    raw = [float(cell(r, "p-holm").attrs["data-p-raw"]) for r in rows]
     shown = [float(cell(r, "p-holm").attrs["data-p"]) for r in rows]
     assert shown == pytest.approx(holm(raw), abs=1e-5)
+    # Every member was tested over the same queries: those all configs keep.
+    pq = per_query(rendered.run_dir)
+    kept = [set(paired(pq, c, "oracle", 2, "rerank", "AP").index) for c in configs["config_id"]]
+    assert {cell(r, "p-holm").attrs["data-n"] for r in rows} == {str(len(set.intersection(*kept)))}
     raw_before = [float(cell(r, "delta-before").attrs["data-p-raw"]) for r in rows]
     shown_before = [float(cell(r, "p-holm-before").attrs["data-p"]) for r in rows]
     assert shown_before == pytest.approx(holm(raw_before), abs=1e-5)
@@ -583,7 +603,7 @@ def test_verdict_asks_whether_the_judgments_matter(rendered: Rendered) -> None:
         text = " ".join(item.content().split())
         assert f"{policy}: {signed(added.mean())} [{signed(low)}, {signed(high)}]" in text
         holm_p = summary_cell(rendered.dom, config, policy, 1, "rerank", "p-holm-judgment")
-        assert f"Holm p = {holm_p.content()}" in text
+        assert f"Holm p = {holm_p.content().split()[0]}" in text
 
 
 def test_sweep_heatmap_shows_the_gain_over_control(rendered: Rendered) -> None:
@@ -935,12 +955,122 @@ def test_gather_multirun_without_runs_is_an_error(tmp_path: Path) -> None:
 # --- analysis and terminal ----------------------------------------------------------------
 
 
-def test_parallel_randomization_matches_serial(tmp_path: Path) -> None:
-    data = load_run(write_run_dir(tmp_path, n_queries=8))
-    serial = analyze(data, trials=200, workers=0).summary
-    parallel = analyze(data, trials=200, workers=2).summary
-    for column in ("p_rand", "p_holm", "p_rand_before", "p_holm_before"):
-        pd.testing.assert_series_equal(serial[column], parallel[column])
+def _p_values(run_dir: Path) -> list[list[float]]:
+    summary = analyze(load_run(run_dir), trials=300).summary
+    columns = ["p_rand", "p_rand_common", "p_rand_before", "judgment_p_rand", "p_holm"]
+    return summary[columns].fillna(-1.0).to_numpy().tolist()  # type: ignore[no-any-return]
+
+
+def test_randomization_follows_the_runs_seed(tmp_path: Path) -> None:
+    """The signs derive from config.yaml's ``seed`` (and the user): the same seed gives the
+    same p-values in another process; another seed resamples them, over the same scores."""
+    run_dir = write_run_dir(tmp_path, n_queries=8)
+    here = _p_values(run_dir)
+    script = (
+        "import json, sys; from pathlib import Path; import test_report as t; "
+        "print(json.dumps(t._p_values(Path(sys.argv[1]))))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env["PYTHONHASHSEED"] = "12345"  # another process, with another str hash
+    other = subprocess.run(
+        [sys.executable, "-c", script, str(run_dir)],
+        capture_output=True, text=True, check=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert json.loads(other.stdout.strip().splitlines()[-1]) == here
+    config_path = run_dir / "config.yaml"
+    config = yaml.safe_load(config_path.read_text("utf-8"))
+    assert config["seed"] == 0
+    config["seed"] = 1
+    config_path.write_text(yaml.safe_dump(config), "utf-8")
+    resampled = _p_values(run_dir)
+    changed = sum(
+        a != b
+        for row_a, row_b in zip(here, resampled, strict=True)
+        for a, b in zip(row_a, row_b, strict=True)
+    )
+    assert changed > len(here)  # most tests draw other signs
+    data = load_run(run_dir)
+    assert data.settings.seed == 1
+    html = render_report(data, trials=300).read_text("utf-8")
+    assert "derive from the run's seed (1)" in " ".join(html.split())
+
+
+def test_a_tests_p_does_not_depend_on_the_other_configs(tmp_path: Path) -> None:
+    """Signs are drawn per (seed, user, n), not per position in the run: dropping a config
+    leaves every other config's own randomization p as it was (same trials)."""
+    run_dir = write_run_dir(tmp_path, n_queries=8)
+    full = analyze(load_run(run_dir), trials=1000).summary
+    pq = per_query(run_dir)
+    pq[pq["config_id"] != "c02"].to_csv(run_dir / "per_query.csv", index=False)
+    fewer = analyze(load_run(run_dir), trials=1000).summary
+    keys = ["config_id", "policy", "round", "stage", "measure"]
+    both = full.merge(fewer, on=keys, suffixes=("", "_fewer"))
+    assert len(both) == len(fewer) and len(fewer) < len(full)
+    assert list(both["p_rand"]) == list(both["p_rand_fewer"])
+    assert list(both["judgment_p_rand"].fillna(-1)) == list(
+        both["judgment_p_rand_fewer"].fillna(-1)
+    )
+
+
+def test_a_single_query_has_no_interval(tmp_path: Path) -> None:
+    """Three queries, two rounds: at round 2 the fixture leaves one query per comparison
+    (the others have nothing relevant left unseen), so no CI and no t-test: "–"."""
+    run_dir = write_run_dir(tmp_path, n_queries=3)
+    dom = parse(render_report(run_dir, trials=50).read_text("utf-8"))
+    rows = [r for r in summary_rows(dom) if r.attrs["data-round"] == "2"]
+    assert rows
+    for row in rows:
+        assert cell(row, "n").content() == "1"
+        assert cell(row, "gain-cell").find_all("span", **{"class": "ci"})[0].content() == "–"
+        p_t = next(c for c in row.children if "p" in c.classes())
+        if float(cell(row, "gain-cell").attrs["data-gain"]) == 0:  # the baseline: no change
+            assert p_t.content() == "1.000"
+        else:  # t has no degrees of freedom
+            assert p_t.content() == "–" and p_t.attrs["data-p"] == ""
+        # The randomization test's exact answer for one pair: both signs are as extreme.
+        assert float(cell(row, "p-holm").attrs["data-p-raw"]) == 1.0
+
+
+def test_fixed_cells_are_left_out_of_tests_and_holm(tmp_path: Path) -> None:
+    """summary.csv's ``fixed`` (a frozen-mode cell that cannot change): no test, no place
+    in its Holm family, and the report says why."""
+    run_dir = write_run_dir(tmp_path)
+    summary = pd.read_csv(run_dir / "summary.csv", dtype={"config_id": str})
+    summary["fixed"] = (
+        (summary["config_id"] == "c03")
+        & (summary["round"] == 1)
+        & (summary["eval_mode"] == "residual")
+    )
+    summary.to_csv(run_dir / "summary.csv", index=False)
+    dom = parse(render_report(run_dir, trials=50).read_text("utf-8"))
+    table = dom.find_all("table", data_measure="AP")[0]
+    rows = table.find_all("tr", data_policy="oracle", data_round="1", data_stage="rerank")
+    fixed = [r for r in rows if r.attrs["data-config"] == "c03"]
+    others = [r for r in rows if r.attrs["data-config"] != "c03"]
+    assert len(fixed) == 1 and len(others) == 4
+    # one cell in place of the gain and every test: a gain of 0 here would be no evidence
+    assert cell(fixed[0], "gain-cell").content() == "cannot change in residual mode"
+    assert not [c for c in fixed[0].children if {"p", "p-holm"} & c.classes()]
+    raw = [float(cell(r, "p-holm").attrs["data-p-raw"]) for r in others]
+    assert [float(cell(r, "p-holm").attrs["data-p"]) for r in others] == pytest.approx(
+        holm(raw), abs=1e-5
+    )  # a family of the four configs that can change
+    analysis = analyze(load_run(run_dir), trials=50)
+    row = analysis.summary[
+        (analysis.summary["config_id"] == "c03") & (analysis.summary["round"] == 1)
+    ]
+    assert row["fixed"].all() and not row["significant"].any()
+    assert row["p_holm"].isna().all() and row["p_rand"].isna().all()
+
+
+def test_report_says_how_many_trials_and_why(rendered: Rendered) -> None:
+    text = " ".join(rendered.dom.find_all("section", id="data")[0].content().split())
+    configs = len(pd.read_csv(rendered.run_dir / "configs.csv"))
+    trials = max(TRIALS, 100 * configs)  # at least 100 per configuration of a family
+    assert f"use {trials} trials" in text
+    assert f"largest Holm family ({configs})" in text
+    assert f"{configs}/({trials} + 1), is below 0.01" in text
+    assert "Smucker, Allan & Carterette 2007" in text and "Holm 1979" in text
 
 
 def test_terminal_summary_shows_before_control_feedback_and_gain(rendered: Rendered) -> None:
@@ -991,3 +1121,148 @@ def test_terminal_labels_lose_their_middle_not_their_end() -> None:
     assert len(short) == 30 and short.endswith(label[-19:])
     assert short.startswith("tfidf_") and "…" in short
     assert terminal_module._printable("a\x1b[31mb", 30) == "a?[31mb"
+
+
+# --- a real run: comparisons across configs use the queries all of them keep ---------------
+
+
+@pytest.fixture(scope="module")
+def cranfield15(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """15 Cranfield queries, four swept configs, two rounds: under residual evaluation the
+    configs keep different queries in round 2 (each exhausted others in round 1)."""
+    from evidence_bench.experiment.config import compose
+    from evidence_bench.experiment.run import perform_run
+
+    overrides = [
+        "+experiment=ci",
+        "experiment.queries=15",
+        "+experiment.grid={beta:[0.25,1.5],gamma:[0.0,0.5]}",
+        f"runs_dir={tmp_path_factory.mktemp('cranfield15')}",
+        "workers=1",
+        "report=false",
+        "progress=false",
+    ]
+    cfg, text = compose(overrides)
+    run_dir = perform_run(cfg, text).path
+    html = render_report(run_dir, trials=TRIALS).read_text("utf-8")
+    return Rendered(run_dir, html, parse(html))
+
+
+def kept_by_all(pq: pd.DataFrame, policy: str, round_: int, stage: str) -> set[str]:
+    """The queries every config scored in before, control and ``stage``: set intersection."""
+    configs = sorted(pq["config_id"].unique())
+    sets = [set(paired(pq, c, policy, round_, stage).index) for c in configs]
+    return set.intersection(*sets)
+
+
+def test_real_run_holm_cells_name_the_common_queries(cranfield15: Rendered) -> None:
+    pq = per_query(cranfield15.run_dir)
+    manifest = json.loads((cranfield15.run_dir / "manifest.json").read_text("utf-8"))
+    assert manifest["seeds"]["randomization"].startswith(
+        'sha256(json.dumps([seed, "randomization", policy, n]))'
+    )
+    shown = 0
+    for policy in ("oracle", "noisy"):
+        common = kept_by_all(pq, policy, 2, "rerank")
+        rows = summary_rows(cranfield15.dom)
+        family = [
+            r
+            for r in rows
+            if (r.attrs["data-policy"], r.attrs["data-round"], r.attrs["data-stage"])
+            == (policy, "2", "rerank")
+        ]
+        assert len(family) == 4
+        for row in family:
+            holm_cell = cell(row, "p-holm")
+            assert holm_cell.attrs["data-n"] == str(len(common))
+            own = int(cell(row, "n").content())
+            assert own >= len(common)
+            if own > len(common):
+                shown += 1
+                assert f"n={len(common)}" in holm_cell.content()
+        raw = [float(cell(r, "p-holm").attrs["data-p-raw"]) for r in family]
+        adjusted = [float(cell(r, "p-holm").attrs["data-p"]) for r in family]
+        assert adjusted == pytest.approx(holm(raw), abs=1e-5)
+    assert shown > 0  # some config keeps more queries than all four share
+
+
+def test_real_run_best_sweep_and_rounds_use_the_common_queries(cranfield15: Rendered) -> None:
+    """The best setting, the sweep's cells and the rounds chart at round 2, where the
+    configs' query sets differ, against set intersections and scipy."""
+    from evidence_bench.report import tables
+
+    pq = per_query(cranfield15.run_dir)
+    data = load_run(cranfield15.run_dir)
+    summary = analyze(data, trials=TRIALS).summary
+    late = summary[summary["round"] == 2]
+    best = tables._best(data, late)
+    assert best is not None and best.round == 2
+    configs = sorted(pq["config_id"].unique())
+    expected: dict[tuple[str, str], float] = {}
+    gains: dict[tuple[str, str, str], pd.Series] = {}
+    for stage in ("rerank", "expand"):
+        for policy in ("oracle", "noisy"):
+            common = sorted(kept_by_all(pq, policy, 2, stage))
+            for config in configs:
+                three = paired(pq, config, policy, 2, stage).loc[common]
+                gains[(config, stage, policy)] = three["feedback"] - three["control"]
+        for config in configs:
+            expected[(config, stage)] = (
+                gains[(config, stage, "oracle")].mean() + gains[(config, stage, "noisy")].mean()
+            ) / 2
+    assert (best.config_id, best.stage) == max(expected, key=lambda k: expected[k])
+    assert best.candidates == len(configs) * 2 * 2  # configs × stages × users
+    for row in best.rows.to_dict("records"):
+        mine = gains[(best.config_id, best.stage, row["policy"])]
+        assert row["n_common"] == len(mine) <= row["n"]
+        assert row["gain_common"] == pytest.approx(mine.mean())
+        # Simultaneous over the 16 candidates: scipy's t interval at 1 − 0.05/16.
+        low, high = stats.t.interval(
+            1 - 0.05 / best.candidates, len(mine) - 1, loc=mine.mean(), scale=stats.sem(mine)
+        )
+        assert (row["best_ci_low"], row["best_ci_high"]) == pytest.approx((low, high))
+        plain = t_interval(mine)
+        assert row["best_ci_low"] < plain[0] and row["best_ci_high"] > plain[1]
+    table = tables.sweep_table(data, summary, best)
+    assert table is not None
+    for row in table.to_dict("records"):
+        mine = gains[(row["config_id"], best.stage, row["policy"])]
+        assert row["n_common"] == len(mine)
+        assert row["gain_common"] == pytest.approx(mine.mean())
+    # The rounds chart's lines over two configs whose round-2 sets differ.
+    sizes = {c: len(paired(pq, c, "oracle", 2, "rerank")) for c in configs}
+    a, b = min(sizes, key=sizes.__getitem__), max(sizes, key=sizes.__getitem__)
+    assert sizes[a] < sizes[b]
+    means = tables.rounds_means(data, [a, b], "rerank")
+    round2 = means[(means["round"] == 2) & (means["policy"] == "oracle")]
+    shared = set(paired(pq, a, "oracle", 2, "rerank").index) & set(
+        paired(pq, b, "oracle", 2, "rerank").index
+    )
+    assert set(round2["n"]) == {len(shared)}
+    mine = paired(pq, b, "oracle", 2, "rerank").loc[sorted(shared)]
+    line = round2[(round2["config_id"] == b) & (round2["stage"] == "rerank")]
+    assert float(line["mean"].iloc[0]) == pytest.approx(mine["feedback"].mean())
+
+
+def test_real_run_sweep_and_rounds_say_n(cranfield15: Rendered) -> None:
+    pq = per_query(cranfield15.run_dir)
+    sweep = cranfield15.dom.find_all("section", id="sweep")[0]
+    stage = cranfield15.dom.find_all("section", id="queries")[0].attrs["data-stage"]
+    titles = [n.content() for n in sweep.walk() if n.tag == "text"]
+    for policy in ("oracle", "noisy"):
+        n = len(kept_by_all(pq, policy, 1, stage))
+        assert any(t.startswith(policy) and t.endswith(f"(n = {n})") for t in titles), titles
+    note = cranfield15.dom.find_all("p", **{"class": "note rounds-n"})[0]
+    text = " ".join(note.content().split())
+    config = cranfield15.dom.find_all("section", id="queries")[0].attrs["data-config"]
+    start = pq[
+        (pq["config_id"] == config)
+        & (pq["policy"] == "oracle")
+        & (pq["round"] == 0)
+        & (pq["eval_mode"] == "residual")
+        & (pq["measure"] == "nDCG@10")
+    ]
+    n0 = len(set(start[start["stage"] == "initial"]["query_id"]))
+    # Only the best is drawn (the run has no baseline config), so its own queries count.
+    own = len(paired(pq, config, "oracle", 2, stage))
+    assert f"oracle: n = {n0} at round 0" in text and f"n = {own} at round 2" in text

@@ -18,6 +18,7 @@ import pandas as pd
 
 import evidence_bench
 from evidence_bench.engine.base import Label
+from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.experiment.episode import _shuffled
 from evidence_bench.seeding import derivation, derived_random, derived_seed
 
@@ -109,5 +110,6 @@ def test_on_cranfield_the_seed_resamples_shuffled_and_repeats_across_processes(
         "users": {"noisy": 0},
         "user_draws": "sha256(json.dumps([user seed, query_id, round, url]))[:8], big-endian",
         "shuffled": "sha256(json.dumps([seed, policy, query_id, round]))[:8], big-endian",
+        "randomization": RANDOMIZATION_SEED,
     }
     assert (seeds[1]["seed"], seeds[1]["users"]) == (1, {"noisy": 1})

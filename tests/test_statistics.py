@@ -6,18 +6,26 @@ import math
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from evidence_bench.evaluation.statistics import (
+    TIE,
     Summary,
     holm,
     improved_degraded,
     paired_t_test,
     randomization_test,
+    selection_intervals,
+    sign_flip_p_values,
     summarize,
+    summarize_groups,
+    t_intervals,
+    t_test_p_values,
+    trials_for,
 )
 
 
@@ -59,8 +67,47 @@ def test_summarize_small_samples() -> None:
     empty = summarize([])
     assert empty.n == 0
     assert all(math.isnan(x) for x in (empty.mean, empty.std, empty.ci_low, empty.ci_high))
-    assert summarize([0.25]) == Summary(1, 0.25, 0.0, 0.25, 0.25)
+    # One value: a mean, but no spread and no interval (not a zero-width one).
+    one = summarize([0.25])
+    assert (one.n, one.mean) == (1, 0.25)
+    assert math.isnan(one.std) and math.isnan(one.ci_low) and math.isnan(one.ci_high)
+    # Three equal values: a sample std of 0, so the interval is the mean itself.
     assert summarize([0.5, 0.5, 0.5]) == Summary(3, 0.5, 0.0, 0.5, 0.5)
+
+
+def test_t_intervals_are_vectorized_by_hand() -> None:
+    # n = 2, std 0.1: 0.3 ± t(0.975, 1)·0.1/√2, t(0.975, 1) = 12.706 (t tables);
+    # n = 10, std 0.2: 0.1 ± t(0.975, 9)·0.2/√10, t(0.975, 9) = 2.262; n = 1: no interval.
+    low, high = t_intervals([2, 10, 1], [0.3, 0.1, 0.7], [0.1, 0.2, math.nan])
+    assert low[:2] == pytest.approx(
+        [0.3 - 12.7062 * 0.1 / math.sqrt(2), 0.1 - 2.2622 * 0.2 / math.sqrt(10)], abs=1e-4
+    )
+    assert high[:2] == pytest.approx(
+        [0.3 + 12.7062 * 0.1 / math.sqrt(2), 0.1 + 2.2622 * 0.2 / math.sqrt(10)], abs=1e-4
+    )
+    assert math.isnan(low[2]) and math.isnan(high[2])
+
+
+def test_summarize_groups_matches_summarize() -> None:
+    frame = pd.DataFrame({"k": ["a", "a", "a", "a", "b"], "value": [1.0, 2.0, 3.0, 4.0, 9.0]})
+    out = summarize_groups(frame, ["k"]).set_index("k")
+    half = 3.182446305284263 * math.sqrt(5 / 3) / 2  # as in test_summarize_by_hand
+    assert out.loc["a", "n"] == 4 and out.loc["a", "mean"] == pytest.approx(2.5)
+    assert out.loc["a", "ci_low"] == pytest.approx(2.5 - half)
+    assert out.loc["b", "n"] == 1 and math.isnan(out.loc["b", "ci_low"])
+
+
+def test_selection_intervals_are_bonferroni_widened() -> None:
+    # Picked from 10 candidates: each interval at 1 − 0.05/10 = 99.5%; n = 10 gives
+    # t(0.9975, 9) = 3.690 (t tables) instead of t(0.975, 9) = 2.262.
+    low, high = selection_intervals([10], [0.05], [0.02], candidates=10)
+    half = 3.6897 * 0.02 / math.sqrt(10)
+    assert (low[0], high[0]) == pytest.approx((0.05 - half, 0.05 + half), abs=1e-5)
+    plain = t_intervals([10], [0.05], [0.02])
+    one = selection_intervals([10], [0.05], [0.02], candidates=1)
+    assert (plain[0][0], plain[1][0]) == (one[0][0], one[1][0])  # one candidate: no widening
+    with pytest.raises(ValueError, match="candidates must be at least 1"):
+        selection_intervals([10], [0.05], [0.02], candidates=0)
 
 
 @pytest.mark.parametrize("confidence", [0.0, 1.0, 95.0, -0.5])
@@ -85,12 +132,35 @@ def test_paired_t_test_by_hand() -> None:
     assert p == pytest.approx(1 - 2 * math.sqrt(3) / math.sqrt(14), rel=1e-12)
 
 
-def test_paired_t_test_degenerate_cases_never_nan() -> None:
+def test_paired_t_test_edges_have_defined_answers() -> None:
+    # No difference at all: p = 1 (t's 0/0 read as "no difference").
     assert paired_t_test([0.1, 0.2, 0.3], [0.1, 0.2, 0.3]) == 1.0
     assert paired_t_test([0.3, 0.5], [0.1 + 0.2, 0.5]) == 1.0  # float noise is no difference
-    assert paired_t_test([0.5], [0.9]) == 1.0  # one pair: nothing to test
     assert paired_t_test([], []) == 1.0
-    assert paired_t_test([0.1, 0.2], [0.2, 0.3]) == 0.0  # constant shift: t is infinite
+    # One pair: no degrees of freedom, t is undefined.
+    assert math.isnan(paired_t_test([0.5], [0.9]))
+    # Every query gained 0.1: s = 0, t = 0.1/(0/√n) has no value; its limit p = 0 would be
+    # certainty from two queries. scipy gives ~1e-32 here from float noise alone.
+    assert math.isnan(paired_t_test([0.1, 0.2], [0.2, 0.3]))
+    assert math.isnan(paired_t_test([0.1, 0.2, 0.3], [0.2, 0.3, 0.4]))
+
+
+def test_t_test_p_values_vectorized_match_scipy(
+    paired_scores: tuple[list[float], list[float]],
+) -> None:
+    a, b = np.asarray(paired_scores[0]), np.asarray(paired_scores[1])
+    diffs = [b[:225] - a[:225], b[:40] - a[:40], b[100:103] - a[100:103]]
+    p = t_test_p_values(
+        [len(d) for d in diffs],
+        [d.mean() for d in diffs],
+        [d.std(ddof=1) for d in diffs],
+        [np.ptp(d) for d in diffs],
+    )
+    expected = [stats.ttest_1samp(d, 0.0).pvalue for d in diffs]
+    assert p == pytest.approx(expected, rel=1e-10)
+    # The edges, element-wise: all zero -> 1; constant non-zero -> NaN; one pair -> NaN.
+    edges = t_test_p_values([3, 3, 1], [0.0, 0.1, 0.2], [0.0, 0.0, math.nan], [0.0, 0.0, 0.0])
+    assert edges[0] == 1.0 and math.isnan(edges[1]) and math.isnan(edges[2])
 
 
 def test_paired_tests_refuse_mismatched_or_nan() -> None:
@@ -107,6 +177,23 @@ def test_randomization_identical_inputs() -> None:
     values = [0.1, 0.5, 0.9, 0.3]
     assert randomization_test(values, values) == 1.0
     assert randomization_test([], []) == 1.0
+    # By definition too: every assignment of signs to zeros is as extreme, (1 + T)/(1 + T).
+    assert sign_flip_p_values(np.zeros((4, 1)), trials=50, seed=0)[0] == 1.0
+
+
+def test_randomization_one_pair_is_never_significant() -> None:
+    # n = 1: the two assignments, +d and −d, are both as extreme as d: exact p = 2/2 = 1.
+    assert randomization_test([0.2], [0.9], trials=100) == 1.0
+
+
+@pytest.mark.parametrize(("n", "exact"), [(2, 2 / 4), (3, 2 / 8), (4, 2 / 16)])
+def test_randomization_all_differences_equal_by_definition(n: int, exact: float) -> None:
+    """Every query gained 0.1: of the 2^n sign assignments only all-plus and all-minus
+    reach |mean| = 0.1, so the exact p is 2/2^n; the sampled p estimates it, not 0."""
+    trials = 40_000
+    p = randomization_test([0.3] * n, [0.4] * n, trials=trials, seed=5)
+    # (1 + count)/(1 + trials) with count ~ Binomial(trials, exact): 5 standard errors.
+    assert p == pytest.approx(exact, abs=5 * math.sqrt(exact * (1 - exact) / trials))
 
 
 def test_randomization_large_consistent_shift() -> None:
@@ -155,6 +242,33 @@ def test_randomization_is_fast() -> None:
 def test_randomization_refuses_no_trials() -> None:
     with pytest.raises(ValueError, match="trials must be at least 1"):
         randomization_test([0.1], [0.2], trials=0)
+    with pytest.raises(ValueError, match="trials must be at least 1"):
+        sign_flip_p_values(np.ones((2, 1)), trials=0, seed=0)
+
+
+def test_sign_flip_columns_share_signs_and_stay_independent_of_each_other(
+    paired_scores: tuple[list[float], list[float]],
+) -> None:
+    """One matrix product for many tests of the same size: a column's p is the p it gets
+    alone, with the same seed, whatever the other columns hold."""
+    a, b = np.asarray(paired_scores[0][:50]), np.asarray(paired_scores[1][:50])
+    d = b - a
+    matrix = np.column_stack([d, d[::-1] * 0.5, np.zeros(50), d + 0.2])
+    together = sign_flip_p_values(matrix, trials=3000, seed=9)
+    alone = [sign_flip_p_values(matrix[:, [j]], trials=3000, seed=9)[0] for j in range(4)]
+    assert list(together) == alone
+    assert together[2] == 1.0 and together[3] == 1 / 3001
+    assert together[0] == randomization_test(a.tolist(), b.tolist(), trials=3000, seed=9)
+    assert list(sign_flip_p_values(matrix, trials=3000, seed=10)) != alone
+
+
+def test_trials_scale_with_the_holm_family() -> None:
+    # 5000 trials serve up to 50 hypotheses: 50/5001 < 0.01; 60 need 6000: 60/6001 < 0.01.
+    assert trials_for(1) == 5000 and trials_for(50) == 5000 and trials_for(60) == 6000
+    assert trials_for(3, floor=20) == 300
+    for m in (1, 7, 49, 50, 51, 500):
+        trials = trials_for(m, floor=1)
+        assert m / (trials + 1) < 0.01  # the smallest Holm-adjusted p a family can reach
 
 
 @settings(max_examples=50, deadline=None)
@@ -164,7 +278,10 @@ def test_randomization_refuses_no_trials() -> None:
 )
 def test_property_p_values_are_valid(pairs: list[tuple[float, float]], trials: int) -> None:
     a, b = [x for x, _ in pairs], [y for _, y in pairs]
-    assert 0.0 <= paired_t_test(a, b) <= 1.0
+    p_t = paired_t_test(a, b)
+    diffs = [y - x for x, y in pairs]
+    undefined = len(diffs) == 1 or max(diffs) - min(diffs) <= TIE  # see the edge cases above
+    assert 0.0 <= p_t <= 1.0 or (math.isnan(p_t) and undefined)
     assert 1 / (trials + 1) <= randomization_test(a, b, trials=trials) <= 1.0
 
 
@@ -199,6 +316,8 @@ def test_holm_refuses_invalid_p() -> None:
 
 
 def test_improved_degraded() -> None:
+    assert TIE == 1e-9  # the one tie tolerance: float noise is a tie, 1e-6 is not
+    assert improved_degraded([0.3], [0.3 + 1e-6]) == (1, 0, 0)
     a = [0.5, 0.5, 0.5, 0.3 + 1e-12, 0.0]
     b = [0.6, 0.4, 0.5, 0.3, 0.0]
     assert improved_degraded(a, b) == (1, 1, 3)

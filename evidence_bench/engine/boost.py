@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evidence_bench.engine.base import Feedback, Ranker
+from evidence_bench.engine.params import part_key
 from evidence_bench.evidence import Evidence, renumber
 
 __all__ = ["BoostRelevant"]
@@ -29,6 +31,10 @@ class BoostRelevant:
 
     def __post_init__(self) -> None:
         self.name = f"{self.inner.name}+boost"
+
+    def effective_params(self) -> dict[str, Any]:
+        """The inner ranker's key: the partition depends only on its ranking and the marks."""
+        return {"inner": part_key(self.inner)}
 
     def rank(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

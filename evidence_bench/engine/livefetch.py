@@ -20,15 +20,15 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 from rapidfuzz import fuzz, utils
 
 from evidence_bench.engine.base import Feedback
-from evidence_bench.engine.params import require_weights
+from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, renumber
@@ -278,6 +278,28 @@ class LiveFetchRanker:
             if not all(entries):
                 raise ConfigurationError(f"{param} holds an empty domain: {entries!r}")
             object.__setattr__(self, param, entries)
+
+    def effective_params(self) -> dict[str, Any]:
+        """Every setting, (alpha, beta, gamma) in canonical form: rankers with equal
+        effective params rank any candidates alike under any feedback.
+
+        R' is Rocchio's numerator over its positive part's maximum,
+        (alpha·R + beta·pull − gamma·push) / (alpha + beta·[pull]), so a common factor c > 0
+        on (alpha, beta, gamma) cancels: R' itself, not only an order, is unchanged, and so
+        is its mix with F, T and D in S. The weights are divided by alpha, or by beta where
+        alpha = 0 (:func:`scale_free`). alpha = beta = 0 makes the denominator 0, so R' = 0
+        under any pull or push whatever gamma (and R' = R without them, as for any weights):
+        all such are (0, 0, 0); so is every w_r = 0, where R' never reaches S.
+
+        S's own weights (w_r, w_f, w_t, w_dup) are kept as given: a common factor on them
+        leaves the greedy order unchanged in exact arithmetic, but it scales S, and ties are
+        decided on S rounded to 12 decimals, so near-equal scores could tie differently.
+        """
+        rocchio: tuple[float, ...] = (0.0, 0.0, 0.0)
+        if self.w_r != 0 and (self.alpha != 0 or self.beta != 0):
+            rocchio = scale_free(self.alpha, self.beta, self.gamma)
+        params = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**params, **dict(zip(("alpha", "beta", "gamma"), rocchio, strict=True))}
 
     # -- components
 

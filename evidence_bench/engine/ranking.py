@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from evidence_bench.engine.base import Feedback
-from evidence_bench.engine.params import require_weights
+from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence, renumber
 
@@ -38,6 +39,10 @@ class ProviderOrderRanker:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[Evidence]:
         return renumber(candidates)
+
+    def effective_params(self) -> dict[str, Any]:
+        """None: every provider-order ranker ranks alike."""
+        return {}
 
 
 @lru_cache(maxsize=65536)
@@ -117,6 +122,29 @@ class TfidfRocchioRanker:
 
     def __post_init__(self) -> None:
         require_weights(self, "alpha", "beta", "gamma")
+
+    def effective_params(self) -> dict[str, Any]:
+        """The settings that decide every ranking, (alpha, beta, gamma) in canonical form:
+        rankers with equal effective params rank any candidates alike under any feedback.
+
+        The ranking is invariant to a common factor c > 0 on (alpha, beta, gamma): q' scales
+        by c, the clamp at 0 keeps the same terms (c·w > 0 iff w > 0), and cos(c·q', d) =
+        cos(q', d), so the scores themselves, not only their order, are unchanged (up to float
+        rounding, far below the 12-digit tie rule). So only beta/alpha and gamma/alpha matter,
+        and the weights are divided by alpha, or by beta where alpha = 0 (:func:`scale_free`).
+        The no-feedback control (beta = gamma = 0) of equal configs is then equal too.
+
+        Edge cases: alpha > 0 with beta = gamma = 0 is (1, 0, 0), the query alone. alpha = 0
+        keeps its own form (0, 1, gamma/beta): without feedback q' is empty and the ranking is
+        the candidates' order, unlike any alpha > 0. alpha = beta = 0 leaves q' =
+        −gamma·mean(push), which has no positive weight and clamps to nothing whatever gamma,
+        so every such ranker is (0, 0, 0): all scores 0, the candidates' order.
+        """
+        if self.alpha == 0 and self.beta == 0:
+            alpha, beta, gamma = 0.0, 0.0, 0.0
+        else:
+            alpha, beta, gamma = scale_free(self.alpha, self.beta, self.gamma)
+        return {"alpha": alpha, "beta": beta, "gamma": gamma, "analyzer": self.analyzer}
 
     def rank(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

@@ -10,6 +10,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
 from evidence_bench.engine.params import require_count
@@ -52,6 +53,13 @@ class LexicalRefiner:
 
     def __post_init__(self) -> None:
         require_count("max_terms", self.max_terms)
+
+    def effective_params(self) -> dict[str, Any]:
+        """The settings that decide every refined query; ``max_terms = 0`` adds nothing
+        whatever the analyzer, so it is all that is left then."""
+        if self.max_terms == 0:
+            return {"max_terms": 0}
+        return {"max_terms": self.max_terms, "analyzer": self.analyzer}
 
     def refine(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
 from evidence_bench.engine.params import require_count, require_weights
@@ -74,6 +75,27 @@ class TermRocchioRefiner:
     def __post_init__(self) -> None:
         require_count("max_terms", self.max_terms)
         require_weights(self, "beta", "gamma")
+
+    def effective_params(self) -> dict[str, Any]:
+        """The settings that decide every refined query (the words sent).
+
+        beta = 0 gives no new term a positive weight (w(t) = −gamma·meanFreq_push(t) ≤ 0),
+        and max_terms = 0 adds none: either way the query comes back unchanged whatever the
+        rest, so both are ``{max_terms: 0}``. Otherwise (beta, gamma) are kept as given. Query
+        terms are never added, so only new terms decide the query, weighing
+        beta·meanFreq_pull − gamma·meanFreq_push: a common factor on (beta, gamma) keeps
+        their order in exact arithmetic but scales the weights, and the clamp and the ties
+        are decided on weights rounded to 12 decimals, so near-equal ones could fall
+        differently.
+        """
+        if self.max_terms == 0 or self.beta == 0:
+            return {"max_terms": 0}
+        return {
+            "max_terms": self.max_terms,
+            "beta": self.beta,
+            "gamma": self.gamma,
+            "analyzer": self.analyzer,
+        }
 
     def refine(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.embedding import Embedder, LsaEmbedder, Matrix
-from evidence_bench.engine.params import require_weights
+from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.errors import ConfigurationError, FeedbackError
 from evidence_bench.evidence import Evidence, renumber
 
@@ -94,6 +95,20 @@ class VectorRocchioRanker:
             raise ConfigurationError(
                 f"embedder must have a name and an embed(texts) method, got {self.embedder!r}"
             )
+
+    def effective_params(self) -> dict[str, Any]:
+        """The settings that decide every ranking, (alpha, beta, gamma) in canonical form:
+        rankers with equal effective params rank any candidates alike under any feedback.
+
+        Q' is L2-normalized before the cosine, so a common factor c > 0 on (alpha, beta,
+        gamma) changes neither Q'/|Q'| nor any score: the weights are divided by the first
+        that is not 0 (:func:`scale_free`). Q' is not clamped, so unlike the TF-IDF ranker
+        alpha = beta = 0 < gamma is a ranking of its own, (0, 0, 1): away from the pushed
+        results. alpha = 0 < beta is (0, 1, gamma/beta); all three 0 is (0, 0, 0): Q' = 0,
+        every score 0, the candidates' order.
+        """
+        alpha, beta, gamma = scale_free(self.alpha, self.beta, self.gamma)
+        return {"alpha": alpha, "beta": beta, "gamma": gamma, "embedder": self.embedder}
 
     def rank(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback

@@ -7,7 +7,8 @@ compared with ``control`` (the same ranker, feedback terms off, same candidates)
 ``expand`` with ``deep_control`` (the same, over the provider's list deepened to the
 expanded length). The gain attributable to feedback is the paired difference; p-values
 come from a paired t-test and a randomization test, Holm-corrected across the configs of
-the run within each (policy, round, stage, mode, measure) family.
+the run within each (policy, round, stage, mode, measure) family, over the queries they all
+keep (:mod:`evidence_bench.evaluation.comparisons` computes all of it).
 """
 
 from __future__ import annotations
@@ -16,15 +17,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from evidence_bench.evaluation.statistics import (
-    holm,
-    improved_degraded,
-    paired_t_test,
-    randomization_test,
-    summarize,
-)
+from evidence_bench.evaluation.comparisons import KEYS, Comparison, compare
+from evidence_bench.evaluation.statistics import MIN_TRIALS
 
-__all__ = ["BASELINES", "JUDGMENT", "attribution"]
+__all__ = ["BASELINES", "JUDGMENT", "attribution", "comparisons"]
 
 #: feedback stage -> (the ranking before feedback, the no-feedback control) at equal depth
 BASELINES = {"rerank": ("initial", "control"), "expand": ("deep_initial", "deep_control")}
@@ -34,68 +30,62 @@ JUDGMENT = {"rerank": ("initial", "shuffled")}
 COLUMNS = [
     "config_id", "policy", "round", "stage", "eval_mode", "measure", "n",
     "initial", "control", "feedback", "gain", "gain_ci_low", "gain_ci_high",
-    "improved", "degraded", "unchanged", "p_t", "p_randomization", "p_holm",
+    "improved", "degraded", "unchanged", "p_t", "p_randomization", "fixed",
+    "n_common", "gain_common", "p_randomization_common", "p_holm",
 ]  # fmt: skip
+
+
+def comparisons(
+    baselines: Mapping[str, tuple[str, str]] = BASELINES, *, against: str = "control"
+) -> list[Comparison]:
+    """Each feedback stage against its control (``against="control"``) or its before
+    (``"before"``), over the queries scored in all three."""
+    pick = 1 if against == "control" else 0
+    return [
+        Comparison(stage, pair[pick], (pair[0], pair[1], stage))
+        for stage, pair in baselines.items()
+    ]
 
 
 def attribution(
     per_query: pd.DataFrame,
     *,
     eval_modes: Sequence[str] = ("residual",),
-    trials: int = 5000,
+    trials: int = MIN_TRIALS,
     seed: int = 0,
     baselines: Mapping[str, tuple[str, str]] = BASELINES,
+    fixed: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per config × policy × round × feedback stage × mode × measure (``COLUMNS``).
 
-    Only queries present in all three stages count (a query excluded by residual
-    evaluation, or whose expand was skipped, drops out of the pair).
+    Within the config, over its own queries (those scored in all three stages: a query
+    excluded by residual evaluation, or whose expand was skipped, drops out of the pair):
+    ``n``, the means, ``gain`` = feedback − control with its CI, the counts, ``p_t`` and
+    ``p_randomization``. Across the configs of each (policy, round, stage, mode, measure),
+    over the queries all of them keep: ``n_common``, ``gain_common``,
+    ``p_randomization_common`` and its Holm adjustment ``p_holm``
+    (:mod:`evidence_bench.evaluation.comparisons`). ``trials`` is a floor: at least 100 per
+    config of a family. ``fixed``: cells that cannot change, left untested.
     """
     frame = per_query[per_query["eval_mode"].isin(eval_modes) & (per_query["round"] > 0)]
-    keys = ["config_id", "policy", "round", "eval_mode", "measure"]
-    wide = frame.pivot_table(
-        index=[*keys, "query_id"], columns="stage", values="value", aggfunc="first"
-    )
-    rows = []
+    rows = compare(frame, comparisons(baselines), seed=seed, trials=trials, fixed=fixed).rows
+    if rows.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    out = rows[list(KEYS)].copy()
+    out["stage"] = rows["stage"]
     for stage, (before, control) in baselines.items():
-        needed = [stage, before, control]
-        if not set(needed) <= set(wide.columns):
-            continue
-        paired = wide[needed].dropna()
-        for key, group in paired.groupby(level=keys, sort=True):
-            feedback = group[stage].to_numpy().tolist()
-            baseline = group[control].to_numpy().tolist()
-            gains = [f - c for f, c in zip(feedback, baseline, strict=True)]
-            summary = summarize(gains)
-            up, down, same = improved_degraded(baseline, feedback)
-            config_id, policy, round_, mode, measure = key
-            rows.append(
-                [
-                    config_id,
-                    policy,
-                    round_,
-                    stage,
-                    mode,
-                    measure,
-                    len(gains),
-                    float(group[before].mean()),
-                    float(group[control].mean()),
-                    float(group[stage].mean()),
-                    summary.mean,
-                    summary.ci_low,
-                    summary.ci_high,
-                    up,
-                    down,
-                    same,
-                    paired_t_test(baseline, feedback),
-                    randomization_test(baseline, feedback, trials=trials, seed=seed),
-                    1.0,
-                ]
-            )
-    result = pd.DataFrame(rows, columns=COLUMNS)
-    if not result.empty:
-        family = ["policy", "round", "stage", "eval_mode", "measure"]
-        result["p_holm"] = result.groupby(family, sort=False)["p_randomization"].transform(
-            lambda p: pd.Series(holm(p.tolist()), index=p.index)
-        )
-    return result
+        mine = rows["stage"] == stage
+        for column, source in (("initial", before), ("control", control), ("feedback", stage)):
+            out.loc[mine, column] = rows.loc[mine, f"mean_{source}"]
+    renamed = {
+        "diff": "gain",
+        "diff_ci_low": "gain_ci_low",
+        "diff_ci_high": "gain_ci_high",
+        "p_rand": "p_randomization",
+        "diff_common": "gain_common",
+        "p_rand_common": "p_randomization_common",
+    }
+    for column in COLUMNS:
+        if column not in out:
+            out[column] = rows[next((k for k, v in renamed.items() if v == column), column)]
+    return out[COLUMNS]

@@ -1,34 +1,67 @@
-"""Per-query score summaries and paired significance tests, for the report and the gate.
+"""Per-query score summaries and paired significance tests: the one home of the run's statistics.
 
 Inputs are per-query scores of one measure, paired by position: ``a[i]`` and ``b[i]`` are the
-baseline and the treatment on the same query. Tests are two-sided and never return NaN: when
-there is no difference to test (all differences zero, or fewer than two pairs) the p-value is
-1.0, i.e. no evidence of a difference.
+baseline and the treatment on the same query. Tests are two-sided. Each function has a
+scalar form for one comparison and an array form that runs thousands at once (one
+``scipy.stats.t`` call over an array of degrees of freedom; one sign matrix for every
+randomization test of the same size), which :mod:`evidence_bench.evaluation.comparisons` uses.
+
+One tolerance, :data:`TIE`, says when two scores are equal: a difference within it is set to
+exactly zero before any test, and a query is improved or degraded only beyond it.
+
+Defined answers at the edges (each is worked by hand in ``tests/test_statistics.py``):
+
+- the mean of one value has no confidence interval: NaN bounds (the report shows "–"),
+  never a zero-width interval that would claim certainty;
+- differences that are all zero give p = 1 in both tests: every sign assignment is as
+  extreme as the observed one, and t's 0/0 is read as "no difference";
+- Student's t is undefined (NaN) for one pair (no degrees of freedom) and for differences
+  that are all equal and non-zero: t = mean / (0 / √n) has no finite value, and its limit,
+  p = 0, would claim certainty from, e.g., two queries that gained the same. The
+  randomization test answers such data from its definition: the exact p is the share of
+  the 2^n sign assignments whose |mean| reaches the observed one, 2 / 2^n; sampled, it is
+  (1 + count) / (1 + trials).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
+import pandas as pd
 from scipy import stats
 
 __all__ = [
+    "BLOCK_CELLS",
+    "MIN_TRIALS",
+    "TIE",
     "Summary",
     "holm",
     "improved_degraded",
     "paired_t_test",
     "randomization_test",
+    "selection_intervals",
+    "sign_flip_p_values",
     "summarize",
+    "summarize_groups",
+    "t_intervals",
+    "t_test_p_values",
+    "trials_for",
 ]
 
-#: Differences this small are float noise (e.g. 0.1 + 0.2 vs 0.3), not a difference.
-_TOLERANCE = 1e-12
-#: Sign matrices are drawn in blocks of about this many cells to bound memory.
-_BLOCK_CELLS = 4_000_000
+#: Two scores closer than this are equal: float noise (0.1 + 0.2 vs 0.3), not a difference.
+#: trec_eval measures are in [0, 1] and differ by far more when rankings differ.
+TIE = 1e-9
+#: The fewest randomization trials a run uses; more when its Holm families are large.
+MIN_TRIALS = 5000
+#: Sign and product matrices are built in blocks of about this many cells to bound memory
+#: (the signs of a test of n queries: blocks of BLOCK_CELLS // n rows, part of the stream).
+BLOCK_CELLS = 4_000_000
+
+Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,70 +75,146 @@ class Summary:
     ci_high: float
 
 
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def t_intervals(
+    n: npt.ArrayLike, mean: npt.ArrayLike, std: npt.ArrayLike, confidence: float = 0.95
+) -> tuple[Floats, Floats]:
+    """Student's t intervals mean ± t(1 − α/2, n − 1)·std/√n, element-wise, from one
+    ``scipy.stats.t.ppf`` call over the array of degrees of freedom. NaN where n < 2."""
+    _check_confidence(confidence)
+    size = np.asarray(n, dtype=np.float64)
+    centre = np.asarray(mean, dtype=np.float64)
+    spread = np.asarray(std, dtype=np.float64)
+    defined = size >= 2
+    quantile = stats.t.ppf((1.0 + confidence) / 2.0, np.where(defined, size - 1.0, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = np.where(defined, quantile * spread / np.sqrt(size), np.nan)
+    return centre - half, centre + half
+
+
 def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
     """Mean, sample std (ddof=1) and the t-interval mean ± t(1-α/2, n-1)·std/√n.
 
-    ``n == 0`` gives NaNs; ``n == 1`` gives std 0.0 and an interval of the mean itself.
+    ``n == 0`` gives NaNs; ``n == 1`` gives the mean with NaN std and interval.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    _check_confidence(confidence)
     n = len(values)
     if n == 0:
         return Summary(0, math.nan, math.nan, math.nan, math.nan)
     data = np.asarray(values, dtype=np.float64)
     mean = float(data.mean())
-    if n == 1:
-        return Summary(1, mean, 0.0, mean, mean)
-    std = float(data.std(ddof=1))
-    half = float(stats.t.ppf((1.0 + confidence) / 2.0, n - 1)) * std / math.sqrt(n)
-    return Summary(n, mean, std, mean - half, mean + half)
+    std = float(data.std(ddof=1)) if n > 1 else math.nan
+    low, high = t_intervals(n, mean, std, confidence)
+    return Summary(n, mean, std, float(low), float(high))
+
+
+def summarize_groups(
+    frame: pd.DataFrame, keys: Sequence[str], value: str = "value", confidence: float = 0.95
+) -> pd.DataFrame:
+    """:func:`summarize` per group of ``keys``, vectorized: the keys, then n, mean, std,
+    ci_low and ci_high, in the order groups first appear."""
+    out = (
+        frame.groupby(list(keys), observed=True, sort=False)[value]
+        .agg(["count", "mean", "std"])
+        .reset_index()
+        .rename(columns={"count": "n"})
+    )
+    out["ci_low"], out["ci_high"] = t_intervals(out["n"], out["mean"], out["std"], confidence)
+    return out
+
+
+def t_test_p_values(
+    n: npt.ArrayLike, mean: npt.ArrayLike, std: npt.ArrayLike, spread: npt.ArrayLike
+) -> Floats:
+    """Two-sided p of the paired t-test (the one-sample t-test of the differences against 0),
+    element-wise from each comparison's n, mean and sample std of its differences and their
+    ``spread`` (max − min). p = 1 where every difference is zero; NaN where t is undefined
+    (n < 2, or all differences equal and non-zero: see the module docstring)."""
+    size = np.asarray(n, dtype=np.float64)
+    centre = np.asarray(mean, dtype=np.float64)
+    sd = np.asarray(std, dtype=np.float64)
+    zero = (np.asarray(spread, dtype=np.float64) <= TIE) & (np.abs(centre) <= TIE)
+    defined = (size >= 2) & (np.asarray(spread, dtype=np.float64) > TIE)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(defined, centre / (sd / np.sqrt(size)), 0.0)
+    p = 2.0 * stats.t.sf(np.abs(t), np.where(defined, size - 1.0, 1.0))
+    return np.where(zero, 1.0, np.where(defined, np.minimum(p, 1.0), np.nan))
 
 
 def paired_t_test(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p-value of Student's paired t-test, as :func:`scipy.stats.ttest_rel` gives.
-
-    It is the one-sample t-test of the differences against 0, run here on the differences with
-    float noise removed. Differences that are all equal and non-zero have no variance: t is
-    infinite and p is 0.0.
-    """
+    """Two-sided p-value of Student's paired t-test, as :func:`scipy.stats.ttest_rel` gives,
+    run on the differences with float noise removed; see :func:`t_test_p_values` for the
+    edges (1.0 with no difference, NaN where t is undefined)."""
     diffs = _differences(a, b)
-    if len(diffs) < 2 or not np.any(diffs):
+    if not np.any(diffs):
         return 1.0
-    if float(np.ptp(diffs)) <= _TOLERANCE:
-        return 0.0
-    with warnings.catch_warnings():
-        # Nearly constant differences make scipy warn of precision loss; p is still ~0.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(stats.ttest_1samp(diffs, 0.0).pvalue)
+    if len(diffs) < 2:
+        return math.nan
+    std = float(diffs.std(ddof=1))
+    return float(t_test_p_values(len(diffs), diffs.mean(), std, np.ptp(diffs)))
+
+
+def sign_flip_p_values(
+    diffs: npt.ArrayLike, *, trials: int, seed: int | np.random.Generator
+) -> Floats:
+    """Two-sided p of a paired randomization (sign-flip) test for each column of ``diffs``
+    (n queries × k comparisons), all with the same ``trials`` × n signs.
+
+    Under the null hypothesis each query's pair is exchangeable, so each difference's sign
+    is a coin flip (Fisher 1935; Smucker, Allan & Carterette 2007 recommend the test for
+    IR). p counts the observed assignment among the trials:
+    (1 + #{|Σ s·d| ≥ |Σ d| − n·TIE}) / (1 + trials). Signs come from
+    ``numpy.random.default_rng(seed).integers(0, 2, (rows, n))`` in blocks of rows that
+    depend on n alone, so a seed gives the same signs whatever else is tested with them.
+    """
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    matrix = np.asarray(diffs, dtype=np.float64)
+    if matrix.ndim != 2:
+        raise ValueError(f"diffs must be an n × k matrix, got shape {matrix.shape}")
+    n, k = matrix.shape
+    if n == 0:
+        return np.ones(k)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    observed = np.abs(matrix.sum(axis=0)) - n * TIE
+    extreme = np.zeros(k, dtype=np.int64)
+    rows = max(1, BLOCK_CELLS // n)
+    done = 0
+    while done < trials:
+        block = min(rows, trials - done)
+        signs = (rng.integers(0, 2, size=(block, n), dtype=np.int8) * 2 - 1).astype(np.float64)
+        columns = max(1, BLOCK_CELLS // block)
+        for start in range(0, k, columns):
+            sums = np.abs(signs @ matrix[:, start : start + columns])
+            extreme[start : start + columns] += np.count_nonzero(
+                sums >= observed[start : start + columns], axis=0
+            )
+        done += block
+    return (extreme + 1) / (trials + 1)
 
 
 def randomization_test(
     a: Sequence[float], b: Sequence[float], *, trials: int = 10_000, seed: int = 0
 ) -> float:
-    """Two-sided p-value of a paired randomization (sign-flip) test on the mean difference.
-
-    Under the null hypothesis each query's pair is exchangeable, so each difference's sign is
-    a coin flip (Fisher 1935; Smucker, Allan & Carterette 2007 for IR). p counts the observed
-    assignment among the trials: (#{|mean*| >= |mean| - 1e-12} + 1) / (trials + 1).
-    """
+    """Two-sided p-value of a paired randomization test of the mean difference, with signs
+    from ``numpy.random.default_rng(seed)``: :func:`sign_flip_p_values` for one comparison."""
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
     diffs = _differences(a, b)
-    n = len(diffs)
-    if n == 0 or not np.any(diffs):
+    if not np.any(diffs):
         return 1.0
-    observed = abs(float(diffs.mean())) - _TOLERANCE
-    rng = np.random.default_rng(seed)
-    block = max(1, _BLOCK_CELLS // n)
-    extreme = 0
-    done = 0
-    while done < trials:
-        rows = min(block, trials - done)
-        signs = rng.integers(0, 2, size=(rows, n), dtype=np.int8) * 2 - 1
-        means = np.abs(signs @ diffs) / n
-        extreme += int(np.count_nonzero(means >= observed))
-        done += rows
-    return (extreme + 1) / (trials + 1)
+    return float(sign_flip_p_values(diffs[:, None], trials=trials, seed=seed)[0])
+
+
+def trials_for(hypotheses: int, floor: int = MIN_TRIALS) -> int:
+    """Randomization trials for a Holm family of ``hypotheses``: at least ``floor`` and at
+    least 100 per hypothesis. The smallest p a test can give is 1/(trials + 1), so the
+    smallest Holm-adjusted one is m/(trials + 1), below 0.01 when trials ≥ 100·m."""
+    return max(int(floor), 100 * int(hypotheses))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -126,7 +235,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 
 def improved_degraded(
-    a: Sequence[float], b: Sequence[float], eps: float = 1e-9
+    a: Sequence[float], b: Sequence[float], eps: float = TIE
 ) -> tuple[int, int, int]:
     """Counts of queries where ``b`` beats ``a`` by more than ``eps``, loses, and ties."""
     _check_pairs(a, b)
@@ -140,11 +249,28 @@ def _check_pairs(a: Sequence[float], b: Sequence[float]) -> None:
         raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
 
 
-def _differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
-    """b - a, with float noise below the tolerance set to exactly zero."""
+def _differences(a: Sequence[float], b: Sequence[float]) -> Floats:
+    """b - a, with differences within :data:`TIE` set to exactly zero."""
     _check_pairs(a, b)
     diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
     if not np.all(np.isfinite(diffs)):
         raise ValueError("paired samples must be finite numbers (found NaN or infinity)")
-    diffs[np.abs(diffs) < _TOLERANCE] = 0.0
+    diffs[np.abs(diffs) <= TIE] = 0.0
     return diffs
+
+
+def selection_intervals(
+    n: npt.ArrayLike,
+    mean: npt.ArrayLike,
+    std: npt.ArrayLike,
+    candidates: int,
+    confidence: float = 0.95,
+) -> tuple[Floats, Floats]:
+    """t intervals for a comparison picked from ``candidates`` after looking at them (the
+    largest gain of a sweep): each at level 1 − (1 − confidence)/candidates, so the
+    candidates' intervals hold all at once with probability at least ``confidence``
+    (Bonferroni's inequality; Dunn 1961), and so does the picked one's, whatever picked it."""
+    if candidates < 1:
+        raise ValueError(f"candidates must be at least 1, got {candidates}")
+    _check_confidence(confidence)
+    return t_intervals(n, mean, std, 1.0 - (1.0 - confidence) / candidates)

@@ -7,13 +7,14 @@ to switch its feedback off for the no-feedback control.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evidence_bench.engine.base import Ranker, Refiner
 from evidence_bench.engine.boost import BoostRelevant
 from evidence_bench.engine.livefetch import LiveFetchRanker
+from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.term_rocchio import TermRocchioRefiner
@@ -26,6 +27,7 @@ __all__ = [
     "REFINERS",
     "EngineConfig",
     "Part",
+    "effective_key",
     "engine_config",
     "make_ranker",
     "make_refiner",
@@ -214,6 +216,23 @@ def make_refiner(config: EngineConfig) -> Refiner:
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"refiner {config.refiner!r}: {exc}") from exc
     return refiner
+
+
+def effective_key(config: EngineConfig) -> Hashable:
+    """What decides every result of an engine config: the kinds and effective parameters of
+    its ranker, of its no-feedback control and of its refiner (each part's
+    ``effective_params()``, which folds the settings its own math cannot tell apart, such
+    as Rocchio weights that differ by a common factor).
+
+    Configs with equal keys rank, refine and so score alike for every user, so a run runs
+    one of them. The key is about the engine's math only: a gamma that a user who never
+    marks a result irrelevant cannot move still tells two configs apart.
+    """
+    return (
+        part_key(make_ranker(config)),
+        part_key(make_ranker(config, feedback=False)),
+        part_key(make_refiner(config)),
+    )
 
 
 def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:

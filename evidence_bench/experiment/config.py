@@ -3,16 +3,23 @@
 Every group has a dataclass schema, so an override with a typo (``ranker.alhpa=1``) fails
 naming the key, and a value of the wrong type fails naming the key and the value. Names
 that select an implementation (``ranker.name``, ``policies.*.kind``) are checked against
-the registries when the run starts, and the error lists the valid names.
+the registries when the run starts, and the error lists the valid names. ``+key=value``
+adds a key even to a typed node, so :func:`check_config` refuses keys no schema has.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+
+from evidence_bench.errors import ConfigurationError
 
 __all__ = [
     "AnalyzerConf",
@@ -24,6 +31,8 @@ __all__ = [
     "RefinerConf",
     "ReplayConf",
     "RunConf",
+    "TuneConf",
+    "check_config",
     "compose",
     "register_configs",
 ]
@@ -33,8 +42,11 @@ __all__ = [
 class QuerySetConf:
     """A query set: a BEIR collection and the cassettes recorded for its queries."""
 
+    #: The query set's name, used in run directories and reports.
     name: str = "???"
+    #: The BEIR-layout collection directory (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``).
     path: str = "???"
+    #: The directory of the query set's cassettes, one per query, and its ``manifest.json``.
     cassettes: str = "???"
     #: ``collection``: judgments and a simulator come from ``path``; ``live``: recorded from
     #: live Brave, replay misses cannot be simulated.
@@ -47,27 +59,39 @@ class QuerySetConf:
 class RankerConf:
     """Every ranker's settings; a ranker reads only the keys it takes (components.RANKERS)."""
 
+    #: The ranker: tfidf_rocchio, provider_order, livefetch or vector_rocchio.
     name: str = "tfidf_rocchio"
     #: Rocchio weights (tfidf_rocchio, vector_rocchio, and livefetch's relevance part)
     alpha: float = 1.0
+    #: Rocchio's weight of the centroid of the results marked relevant (MORE, RELEVANT).
     beta: float = 0.75
+    #: Rocchio's weight of the centroid of the results marked irrelevant (LESS, IRRELEVANT).
     gamma: float = 0.15
     #: lift results the user marked relevant to the front, order kept (any ranker)
     boost_relevant: bool = False
-    #: livefetch: S = w_r R + w_f F + w_t T - w_dup D
+    #: livefetch: S = w_r R + w_f F + w_t T - w_dup D; w_r weighs the relevance R
     w_r: float = 0.55
+    #: livefetch: the weight of freshness F
     w_f: float = 0.25
+    #: livefetch: the weight of the domain trust prior T
     w_t: float = 0.20
+    #: livefetch: the weight of the redundancy penalty D
     w_dup: float = 0.35
+    #: livefetch: days after which a result's freshness halves
     half_life_days: float = 7.0
     #: the fixed date freshness is measured against (never the wall clock)
     as_of: str = "2026-01-01"
+    #: livefetch: the freshness of a result without a date
     neutral_freshness: float = 0.5
+    #: livefetch: the trust of a domain no list names
     default_trust: float = 0.5
+    #: livefetch: registrable domains trusted fully
     allow_domains: list[str] = field(default_factory=list)
+    #: livefetch: registrable domains not trusted at all
     deny_domains: list[str] = field(default_factory=list)
     #: vector_rocchio: lsa (no extra) or dense (pip install 'evidence_bench[dense]')
     embedder: str = "lsa"
+    #: vector_rocchio with embedder=lsa: the number of LSA dimensions
     dimensions: int = 16
 
 
@@ -78,15 +102,21 @@ class AnalyzerConf:
     #: A Snowball algorithm (english, porter, ...) or null for no stemming. English is the
     #: default because it raised residual nDCG@10 on both Cranfield and CACM.
     stemmer: str | None = "english"
+    #: Drop English stop words before ranking and refining.
     stop_words: bool = True
 
 
 @dataclass
 class RefinerConf:
+    """The refiner that builds the query ``expand`` sends; it reads only the keys it takes."""
+
+    #: The refiner: lexical or term_rocchio.
     name: str = "lexical"
+    #: The most new terms the refined query adds.
     max_terms: int = 4
     #: term_rocchio: w(t) = f_q(t) + beta mean f_rel(t) - gamma mean f_irr(t)
     beta: float = 0.75
+    #: term_rocchio: the weight of the mean frequency in irrelevant results
     gamma: float = 0.15
 
 
@@ -94,37 +124,81 @@ class RefinerConf:
 class PolicyConf:
     """A simulated user; fields a kind does not use are ignored by it."""
 
+    #: The policy: oracle, noisy, positive_only, negative_only, patient or random.
     kind: str = "oracle"
+    #: New results the user examines per round, from the top of the list shown.
     depth: int = 10
+    #: The most marks the user gives per round (None: no limit); past it results are seen.
     budget: int | None = None
+    #: The lowest grade an oracle marks MORE rather than RELEVANT.
     strong_grade: int = 2
-    #: oracle, patient: irrelevant | unsure | skip; negative_only: irrelevant | skip
+    #: A result the qrels do not judge (TREC: non-relevant). oracle, patient:
+    #: irrelevant | unsure | skip; negative_only: irrelevant | skip.
     unjudged: str = "irrelevant"
+    #: noisy: the probability of marking a relevant result RELEVANT.
     p_relevant: float = 0.8
+    #: noisy: the probability of marking a non-relevant result RELEVANT.
     p_false_relevant: float = 0.1
+    #: patient: consecutive non-relevant results after which the user stops.
     patience: int = 3
+    #: random: the probability of marking a result RELEVANT.
     p_mark: float = 0.5
+    #: The seed of a stochastic user's draws.
     seed: int = 0
 
 
 @dataclass
 class EvalConf:
+    """What is measured, and which measure and mode the report and the gate lead with."""
+
+    #: Measures in ir_measures syntax, computed with trec_eval's semantics.
     measures: list[str] = field(default_factory=lambda: ["nDCG@10", "P@10", "R@20", "AP", "RR"])
+    #: Evaluation modes: full, residual, frozen.
     modes: list[str] = field(default_factory=lambda: ["full", "residual", "frozen"])
+    #: The mode of the report's headline tables; one of ``modes``.
     primary_mode: str = "residual"
+    #: The measure of the report's headline tables; one of ``measures``.
     primary_measure: str = "nDCG@10"
 
 
 @dataclass
 class ReplayConf:
+    """What replay does with a request no cassette holds."""
+
     #: error | simulate | skip; None: simulate for collection-backed sets, error otherwise.
     on_miss: str | None = None
 
 
 @dataclass
+class TuneConf:
+    """Cross-validated tuning of ranker weights (``+experiment=rocchio_tune``,
+    :mod:`evidence_bench.experiment.tune`)."""
+
+    #: k of k-fold cross-validation over the queries
+    folds: int = 5
+    #: Optuna TPE trials per fold, of which the first ``startup_trials`` are random
+    trials: int = 20
+    startup_trials: int = 8
+    #: ranker parameter -> [low, high], searched on a grid of ``step`` (null: continuous)
+    space: dict[str, list[float]] = field(
+        default_factory=lambda: {"beta": [0.0, 8.0], "gamma": [0.0, 4.0]}
+    )
+    step: float | None = 0.05
+    #: the feedback stage whose gain over its no-feedback control is maximized
+    stage: str = "expand"
+    #: the user (a key of ``policies``) whose episodes are scored
+    policy: str = "oracle"
+
+
+@dataclass
 class ExperimentConf:
+    """One experiment: its query subset, rounds, and the engine configs it compares."""
+
+    #: The experiment's name: the directory under ``runs_dir``.
     name: str = "???"
+    #: One line shown in the report.
     description: str = ""
+    #: Feedback rounds per episode.
     rounds: int = 1
     #: Results fetched by the initial search and by each ``expand``.
     depth: int = 20
@@ -135,16 +209,21 @@ class ExperimentConf:
     #: Engine configs side by side: each entry overrides ``ranker`` and ``refiner`` keys,
     #: e.g. ``[{ranker: {name: provider_order}}, {refiner: {name: term_rocchio}}]``.
     configs: list[dict[str, Any]] = field(default_factory=list)
+    #: Set for a tuning experiment: search ``tune.space`` by k-fold cross-validation.
+    tune: TuneConf | None = None
 
 
 @dataclass
 class RunConf:
+    """The root config: every group in a typed field, and the run's own settings."""
+
     query_set: QuerySetConf = field(default_factory=QuerySetConf)
     ranker: RankerConf = field(default_factory=RankerConf)
     refiner: RefinerConf = field(default_factory=RefinerConf)
     analyzer: AnalyzerConf = field(default_factory=AnalyzerConf)
     eval: EvalConf = field(default_factory=EvalConf)
     experiment: ExperimentConf = field(default_factory=ExperimentConf)
+    #: The simulated users, by the label reports show; each entry from ``conf/policy/``.
     policies: dict[str, PolicyConf] = field(default_factory=dict)
     replay: ReplayConf = field(default_factory=ReplayConf)
     #: The provider ``record`` talks to: ``simulator`` (loopback) or ``brave_live``.
@@ -153,7 +232,9 @@ class RunConf:
     record_rounds: int = 1
     #: Record the provider's next pages for the equal-depth controls too.
     record_deep: bool = True
+    #: Where runs are written: ``<runs_dir>/<experiment>/<run id>/``.
     runs_dir: str = "runs"
+    #: The run's seed, recorded in the manifest.
     seed: int = 0
     #: Worker processes (0: one per core).
     workers: int = 0
@@ -164,6 +245,7 @@ class RunConf:
     shard: int = 0
     #: Render report.html at the end of ``run``.
     report: bool = True
+    #: Show a progress bar while episodes run.
     progress: bool = True
 
 
@@ -177,6 +259,48 @@ def register_configs() -> None:
 
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+#: An experiment's name is one directory under ``runs_dir``: a single, plain path component.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def check_config(cfg: Mapping[str, Any]) -> None:
+    """Refuse what the schemas let through: a key added with ``+`` that no schema has, a
+    negative ``workers``, an ``experiment.name`` that is not one safe path component."""
+    if unknown := _unknown_key(cfg, RunConf, ""):
+        raise ConfigurationError(unknown)
+    workers = cfg.get("workers", 0)
+    if not isinstance(workers, int) or workers < 0:
+        raise ConfigurationError(f"workers={workers} must be 0 (one per core) or more")
+    name = str((cfg.get("experiment") or {}).get("name"))
+    if name != "???" and (not _SAFE_NAME.fullmatch(name) or ".." in name):
+        raise ConfigurationError(
+            f"experiment.name={name!r} must be one plain directory name (letters, digits, "
+            "'_', '-', '.'; no '/' or '..'): runs are written to <runs_dir>/<experiment.name>"
+        )
+
+
+def _unknown_key(cfg: Mapping[str, Any], schema: type, prefix: str) -> str:
+    """The first key of ``cfg`` (depth first) that ``schema`` does not declare, as a message."""
+    hints = typing.get_type_hints(schema)
+    names = [f.name for f in dataclasses.fields(schema)]
+    for key, value in cfg.items():
+        if key == "hydra" and not prefix:
+            continue
+        if key not in names:
+            return f"{prefix}{key}: unknown config key (valid: {', '.join(names)})"
+        hint = hints[key]
+        nested = f"{prefix}{key}."
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):  # noqa: SIM102
+            if found := _unknown_key(value, typing.cast(type, hint), nested):
+                return found
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+            for name, item in (value or {}).items():
+                if isinstance(item, Mapping):  # noqa: SIM102
+                    if found := _unknown_key(item, typing.cast(type, args[1]), f"{nested}{name}."):
+                        return found
+    return ""
 
 
 def compose(overrides: list[str]) -> tuple[dict[str, Any], str]:

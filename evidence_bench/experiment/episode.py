@@ -24,8 +24,20 @@ Evaluation modes (Salton & Buckley 1990 for residual ranking):
 - ``full``: the ranking as it is, against all judgments;
 - ``residual``: every document examined up to round r leaves the ranking and the qrels;
   a query with no relevant document left is excluded (no row);
-- ``frozen``: examined documents keep the ranks at which the user saw them, the rest fill
-  the other ranks in the ranking's order.
+- ``frozen``: full freezing (Chang, Cirillo & Razon 1971; surveyed by Ruthven & Lalmas
+  2003): every document examined up to round r keeps the absolute position at which it was
+  first shown, and the ranking's other documents fill the free positions in its order
+  (:func:`frozen_order`). Positions are in one frame across rounds because the list the user
+  sees in round r+1 is built by the same rule: the last ranking with every document examined
+  so far held in place. The user scans from the top skipping what they examined, so the
+  frozen list yields the same new documents in the same order as the unfrozen ranking would:
+  the marks, and so the full and residual values, are those of the unfrozen display; what
+  freezing fixes is the rank each examined document was shown at (``feedback.csv``'s
+  ``rank``: 11..20 in round 2 for a depth-10 user). The examined documents are always the
+  contiguous prefix 1..p of the frozen list, in every stage (a stage that does not hold an
+  examined document, such as ``initial``, still shows it where it was shown), so a measure
+  that only sees that prefix cannot change in this mode
+  (:func:`evidence_bench.evaluation.frozen.fixed_in_frozen`).
 """
 
 from __future__ import annotations
@@ -88,7 +100,8 @@ class EpisodeResult:
 
     #: (round, stage, eval_mode, measure, value)
     scores: list[tuple[int, str, str, str, float]] = field(default_factory=list)
-    #: (round, key, label, rank shown) for every examined document ("seen": not marked)
+    #: (round, key, label, rank) for every examined document ("seen": not marked); rank is
+    #: its absolute position in the frozen list it was shown in (see frozen_order)
     feedback: list[tuple[int, str, str, int]] = field(default_factory=list)
     #: (round, stage) -> ranked keys, as evaluated in the full mode
     rankings: dict[tuple[int, str], list[str]] = field(default_factory=dict)
@@ -99,16 +112,38 @@ class EpisodeResult:
     no_usable_feedback: int = 0
 
 
-def frozen_order(ranking: Sequence[str], pinned: Mapping[str, tuple[int, int]]) -> list[str]:
-    """``ranking`` with each pinned key at its (rank, round); the rest keep their order.
+def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]:
+    """Full freezing: each pinned key at its absolute position (1-based), the keys of
+    ``ranking`` that are not pinned filling the free positions in ``ranking``'s order.
 
-    Two keys pinned to one rank (seen in different rounds) stand in the order they were
-    examined.
+    Chang, Cirillo & Razon (1971) and Ruthven & Lalmas (2003, "A survey on the use of
+    relevance feedback for information access systems"): documents the user has seen
+    stay where they were seen, so an evaluation credits only what feedback moves into the
+    positions still free. A pinned key keeps its position whether or not ``ranking`` holds
+    it (it was shown there). Where ``ranking`` has too few keys to fill the free positions
+    before a pinned one, the pinned keys after the gap move up in their order (a ranked list
+    has no empty ranks); an episode never pins such a gap, since a user examines the top
+    unexamined results, so its pins are always the contiguous prefix 1..p.
+
+    With A1..A10 pinned at 1..10 and B1, B2 at 11, 12, the ranking [B2, X, A3, B1, Y]
+    gives [A1, ..., A10, B1, B2, X, Y]. Two keys pinned at one position are a ValueError.
     """
-    rest = [key for key in ranking if key not in pinned]
-    for key, (rank, _round) in sorted(pinned.items(), key=lambda item: (item[1][0], -item[1][1])):
-        rest.insert(min(rank - 1, len(rest)), key)
-    return rest
+    slots: dict[int, str] = {}
+    for key, position in pinned.items():
+        if position < 1:
+            raise ValueError(f"{key!r} is pinned at position {position}; positions start at 1")
+        if position in slots:
+            raise ValueError(f"{slots[position]!r} and {key!r} are both pinned at {position}")
+        slots[position] = key
+    free = [key for key in ranking if key not in pinned]
+    frozen: list[str] = []
+    taken = 0  # of free
+    for position in sorted(slots):
+        fill = min(position - 1 - len(frozen), len(free) - taken)  # free positions before it
+        frozen += free[taken : taken + fill]
+        taken += fill
+        frozen.append(slots[position])
+    return frozen + free[taken:]
 
 
 def _provider_order(
@@ -196,19 +231,25 @@ def run_episode(
 
     displayed: list[Evidence] = list(initial)
     examined: set[str] = set()
-    pinned: dict[str, tuple[int, int]] = {}
+    pinned: dict[str, int] = {}  # each examined key -> the position it was first shown at
+    shown: dict[str, Evidence] = {}  # the examined documents, to show where they were
     for round_ in range(1, rounds + 1):
-        position = {item.key: index for index, item in enumerate(displayed, start=1)}
+        # What the user sees: the last ranking with every document examined so far held
+        # where it was first shown (full freezing, see frozen_order).
+        by_key = {**{item.key: item for item in displayed}, **shown}
+        frozen = [by_key[key] for key in frozen_order([i.key for i in displayed], pinned)]
+        position = {item.key: index for index, item in enumerate(frozen, start=1)}
         marks = user.judge(
             query_id=query_id,
             round=round_,
-            displayed=displayed,
+            displayed=frozen,
             judgments=judgments.grades,
             examined=examined,
         )
         for mark in marks:
             examined.add(mark.key)
-            pinned[mark.key] = (position[mark.key], round_)
+            pinned[mark.key] = position[mark.key]
+            shown[mark.key] = by_key[mark.key]
             label = mark.label.value if mark.label else "seen"
             result.feedback.append((round_, mark.key, label, position[mark.key]))
             if mark.label is not None:

@@ -2,22 +2,31 @@
 
 Every name a config gives (ranker, refiner, user, measure, mode, grid key) is checked here,
 before any worker starts, and a bad one is a one-line ConfigurationError naming the key.
+Configs whose engine parts have the same effective parameters (Rocchio weights that differ
+by a common factor, say) give the same results, so the plan runs the first of them and
+records the others as its aliases: statistics count each distinct config once.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import Measure, parse_measure
-from evidence_bench.experiment.components import RANKERS, EngineConfig, engine_config, make_user
-from evidence_bench.experiment.config import RankerConf, RefinerConf
+from evidence_bench.experiment.components import (
+    RANKERS,
+    EngineConfig,
+    effective_key,
+    engine_config,
+    make_user,
+)
+from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
 from evidence_bench.fixtures.cassettes import OnMiss
 
-__all__ = ["EVAL_MODES", "RunPlan", "deep_limit", "plan_run", "record_command"]
+__all__ = ["EVAL_MODES", "RunPlan", "alias_groups", "deep_limit", "plan_run", "record_command"]
 
 EVAL_MODES = ("full", "residual", "frozen")
 
@@ -29,6 +38,7 @@ class RunPlan:
     experiment: str
     query_set: Mapping[str, Any]
     query_limit: int | None
+    #: The distinct engine configs: what the run runs.
     engines: tuple[EngineConfig, ...]
     users: Mapping[str, Mapping[str, Any]]
     measures: tuple[Measure, ...]
@@ -42,6 +52,14 @@ class RunPlan:
     #: The run split by query into ``shards`` (experiment/shards.py); this is shard ``shard``.
     shards: int = 1
     shard: int = 0
+    #: Every engine config asked for, in order (``engines`` and their aliases); empty: engines.
+    asked: tuple[EngineConfig, ...] = ()
+    #: alias config_id -> config_id of the config in ``engines`` it shares every result with
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.asked:
+            object.__setattr__(self, "asked", self.engines)
 
 
 def _choice(key: str, value: str, valid: Sequence[str]) -> str:
@@ -80,6 +98,7 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
 
     ``overrides``: the command line's, so a replay miss can name the ``record`` command.
     """
+    check_config(cfg)
     experiment = cfg["experiment"]
     if experiment.get("name") in (None, "???"):
         raise ConfigurationError(
@@ -107,7 +126,8 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
     if not 1 <= depth <= 200:
         raise ConfigurationError(f"experiment.depth={depth} must be between 1 and 200")
 
-    engines = _engines(cfg, experiment)
+    asked = _engines(cfg, experiment)
+    engines, aliases = alias_groups(asked)
     source = str(cfg["query_set"].get("source", "collection"))
     default_miss = "simulate" if source == "collection" else "error"
     on_miss = OnMiss(
@@ -148,9 +168,29 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
             key for key, values in (experiment.get("grid") or {}).items() if len(values) > 1
         ),
         record_command=record_command(cfg, overrides),
+        asked=asked,
+        aliases=aliases,
         shards=shards,
         shard=shard,
     )
+
+
+def alias_groups(
+    configs: Sequence[EngineConfig],
+) -> tuple[tuple[EngineConfig, ...], dict[str, str]]:
+    """The configs to run, and each alias's representative.
+
+    Configs with the same :func:`~evidence_bench.experiment.components.effective_key` give
+    the same rankings, refined queries and scores, so only the first of them (in plan order)
+    runs; each later one maps to its config_id.
+    """
+    first: dict[Hashable, str] = {}
+    aliases: dict[str, str] = {}
+    for config in configs:
+        representative = first.setdefault(effective_key(config), config.config_id)
+        if representative != config.config_id:
+            aliases[config.config_id] = representative
+    return tuple(c for c in configs if c.config_id not in aliases), aliases
 
 
 def deep_limit(plan: RunPlan) -> int:

@@ -14,8 +14,15 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.queryset import PROJECT_ROOT, load_query_set, resolve_path
+from evidence_bench.errors import DataError
+from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
+from evidence_bench.experiment.plan import RunPlan, plan_run
+from evidence_bench.experiment.queryset import (
+    PROJECT_ROOT,
+    QuerySet,
+    load_query_set,
+    resolve_path,
+)
 from evidence_bench.experiment.rundir import (
     FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
@@ -31,6 +38,7 @@ from evidence_bench.experiment.rundir import (
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
 from evidence_bench.fixtures.cassettes import file_sha256
+from evidence_bench.fixtures.manifest import find_manifest
 from evidence_bench.seeding import derivation
 from evidence_bench.simulation.labels import label_summary, label_warnings
 from evidence_bench.simulation.users import UserPolicy
@@ -111,11 +119,37 @@ def perform_run(
     """Run the experiment ``cfg`` describes and write its run directory.
 
     ``run_dir``: write into exactly this (new) directory instead of
-    ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs). ``gathered``: the outputs
-    read back from the run's shards, written instead of replaying (experiment/gather.py).
+    ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs). The run's directory is
+    reserved before anything is computed, so an unwritable ``runs_dir`` fails at once.
+    ``gathered``: the outputs read back from the run's shards, written instead of replaying
+    (experiment/gather.py).
     """
     started = time.perf_counter()
     plan = plan_run(cfg, overrides)
+    if run_dir is not None:
+        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
+    else:
+        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+        # a shard is part of a run: ``latest`` keeps pointing at a whole one
+        target = RunDirectory(
+            root / plan.experiment, new_run_id(config_yaml), link_latest=plan.shards == 1
+        )
+    target.reserve()
+    try:
+        return _perform(cfg, config_yaml, plan, target, overrides, started, gathered)
+    finally:
+        target.release()  # a run that failed leaves nothing; a finished one is kept
+
+
+def _perform(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    plan: RunPlan,
+    target: RunDirectory,
+    overrides: Sequence[str] | None,
+    started: float,
+    gathered: Gathered | None,
+) -> RunOutcome:
     users = plan_users(plan)
     whole = load_query_set(plan.query_set, limit=plan.query_limit)
     query_set = shard_query_set(whole, plan)
@@ -135,7 +169,7 @@ def perform_run(
     documents: dict[str, Any] = {}
     rankings: dict[tuple[str, str, int, str], dict[str, list[str]]] = {}
     requests: Counter[str] = Counter()
-    skipped = no_feedback = missing_dates = 0
+    skipped = no_feedback = missing_dates = replayed_initials = judged_hits = 0
     for out in outputs:
         scores.extend(out.scores)
         feedback.extend(out.feedback)
@@ -148,11 +182,17 @@ def perform_run(
         skipped += out.skipped_expands
         no_feedback += out.no_usable_feedback
         missing_dates += out.missing_dates
+        replayed_initials += out.replayed_initial
+        judged_hits += out.judged_hits
+    if replayed_initials and not judged_hits:
+        raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
 
     per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
-    summary = summarize_scores(per_query)
+    summary = summarize_scores(
+        per_query, pd.DataFrame(feedback, columns=FEEDBACK_COLUMNS), query_set.qrels
+    )
     collection = query_set.collection
-    manifest_file = query_set.cassettes / "manifest.json"
+    manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
         "package_version": _package_version(),
         "git_commit": _git_commit(),
@@ -161,9 +201,7 @@ def perform_run(
         "experiment": plan.experiment,
         "query_set": query_set.name,
         "cassettes": str(query_set.cassettes),
-        "cassette_manifest_sha256": (
-            file_sha256(manifest_file) if manifest_file.exists() else None
-        ),
+        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
         "collection_checksum": collection.checksum,
         "seeds": _seeds(plan.seed, users),
         "queries": len(query_ids),
@@ -181,6 +219,12 @@ def perform_run(
         "no_usable_feedback": no_feedback,
         "labels": label_summary(((r[0], r[1], r[3], r[5]) for r in feedback), users),
         "sweep": {"params": list(plan.swept)},
+        # Configs asked for and distinct configs run; an alias's results are its target's.
+        "configs": {
+            "asked": len(plan.asked),
+            "distinct": len(plan.engines),
+            "aliases": dict(plan.aliases),
+        },
         **(
             {"missing_dates": missing_dates}
             if any(e.ranker == "livefetch" for e in plan.engines)
@@ -194,26 +238,26 @@ def perform_run(
         **(gathered.manifest if gathered is not None else {}),
     }
 
-    if run_dir is not None:
-        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
-    else:
-        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
-        # a shard is part of a run: ``latest`` keeps pointing at a whole one
-        target = RunDirectory(
-            root / plan.experiment, new_run_id(config_yaml), link_latest=plan.shards == 1
-        )
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
         write_csv(tmp / "per_query.csv", per_query, exact=plan.shards > 1)
         write_csv(tmp / "summary.csv", summary)
-        params = list(dict.fromkeys(k for e in plan.engines for k in e.params()))
+        params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
         write_rows(
             tmp / "configs.csv",
-            ["config_id", "label", "ranker", "refiner", "role", *params],
+            # alias_of: the config whose rows an alias shares (empty for one that ran)
+            ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
             (
-                [e.config_id, e.label, e.ranker, e.refiner, e.role]
+                [
+                    e.config_id,
+                    e.label,
+                    e.ranker,
+                    e.refiner,
+                    e.role,
+                    plan.aliases.get(e.config_id, ""),
+                ]
                 + [e.params().get(k, "") for k in params]
-                for e in plan.engines
+                for e in plan.asked
             ),
         )
         write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, feedback)
@@ -273,7 +317,23 @@ def _seeds(seed: int, users: Sequence[tuple[str, UserPolicy]]) -> dict[str, Any]
         },
         "user_draws": derivation("user seed", "query_id", "round", "url"),
         "shuffled": derivation("seed", "policy", "query_id", "round"),
+        # how the report's randomization tests draw their signs from ``seed``
+        "randomization": RANDOMIZATION_SEED,
     }
+
+
+def _no_judged_hits(query_set: QuerySet, documents: Mapping[str, Any], replayed: int) -> str:
+    """Why the scores mean nothing: no URL the cassettes answered with is one the qrels
+    judge (typically a ``query_set.name`` other than the collection the cassettes were
+    recorded from, which names the documents' host)."""
+    retrieved = next(iter(documents), "none")
+    judged = next((url for grades in query_set.qrels.values() for url in grades), "none")
+    return (
+        f"no retrieved URL matches a judged document in any of {replayed} queries replayed "
+        f"from {query_set.cassettes} (retrieved e.g. {retrieved}, judged e.g. {judged}); "
+        f"check that query_set.name={query_set.name!r} names the collection they were "
+        "recorded from"
+    )
 
 
 def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:

@@ -1,35 +1,48 @@
 """The run directory: every file a run leaves, written whole or not at all.
 
-A run is written into ``runs/<experiment>/.<run id>.tmp`` and renamed to
-``runs/<experiment>/<run id>`` when complete; ``latest`` is then repointed with an atomic
-symlink swap. An interrupted or failed run leaves ``latest`` where it was and removes its
-temporary directory. The layout is described in README.md ("The run directory").
+Before anything is computed, a run reserves its id by creating the empty directory
+``runs/<experiment>/<run id>`` exclusively (``<run id>.2``, ``.3`` … when another run holds
+it), so concurrent runs into one ``runs_dir`` never collide, and an unwritable ``runs_dir``
+fails at once. It is written into ``runs/<experiment>/.<run id>.<pid>.<random>.tmp`` and
+renamed over its reservation when complete (``rename(2)`` replaces an empty directory
+atomically); ``latest`` is then repointed with an atomic symlink swap. An interrupted or
+failed run leaves ``latest`` where it was and removes its temporary directory and its
+reservation; what a killed run leaves is removed by a later run once a day old. The layout is
+described in README.md ("The run directory").
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
+from evidence_bench.errors import ConfigurationError, WriteError
+from evidence_bench.evaluation.frozen import fixed_measures
+from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.evaluation.statistics import summarize
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 __all__ = [
     "FEEDBACK_COLUMNS",
     "PER_QUERY_COLUMNS",
+    "STALE_AFTER_S",
     "SUMMARY_COLUMNS",
     "RunDirectory",
     "new_run_id",
+    "remove_stale",
     "summarize_scores",
     "write_csv",
     "write_json",
@@ -40,11 +53,11 @@ __all__ = [
 PER_QUERY_COLUMNS = [
     "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value",
 ]  # fmt: skip
-#: feedback.csv: doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and
-#: the rank at which the user saw it: what rebuilds the residual and frozen runs.
-FEEDBACK_COLUMNS = ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"]
 SUMMARY_KEYS = ["config_id", "policy", "round", "stage", "eval_mode", "measure"]
-SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high"]
+SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high", "fixed"]
+#: doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and the rank at
+#: which the user saw it in the frozen list: what rebuilds the residual and frozen runs
+FEEDBACK_COLUMNS = ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"]
 
 
 def new_run_id(config_text: str, now: datetime | None = None) -> str:
@@ -53,43 +66,169 @@ def new_run_id(config_text: str, now: datetime | None = None) -> str:
     return f"{stamp}-{hashlib.sha256(config_text.encode()).hexdigest()[:6]}"
 
 
+#: What a run leaves while it is written: ``.<run id>.<pid>.<random>.tmp``.
+_STAGING = re.compile(r"^\.(?P<final>.+)\.(?P<pid>\d+)\.[^.]+\.tmp$")
+#: Staging left by a killed run is removed by a later run once older than this.
+STALE_AFTER_S = 24 * 3600
+
+
 class RunDirectory:
     """A context manager: yields a private temporary directory; on success renames it to
     ``final`` and, when ``link_latest``, repoints ``<parent>/latest`` at it; on failure
-    removes it. ``final`` is chosen on entry (``<name>.2`` … if taken), so what the run
-    writes about itself names the directory it will have."""
+    removes it. ``final`` is reserved by :meth:`reserve` (or on entry), ``<name>.2`` … if
+    taken, so what the run writes about itself names the directory it will have.
+
+    An ``OSError`` while writing (a full disk, a read-only file system) becomes one
+    :class:`WriteError` naming the run and the file; nothing of the run is kept.
+    """
 
     def __init__(self, parent: Path, name: str, *, link_latest: bool = True) -> None:
         self.parent = parent
         self.final = parent / name
         self.link_latest = link_latest
         self._tmp: Path | None = None
+        self._reserved = False
+
+    def reserve(self) -> RunDirectory:
+        """Claim ``final`` (an empty directory created exclusively) and a staging directory
+        beside it; fails before any work when the parent cannot be written, or when
+        ``latest`` is not the symlink this class keeps."""
+        if self._reserved:
+            return self
+        link = self.parent / "latest"
+        if self.link_latest and link.exists() and not link.is_symlink():
+            raise ConfigurationError(
+                f"{link} is a real {'directory' if link.is_dir() else 'file'}, not the symlink "
+                "to the newest run that evidence_bench keeps there; move it away"
+            )
+        try:
+            self.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale(self.parent)
+            base, suffix = self.final, 1
+            while True:
+                try:
+                    self.final.mkdir()
+                    break
+                except FileExistsError:
+                    suffix += 1
+                    self.final = base.with_name(f"{base.name}.{suffix}")
+            self._reserved = True
+            self._tmp = Path(
+                tempfile.mkdtemp(
+                    dir=self.parent, prefix=f".{self.final.name}.{os.getpid()}.", suffix=".tmp"
+                )
+            )
+        except OSError as exc:
+            self.release()
+            where = f" ({exc.filename})" if exc.filename not in (None, str(self.parent)) else ""
+            raise WriteError(
+                f"cannot write runs under {self.parent}: {exc.strerror or exc}{where} "
+                "(check runs_dir)"
+            ) from exc
+        return self
+
+    def release(self) -> None:
+        """Remove the staging directory and the reservation of a run that did not finish
+        (nothing once the run is in place)."""
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+        if self._reserved:
+            self._reserved = False
+            with contextlib.suppress(OSError):
+                self.final.rmdir()  # empty: the reservation only
 
     def __enter__(self) -> Path:
-        self.parent.mkdir(parents=True, exist_ok=True)
-        base, suffix = self.final, 1
-        while self.final.exists():
-            suffix += 1
-            self.final = base.with_name(f"{base.name}.{suffix}")
-        self._tmp = Path(
-            tempfile.mkdtemp(dir=self.parent, prefix=f".{self.final.name}.", suffix=".tmp")
-        )
+        self.reserve()
+        assert self._tmp is not None
         return self._tmp
 
     def __exit__(self, kind: object, error: object, trace: object) -> None:
         assert self._tmp is not None
         if kind is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            file = _newest(self._tmp) if isinstance(error, OSError) else None
+            self.release()
+            if isinstance(error, OSError):
+                reason = error.strerror or str(error) or type(error).__name__
+                where = error.filename or file  # a failed write() names no file itself
+                while_ = f" (writing {where})" if where else ""
+                raise WriteError(
+                    f"could not write the run {self.final}: {reason}{while_}; nothing was kept"
+                ) from error
             return
-        self._tmp.chmod(0o755)  # mkdtemp makes it owner-only; a run is no secret
-        os.rename(self._tmp, self.final)
+        try:
+            self._tmp.chmod(0o755)  # mkdtemp makes it owner-only; a run is no secret
+            os.rename(self._tmp, self.final)  # over the empty reservation, atomically
+        except OSError as exc:
+            self.release()
+            raise WriteError(
+                f"could not move the run into {self.final}: {exc.strerror}; nothing was kept"
+            ) from exc
+        self._tmp, self._reserved = None, False
         if self.link_latest:
             link = self.parent / "latest"
             staged = self.parent / f".latest.{os.getpid()}.tmp"
-            if staged.is_symlink() or staged.exists():
-                staged.unlink()
-            staged.symlink_to(self.final.name)
-            os.replace(staged, link)
+            try:
+                if staged.is_symlink() or staged.exists():
+                    staged.unlink()
+                staged.symlink_to(self.final.name)
+                os.replace(staged, link)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    staged.unlink()
+                raise WriteError(
+                    f"the run is complete in {self.final}, but {link} could not point at it: "
+                    f"{exc.strerror}"
+                ) from exc
+
+
+def remove_stale(parent: Path, *, now: float | None = None) -> list[Path]:
+    """Remove what killed runs left in ``parent`` over a day ago: their staging
+    directories (``.<run id>.<pid>.<random>.tmp``, unless that process still runs), the
+    empty reservations beside them, and staged ``latest`` links. Returns what was removed."""
+    removed: list[Path] = []
+    cutoff = (time.time() if now is None else now) - STALE_AFTER_S
+    for path in parent.glob(".*.tmp"):
+        try:
+            if path.lstat().st_mtime > cutoff:
+                continue
+        except OSError:
+            continue
+        match = _STAGING.match(path.name)
+        if match and _running(int(match["pid"])):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            if match:
+                with contextlib.suppress(OSError):
+                    (parent / match["final"]).rmdir()  # only ever succeeds when empty
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        removed.append(path)
+    return removed
+
+
+def _newest(directory: Path) -> str | None:
+    """The name of the file last written in ``directory`` (the one a write failed on)."""
+    try:
+        files = [p for p in directory.rglob("*") if p.is_file()]
+        newest = max(files, key=lambda p: p.stat().st_mtime_ns, default=None)
+    except OSError:
+        return None
+    return str(newest.relative_to(directory)) if newest else None
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
 
 
 def write_csv(path: Path, frame: pd.DataFrame, *, exact: bool = False) -> None:
@@ -116,13 +255,54 @@ def write_rows(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]])
         writer.writerows(rows)
 
 
-def summarize_scores(per_query: pd.DataFrame) -> pd.DataFrame:
-    """Mean, sample std and Student-t 95% CI per config, policy, round, stage, mode, measure."""
+def summarize_scores(
+    per_query: pd.DataFrame,
+    feedback: pd.DataFrame | None = None,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
+) -> pd.DataFrame:
+    """Mean, sample std and Student-t 95% CI per config, policy, round, stage, mode, measure.
+
+    ``fixed`` is True for a frozen cell whose measure cannot change for any of its queries
+    (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks,
+    :data:`FEEDBACK_COLUMNS`, and the ``qrels`` keyed by URL); False elsewhere, and
+    everywhere without them.
+    """
+    fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
     rows = []
     for key, values in per_query.groupby(SUMMARY_KEYS, sort=False)["value"]:
         s = summarize(values.to_numpy().tolist())
-        rows.append((*key, s.n, s.mean, s.std, s.ci_low, s.ci_high))
+        rows.append((*key, s.n, s.mean, s.std, s.ci_low, s.ci_high, fixed.get(key, False)))
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _fixed_cells(
+    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
+) -> dict[tuple[Any, ...], bool]:
+    """Frozen cell -> whether its measure is fixed for every query in it."""
+    frozen = per_query[per_query["eval_mode"] == "frozen"]
+    if frozen.empty:
+        return {}
+    shown: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
+    columns = ["config_id", "policy", "query_id", "round", "url", "rank"]
+    for config_id, policy, query_id, round_, url, rank in zip(
+        *(feedback[c].tolist() for c in columns), strict=True
+    ):
+        episode = (str(config_id), str(policy), str(query_id))
+        shown.setdefault(episode, []).append((int(round_), str(url), int(rank)))
+    names = [str(name) for name in pd.unique(frozen["measure"])]
+    measures = [parse_measure(name) for name in names]
+    # Every stage and measure of one (config, policy, query, round) shares its pins.
+    episodes = ["config_id", "policy", "query_id", "round"]
+    rows: list[tuple[Any, ...]] = []
+    for key in frozen[episodes].drop_duplicates().itertuples(index=False, name=None):
+        config_id, policy, query_id, round_ = key
+        pins = {u: r for n, u, r in shown.get((config_id, policy, query_id), ()) if n <= round_}
+        flags = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
+        rows.extend((*key, name, flag) for name, flag in zip(names, flags, strict=True))
+    flagged = pd.DataFrame(rows, columns=[*episodes, "measure", "fixed"])
+    cells = frozen[[*SUMMARY_KEYS, "query_id"]].merge(flagged, on=[*episodes, "measure"])
+    fixed = cells.groupby(SUMMARY_KEYS, sort=False)["fixed"].all()
+    return {cast(tuple[Any, ...], key): bool(flag) for key, flag in fixed.items()}
 
 
 def write_trec(

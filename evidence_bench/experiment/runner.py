@@ -4,20 +4,35 @@ The work is split by query: one task replays one query's cassette for every engi
 and user, so each cassette is parsed once per process, and tasks spread over the cores.
 Results come back in query order and every random draw is seeded per (seed, query, round,
 document), so the numbers do not depend on the number of workers.
+
+A worker's failure ends the run with one line: an error of the package travels to the parent
+as it is (every one survives pickling), any other becomes a :class:`WorkerError` naming the
+query, and a worker process that dies (killed, out of memory) breaks the pool, which is
+reported instead of waited on forever.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
+import traceback
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
+from evidence_bench.errors import (
+    EvidenceBenchError,
+    RequestError,
+    ResponseFormatError,
+    WorkerError,
+)
 from evidence_bench.evaluation.measures import prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.components import (
@@ -34,6 +49,7 @@ from evidence_bench.fixtures.cassettes import (
     CassetteStore,
     OnMiss,
     SkippedRequest,
+    cassette_path,
 )
 from evidence_bench.providers.brave import BraveProvider, RetryPolicy
 from evidence_bench.simulation.simulator import BraveSimulator, SimulatorTransport
@@ -42,10 +58,15 @@ from evidence_bench.simulation.users import UserPolicy
 __all__ = [
     "MemoProvider",
     "QueryOutput",
+    "ReplayWorker",
+    "ReplayedQuery",
     "engine_parts",
     "execute",
     "plan_users",
     "query_episodes",
+    "query_output",
+    "replay_query",
+    "replay_worker",
 ]
 
 
@@ -63,6 +84,11 @@ class QueryOutput:
     skipped_expands: int = 0
     no_usable_feedback: int = 0
     missing_dates: int = 0
+    #: whether the first page of the initial search came from the cassette, and how many of
+    #: its results the qrels judge (none in every cassette: a query set named unlike the
+    #: collection its cassettes were recorded from)
+    replayed_initial: bool = False
+    judged_hits: int = 0
 
 
 class MemoProvider:
@@ -91,7 +117,7 @@ class MemoProvider:
 
 
 @dataclass
-class _Worker:
+class ReplayWorker:
     """What one process builds once and reuses for all its queries."""
 
     plan: RunPlan
@@ -101,10 +127,11 @@ class _Worker:
     users: list[tuple[str, UserPolicy]]
 
 
-_WORKER: _Worker | None = None
+_WORKER: ReplayWorker | None = None
 
 
-def _worker(plan: RunPlan) -> _Worker:
+def replay_worker(plan: RunPlan) -> ReplayWorker:
+    """The process's query set, cassette store, engines and users for ``plan``."""
     global _WORKER
     if _WORKER is None or _WORKER.plan != plan:  # built once per process and plan
         query_set = load_query_set(plan.query_set, limit=plan.query_limit)
@@ -119,7 +146,7 @@ def _worker(plan: RunPlan) -> _Worker:
             ),
             record_hint=plan.record_command,
         )
-        _WORKER = _Worker(plan, query_set, store, engine_parts(plan), plan_users(plan))
+        _WORKER = ReplayWorker(plan, query_set, store, engine_parts(plan), plan_users(plan))
     return _WORKER
 
 
@@ -182,55 +209,109 @@ def query_episodes(
             )
 
 
-def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
-    worker = _worker(plan)
+@dataclass
+class ReplayedQuery:
+    """One query's judgments and its provider's first answers, asked once and reused by
+    every episode of the query (``provider`` remembers every later answer too)."""
+
+    query_id: str
+    query: str
+    judgments: Judgments
+    provider: MemoProvider
+    initial: list[Evidence]
+    #: the provider's list deepened for the equal-depth controls; None: replay.on_miss=skip
+    deep: list[Evidence] | None
+    #: as in QueryOutput: the first page came from the cassette, and its judged results
+    replayed_initial: bool = False
+    judged_hits: int = 0
+
+
+def replay_query(worker: ReplayWorker, query_id: str, client: httpx.Client) -> ReplayedQuery:
+    """Ask the initial and the deepened search of ``query_id`` through ``client`` (a replay
+    transport of the worker's cassette store)."""
+    plan = worker.plan
     query = worker.query_set.queries[query_id]
     grades = worker.query_set.qrels[query_id]
-    judgments = Judgments(grades, prepare(grades))
+    provider = MemoProvider(
+        BraveProvider(
+            "replay",
+            base_url=REPLAY_BASE_URL,
+            http_client=client,
+            retry=RetryPolicy(attempts=1),
+        )
+    )
+    replayed = worker.store.counts["replayed"]
+    initial = provider.search(query, limit=plan.depth)
+    from_cassette = worker.store.counts["replayed"] > replayed
+    try:
+        deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
+    except SkippedRequest:
+        deep = None  # replay.on_miss=skip: the equal-depth stages are left out
+    return ReplayedQuery(
+        query_id,
+        query,
+        Judgments(grades, prepare(grades)),
+        provider,
+        initial,
+        deep,
+        replayed_initial=from_cassette,
+        judged_hits=sum(item.key in grades for item in initial) if from_cassette else 0,
+    )
+
+
+def query_output(
+    worker: ReplayWorker, replayed: ReplayedQuery, engines: EngineParts, plan: RunPlan
+) -> QueryOutput:
+    """Every (engine, user) episode of one replayed query as rows; ``plan`` gives the
+    rounds, modes and measures (the worker's own, or fewer). ``requests`` is left empty:
+    the caller counts what its store answered."""
+    query_id, query = replayed.query_id, replayed.query
     doc_id = worker.query_set.collection.doc_id_for
     out = QueryOutput(query_id)
+    out.replayed_initial, out.judged_hits = replayed.replayed_initial, replayed.judged_hits
+    episodes = query_episodes(
+        engines,
+        worker.users,
+        plan,
+        query_id,
+        query,
+        replayed.judgments,
+        replayed.provider,
+        replayed.initial,
+        replayed.deep,
+    )
+    for engine, user_name, result in episodes:
+        cid = engine.config_id
+        out.skipped_expands += result.skipped_expand
+        out.no_usable_feedback += result.no_usable_feedback
+        for round_, stage, mode, measure, value in result.scores:
+            out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
+        for round_, key, label, rank in result.feedback:
+            row = (cid, user_name, query_id, round_, doc_id(key) or key, label, key, rank)
+            out.feedback.append(row)
+        for (round_, stage), keys in result.rankings.items():
+            out.rankings[(cid, user_name, round_, stage)] = keys
+        out.episodes.append(
+            {
+                "config_id": cid,
+                "policy": user_name,
+                "query_id": query_id,
+                "query": query,
+                "rounds": [_episode_round(r, doc_id) for r in result.rounds],
+            }
+        )
+    for answer in replayed.provider.answers():
+        for item in answer:
+            out.documents.setdefault(item.key, item)
+    out.missing_dates = sum(1 for item in replayed.initial if item.page_age is None)
+    return out
+
+
+def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
+    worker = replay_worker(plan)
     before = Counter(worker.store.counts)
     with httpx.Client(transport=worker.store.transport(query_id)) as client:
-        provider = MemoProvider(
-            BraveProvider(
-                "replay",
-                base_url=REPLAY_BASE_URL,
-                http_client=client,
-                retry=RetryPolicy(attempts=1),
-            )
-        )
-        initial = provider.search(query, limit=plan.depth)
-        try:
-            deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
-        except SkippedRequest:
-            deep = None  # replay.on_miss=skip: the equal-depth stages are left out
-        episodes = query_episodes(
-            worker.engines, worker.users, plan, query_id, query, judgments, provider, initial, deep
-        )
-        for engine, user_name, result in episodes:
-            cid = engine.config_id
-            out.skipped_expands += result.skipped_expand
-            out.no_usable_feedback += result.no_usable_feedback
-            for round_, stage, mode, measure, value in result.scores:
-                out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
-            for round_, key, label, rank in result.feedback:
-                row = (cid, user_name, query_id, round_, doc_id(key) or key, label, key, rank)
-                out.feedback.append(row)
-            for (round_, stage), keys in result.rankings.items():
-                out.rankings[(cid, user_name, round_, stage)] = keys
-            out.episodes.append(
-                {
-                    "config_id": cid,
-                    "policy": user_name,
-                    "query_id": query_id,
-                    "query": query,
-                    "rounds": [_episode_round(r, doc_id) for r in result.rounds],
-                }
-            )
-        for answer in provider.answers():
-            for item in answer:
-                out.documents.setdefault(item.key, item)
-        out.missing_dates = sum(1 for item in initial if item.page_age is None)
+        out = query_output(worker, replay_query(worker, query_id, client), worker.engines, plan)
     out.requests = Counter(worker.store.counts) - before
     return out
 
@@ -271,20 +352,63 @@ def _start(plan: RunPlan) -> None:
 
 def _call(query_id: str) -> QueryOutput:
     assert _PLAN is not None
-    return _run_query(_PLAN, query_id)
+    return _guarded(_PLAN, query_id)
+
+
+def _guarded(plan: RunPlan, query_id: str) -> QueryOutput:
+    """One query's episodes; a failure becomes an error that names the query and that a
+    worker can send to the parent."""
+    try:
+        return _run_query(plan, query_id)
+    except Exception as exc:
+        if isinstance(exc, RequestError | ResponseFormatError):
+            # an answer replayed (or simulated) for this query: name the query and cassette
+            cassette = cassette_path(replay_worker(plan).query_set.cassettes, query_id)
+            exc.args = (f"query {query_id!r} ({cassette}): {exc}",)
+        portable = _portable(exc, query_id)
+        if portable is exc:
+            raise
+        raise portable from exc
+
+
+def _portable(exc: Exception, query_id: str) -> EvidenceBenchError:
+    """``exc`` itself when it is the package's and survives pickling, else a WorkerError
+    naming the query, the error and where it was raised."""
+    if isinstance(exc, EvidenceBenchError):
+        try:
+            pickle.loads(pickle.dumps(exc))
+            return exc
+        except Exception:  # an attribute that cannot be pickled: send its message only
+            pass
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return WorkerError(f"query {query_id!r} failed: {type(exc).__name__}: {exc}{where}")
 
 
 def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
     """Run every query's episodes, yielding results in ``query_ids`` order.
 
-    Worker processes are forked before anything here starts a thread (the caller's
-    progress bar disables tqdm's monitor thread for the same reason).
+    With several workers, they are forked before anything here starts a thread (the
+    caller's progress bar disables tqdm's monitor thread for the same reason; a fork-context
+    ProcessPoolExecutor starts all its processes before its manager thread). On the first
+    failure the queries not yet started are cancelled and the error is raised.
     """
     count = workers or os.cpu_count() or 1
     count = max(1, min(count, len(query_ids)))
     if count == 1:
-        yield from (_run_query(plan, query_id) for query_id in query_ids)
+        yield from (_guarded(plan, query_id) for query_id in query_ids)
         return
-    context = multiprocessing.get_context("fork")
-    with context.Pool(count, initializer=_start, initargs=(plan,)) as pool:
-        yield from pool.imap(_call, query_ids, chunksize=1)
+    pool = ProcessPoolExecutor(
+        count,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start,
+        initargs=(plan,),
+    )
+    try:
+        yield from pool.map(_call, query_ids, chunksize=1)
+    except BrokenProcessPool as exc:
+        raise WorkerError(
+            f"a worker process stopped unexpectedly (killed, or out of memory?): {exc}"
+        ) from exc
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

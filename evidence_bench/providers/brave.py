@@ -254,6 +254,10 @@ class BraveProvider:
             raise ResponseFormatError(
                 f"Brave's answer from {self._endpoint} is not JSON ({kind}): {exc}"
             ) from exc
+        except RecursionError:  # nesting deeper than the parser's stack: no Brave answer
+            raise ResponseFormatError(
+                f"Brave's answer from {self._endpoint} is JSON nested too deeply to read"
+            ) from None
         if not isinstance(body, dict):
             raise ResponseFormatError(
                 f"Brave's answer from {self._endpoint} is a JSON {_json_type(body)}, "
@@ -281,7 +285,7 @@ def _error_fields(response: httpx.Response) -> tuple[str | None, str | None]:
     """``error.code`` and ``error.detail`` of Brave's ErrorResponse body, when it is one."""
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, None
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):

@@ -167,11 +167,18 @@ def _heat_panel(
     grid = np.full((len(ys), len(xs)), np.nan)
     for row in sub.to_dict("records"):
         i, j = ys.index(row[y_param]), xs.index(row[x_param])
-        delta = float(row["gain"])
+        delta = float(row["gain_common"])
         grid[i, j] = delta
         dark = abs(delta) > 0.6 * float(norm.vmax or 1.0)
         text = f"{delta:+.3f}".replace("-", "\u2212") + ("*" if row["significant"] else "")
         colour = "white" if dark else "#1f2328"
+        alias_of = row.get("alias_of") or ""
+        if alias_of:  # the same results as another config: shown once more, hatched
+            text += f"\n= {alias_of}"
+            hatch = Rectangle((j - 0.5, i - 0.5), 1.0, 1.0, fill=False, hatch="///", linewidth=0)
+            hatch.set_edgecolor("#8c959f")
+            hatch.set_zorder(2)
+            ax.add_patch(hatch)
         ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
         if row["config_id"] == best_config:
             outline = Rectangle(
@@ -207,8 +214,10 @@ def heatmap_chart(
     key: str,
 ) -> Markup:
     """Attributable gain (feedback − control) over the two most varied swept parameters, a
-    panel per user and per value of the other swept parameters. Significant cells (Holm)
-    carry a ``*``; the best is outlined.
+    panel per user and per value of the other swept parameters, each over the queries every
+    configuration keeps (``gain_common``; the panel's title gives their number). Significant
+    cells (Holm) carry a ``*``; the best is outlined; an alias (a config with the same
+    effective parameters as another, not run again) is hatched and names the config it shares.
 
     ``table``: rows of :func:`~evidence_bench.report.tables.sweep_table`.
     """
@@ -216,7 +225,7 @@ def heatmap_chart(
     x_param, y_param, rest = params[0], params[1], params[2:]
     xs, ys = sorted(table[x_param].unique()), sorted(table[y_param].unique())
     facets = [()] if not rest else sorted(table[rest].drop_duplicates().itertuples(index=False))
-    limit = float(np.nanmax(np.abs(table["gain"].to_numpy(float)))) or 1.0
+    limit = float(np.nanmax(np.abs(table["gain_common"].to_numpy(float)))) or 1.0
     norm = TwoSlopeNorm(vmin=-limit, vcenter=0.0, vmax=limit)
     # One facet: users side by side; several: a row per user, a column per facet.
     panels = [(policy, facet) for policy in policies for facet in facets]
@@ -232,15 +241,23 @@ def heatmap_chart(
                 sub = sub[sub[name] == value]
             mesh = _heat_panel(ax, sub, (x_param, y_param), (xs, ys), norm, best_config)
             facet_name = ", ".join(f"{n}={_fmt(v)}" for n, v in zip(rest, facet, strict=True))
-            ax.set_title(policy + (f" · {facet_name}" if facet_name else ""))
+            shared = sorted({int(n) for n in sub["n_common"]})
+            size = f" (n = {'–'.join(str(n) for n in shared)})" if shared else ""
+            ax.set_title(policy + (f" · {facet_name}" if facet_name else "") + size)
         if mesh is not None:
             fig.colorbar(mesh, ax=grid_axes, shrink=0.8, label=f"gain in {measure} over control")
         return _svg(fig, f"Gain in {measure} over the control, by {x_param} and {y_param}", key)
 
 
-def delta_chart(deltas: pd.DataFrame, policies: Sequence[str], measure: str, key: str) -> Markup:
+def delta_chart(
+    deltas: pd.DataFrame,
+    policies: Sequence[str],
+    measure: str,
+    counts: Mapping[str, tuple[int, int, int]],
+    key: str,
+) -> Markup:
     """Per-query gains over the control (``delta``), sorted from largest loss to largest gain,
-    a panel per user."""
+    a panel per user titled with its (improved, degraded, n) from ``counts``."""
     with rc_context(_RC):
         fig = _figure(4.0 * len(policies) + 0.6, 2.6)
         axes = fig.subplots(1, len(policies), sharey=True, squeeze=False)[0]
@@ -251,8 +268,8 @@ def delta_chart(deltas: pd.DataFrame, policies: Sequence[str], measure: str, key
             ax.stairs(np.maximum(values, 0.0), edges, fill=True, color=GAIN, baseline=0.0)
             ax.stairs(np.minimum(values, 0.0), edges, fill=True, color=LOSS, baseline=0.0)
             ax.axhline(0.0, color="#57606a", linewidth=0.8)
-            gains, losses = int((values > 1e-9).sum()), int((values < -1e-9).sum())
-            ax.set_title(f"{policy}: {gains} better, {losses} worse than control, of {len(values)}")
+            gains, losses, n = counts.get(policy, (0, 0, len(values)))
+            ax.set_title(f"{policy}: {gains} better, {losses} worse than control, of {n}")
             ax.set_xlabel("queries, sorted by change")
             ax.set_xticks([])
             ax.grid(axis="x", visible=False)

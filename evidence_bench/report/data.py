@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,10 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
+from evidence_bench.seeding import derived_seed
 
 __all__ = [
+    "FIXED_KEYS",
     "PER_QUERY_COLUMNS",
     "RunData",
     "Settings",
@@ -40,6 +42,7 @@ PER_QUERY_COLUMNS = (
     "measure",
     "value",
 )
+FIXED_KEYS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
 _PER_QUERY_DTYPES = {
     "config_id": "category",
     "policy": "category",
@@ -53,7 +56,7 @@ _PER_QUERY_DTYPES = {
 #: Read as strings first: pandas infers a category column's type (``001`` would become 1).
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
-_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role"})
+_DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role", "alias_of"})
 _STAGE_ORDER = (
     "initial",
     "control",
@@ -76,6 +79,9 @@ class Settings:
     primary_mode: str
     primary_measure: str
     rounds: int
+    #: The run's ``seed``: the randomization tests' signs derive from it (a multirun's
+    #: jobs with different seeds: one seed derived from all of theirs).
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,12 @@ class Source:
 class RunData:
     """A run directory's tables; ``path`` is where ``report.html`` goes."""
 
+    @property
+    def aliases(self) -> dict[str, str]:
+        """alias config_id -> the config_id whose results it shares (configs.csv alias_of)."""
+        shared = self.configs[self.configs["alias_of"] != ""]
+        return dict(zip(shared["config_id"], shared["alias_of"], strict=True))
+
     path: Path
     settings: Settings
     manifest: Mapping[str, Any]
@@ -102,6 +114,10 @@ class RunData:
     swept: tuple[str, ...]
     policies: tuple[str, ...]
     stages: tuple[str, ...]
+    #: Cells that cannot change (``summary.csv``'s ``fixed``: frozen evaluation's pinned
+    #: prefix): config_id, policy, round, stage, eval_mode, measure. Empty when none or
+    #: when the run does not say.
+    fixed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FIXED_KEYS)))
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -150,7 +166,24 @@ def _settings(config: Mapping[str, Any], manifest: Mapping[str, Any], pq: pd.Dat
         primary_mode=mode if mode in modes else (modes[0] if modes else mode),
         primary_measure=measure if measure in measures else (measures[0] if measures else measure),
         rounds=int(_lookup(config, "experiment.rounds", rounds)),
+        seed=int(_lookup(config, "seed", 0) or 0),
     )
+
+
+def _fixed(path: Path) -> pd.DataFrame:
+    """The cells ``summary.csv`` marks ``fixed``; none when it has no such column."""
+    empty = pd.DataFrame(columns=list(FIXED_KEYS))
+    if not path.is_file():
+        return empty
+    dtype = {c: str for c in FIXED_KEYS if c != "round"}
+    wanted = {*FIXED_KEYS, "fixed"}
+    summary = _read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
+    if "fixed" not in summary:
+        return empty
+    flags = summary["fixed"].map(lambda v: str(v).strip().lower() in {"true", "1"})
+    cells = summary.loc[flags, list(FIXED_KEYS)].reset_index(drop=True)
+    cells["round"] = cells["round"].astype("int64")
+    return cells
 
 
 def _swept(configs: pd.DataFrame, manifest: Mapping[str, Any]) -> tuple[str, ...]:
@@ -190,11 +223,27 @@ def load_run(run_dir: Path) -> RunData:
     configs = _read_csv(
         run_dir / "configs.csv",
         ["config_id", "label"],
-        dtype={"config_id": str, "label": str, "ranker": str, "refiner": str, "role": str},
+        dtype={
+            "config_id": str,
+            "label": str,
+            "ranker": str,
+            "refiner": str,
+            "role": str,
+            "alias_of": str,
+        },
     )
     if "role" not in configs:
         configs["role"] = "feedback"
     configs["role"] = configs["role"].fillna("feedback")
+    # alias_of: the config whose results an alias shares; empty for a config that ran (and
+    # for every config of a run from before aliases).
+    configs["alias_of"] = configs["alias_of"].fillna("") if "alias_of" in configs else ""
+    dangling = set(configs["alias_of"]) - set(configs["config_id"]) - {""}
+    if dangling:
+        raise DataError(
+            f"{run_dir / 'configs.csv'}: alias_of names config_id(s) "
+            f"{', '.join(sorted(dangling))} that are not in configs.csv"
+        )
     per_query = _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
     per_query = per_query.astype(_PER_QUERY_DTYPES)
     unknown = set(per_query["config_id"].cat.categories) - set(configs["config_id"])
@@ -221,6 +270,7 @@ def load_run(run_dir: Path) -> RunData:
         swept=_swept(configs, manifest),
         policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
         stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
+        fixed=_fixed(run_dir / "summary.csv"),
     )
 
 
@@ -273,6 +323,15 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
         "replay": {k: total("replay", k) for k in ("replayed", "simulated", "skipped")},
         "excluded": excluded,
         "sweep": {"params": params},
+        "configs": {
+            "asked": sum(len(r.configs) for _, r in runs),
+            "distinct": sum(int((r.configs["alias_of"] == "").sum()) for _, r in runs),
+            "aliases": {
+                prefix + alias: prefix + target
+                for prefix, r in runs
+                for alias, target in r.aliases.items()
+            },
+        },
         "jobs": len(runs),
     }
 
@@ -309,10 +368,11 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
     id_prefixed = len({r.settings.query_set for _, r in runs}) > 1
     labels = pd.concat([r.configs["label"] for _, r in runs])
     repeated = set(labels[labels.duplicated()])
-    configs, per_query, queries, qrels, sources = [], [], [], [], []
+    configs, per_query, queries, qrels, sources, fixed = [], [], [], [], [], []
     for prefix, run in runs:
         ids = prefix if id_prefixed else ""
         cfg = _prefixed(run.configs, ["config_id"], prefix)
+        cfg["alias_of"] = [prefix + a if a else "" for a in run.configs["alias_of"]]
         cfg["label"] = [prefix + label if label in repeated else label for label in cfg["label"]]
         configs.append(cfg)
         per_query.append(
@@ -320,6 +380,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         )
         queries.append(_prefixed(run.queries, ["query_id"], ids))
         qrels.append(_prefixed(run.qrels, ["query_id", "doc_id"], ids))
+        fixed.append(_prefixed(run.fixed, ["config_id"], prefix))
         sources += [replace(s, config_prefix=prefix, id_prefix=ids) for s in run.sources]
     merged_pq = pd.concat(per_query, ignore_index=True)
     merged_pq = merged_pq.astype(_PER_QUERY_DTYPES)
@@ -333,6 +394,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         measures=_ordered((m for _, r in runs for m in r.settings.measures), first.measures),
         modes=_ordered((m for _, r in runs for m in r.settings.modes), first.modes),
         rounds=max(r.settings.rounds for _, r in runs),
+        seed=_merged_seed([r.settings.seed for _, r in runs]),
     )
     return RunData(
         path=Path(path),
@@ -346,7 +408,15 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         swept=_swept(merged_configs, manifest),
         policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
         stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
+        fixed=pd.concat(fixed, ignore_index=True),
     )
+
+
+def _merged_seed(seeds: Sequence[int]) -> int:
+    """The jobs' seed when they share one; else one derived from all, so changing any
+    job's seed resamples the multirun's randomization tests."""
+    distinct = list(dict.fromkeys(seeds))
+    return distinct[0] if len(distinct) == 1 else derived_seed("multirun", *distinct)
 
 
 def _jsonl(path: Path) -> Iterable[dict[str, Any]]:

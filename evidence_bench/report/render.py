@@ -24,6 +24,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from evidence_bench.errors import DataError
+from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
 from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
 from evidence_bench.report.labels import labels_view
@@ -33,10 +34,11 @@ from evidence_bench.report.tables import (
     Analysis,
     analyze,
     query_deltas,
-    stage_means,
+    rounds_means,
     sweep_table,
     verdict,
 )
+from evidence_bench.report.tuning import load_tuning, tuning_view
 
 __all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
 
@@ -173,11 +175,16 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "on_miss": _text(replay.get("on_miss")),
         "seeds": _seeds(manifest.get("seeds")),
         "wall_time_s": float(manifest.get("wall_time_s", 0) or 0),
-        "configs": len(data.configs),
+        # distinct configs (what ran and what Holm counts), and every config asked for
+        "configs": int((data.configs["alias_of"] == "").sum()),
+        "asked": len(data.configs),
+        "aliases": data.aliases,
         "rounds": data.settings.rounds,
         "jobs": int(manifest.get("jobs", 1) or 1),
         "exclusions": analysis.exclusions.to_dict("records"),
         "trials": analysis.trials,
+        "seed": analysis.seed,
+        "family": analysis.family,
         "missing_dates": _int_or_none(manifest.get("missing_dates")),
     }
 
@@ -477,6 +484,7 @@ def _best_view(analysis: Analysis) -> dict[str, Any] | None:
         "judgment": best.judgment.to_dict("records"),
         "before_stage": before_stage,
         "control_stage": control_stage,
+        "candidates": best.candidates,
     }
 
 
@@ -486,6 +494,28 @@ def _shuffled_seed(seeds: Any) -> str | None:
         seeds = next((s for s in seeds if isinstance(s, Mapping)), None)
     value = seeds.get("shuffled") if isinstance(seeds, Mapping) else None
     return str(value) if value else None
+
+
+def _tuning(analysis: Analysis) -> dict[str, Any] | None:
+    """A tuning run's section (report/tuning.py), or None."""
+    tuning = load_tuning(analysis.data.path, analysis.data.manifest)
+    return None if tuning is None else tuning_view(tuning, trials=analysis.trials)
+
+
+def _rounds_n(means: pd.DataFrame, best: Any, measure: str) -> list[dict[str, Any]]:
+    """Per user, the queries each round's means of the rounds chart are over."""
+    mine = means[(means["config_id"] == best.config_id) & (means["measure"] == measure)]
+    line = mine[
+        ((mine["round"] == 0) & (mine["stage"] == "initial"))
+        | ((mine["round"] > 0) & (mine["stage"] == best.stage))
+    ].sort_values("round")
+    return [
+        {
+            "policy": str(policy),
+            "counts": [(int(r), int(n)) for r, n in zip(g["round"], g["n"], strict=True)],
+        }
+        for policy, g in line.groupby("policy", sort=False)
+    ]
 
 
 def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
@@ -512,7 +542,9 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "episodes_total": 0,
         "rounds_chart": None,
         "rounds_configs": [],
+        "rounds_n": [],
         "won": 0,
+        "tuning": _tuning(analysis),
     }
     if best is None:
         context["verdict"] = verdict(
@@ -521,8 +553,8 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         return context
     deltas = query_deltas(data, best.config_id, best.stage, best.round)
     context["verdict"] = verdict(analysis, deltas)
-    context["won"] = int((best.rows["significant"] & (best.rows["gain"] > 0)).sum())
-    first = s[(s["measure"] == measure) & (s["round"] == best.round)]
+    context["won"] = int((best.rows["significant"] & (best.rows["gain_common"] > 0)).sum())
+    first = s[(s["measure"] == measure) & (s["round"] == best.round) & ~s["fixed"]]
     stages = [st for st in BASELINES if st in set(first["stage"])]
     controls = {st: control for st, (_, control) in BASELINES.items()}
     context["forest"] = charts.forest_chart(
@@ -535,9 +567,16 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
                 table, data.swept, data.policies, measure, best.config_id, "sweep"
             ),
             "size": table["config_id"].nunique(),
+            "aliases": sorted(
+                {(str(a), str(t)) for a, t in table[["config_id", "alias_of"]].values if t}
+            ),
         }
     if len(deltas):
-        context["deltas"] = charts.delta_chart(deltas, data.policies, measure, "deltas")
+        counts = {
+            str(r["policy"]): (int(r["improved"]), int(r["degraded"]), int(r["n"]))
+            for r in best.rows.to_dict("records")
+        }
+        context["deltas"] = charts.delta_chart(deltas, data.policies, measure, counts, "deltas")
         context["episodes"] = _episode_views(
             analysis, _selected(deltas, data.policies, max_episodes)
         )
@@ -550,8 +589,10 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     ]
     shown = [(best.config_id, best.label), *others[:_BASELINES_IN_CHART]]
     context["rounds_configs"] = shown
+    means = rounds_means(data, [c for c, _ in shown], best.stage)
+    context["rounds_n"] = _rounds_n(means, best, measure)
     context["rounds_chart"] = charts.rounds_chart(
-        stage_means(data, [c for c, _ in shown]),
+        means,
         shown,
         data.settings.measures,
         data.policies,
@@ -600,7 +641,7 @@ def gather_multirun(directory: Path) -> RunData:
     return merge_runs(runs, directory)
 
 
-def load_source(source: Path | RunData | Analysis, *, trials: int = 5000) -> Analysis:
+def load_source(source: Path | RunData | Analysis, *, trials: int = MIN_TRIALS) -> Analysis:
     """An :class:`Analysis` from a run directory, a multirun directory, or loaded data."""
     if isinstance(source, Analysis):
         return source
@@ -617,12 +658,13 @@ def render_report(
     source: Path | RunData | Analysis,
     *,
     out: Path | None = None,
-    trials: int = 5000,
+    trials: int = MIN_TRIALS,
     max_episodes: int = MAX_EPISODES,
 ) -> Path:
     """Write ``report.html`` into the run (or multirun) directory and return its path.
 
-    ``trials``: randomization-test trials per comparison. ``max_episodes``: how many of the
+    ``trials``: at least this many randomization-test trials per comparison (the run's
+    Holm families may ask for more). ``max_episodes``: how many of the
     best setting's episodes are detailed (largest losses and gains).
     """
     analysis = load_source(source, trials=trials)

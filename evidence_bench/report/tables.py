@@ -1,40 +1,38 @@
-"""The report's tables: what feedback itself did, against controls at equal depth.
+"""The report's tables: what feedback itself did, against controls at equal depth, shaped
+from what :mod:`evidence_bench.evaluation` computes. Nothing here pairs, tests or corrects.
 
 Everything is at the primary evaluation mode. A feedback stage is never compared with a
 ranking of another shape (evaluation.attribution.BASELINES): ``rerank`` has ``initial`` (the
 provider's order, as deep as the candidates) as its before and ``control`` (the same ranker,
 feedback terms off, same candidates) as its control; ``expand`` has ``deep_initial`` (the
 provider's list for the original query deepened to the expanded list's length) and
-``deep_control`` (the no-feedback ranker over it). The gain attributable to feedback,
-feedback − control, comes from one
-:func:`~evidence_bench.evaluation.attribution.attribution` call; what the user's judgments
-add, rerank − ``shuffled`` (the same labels dealt at random over the examined documents,
-evaluation.attribution.JUDGMENT), from one more. The change against before is computed here
-the same way, over the same queries (those scored in all three rankings): mean paired
-difference with a t interval and a sign-flip randomization test (Smucker, Allan & Carterette
-2007 recommend it for IR). p-values are Holm-corrected (Holm 1979) within each family of one
-measure, user, stage and round, across the run's configurations: the question a family
-answers is "which settings changed this measure", so that is where the multiplicity is.
+``deep_control`` (the no-feedback ranker over it). One
+:func:`~evidence_bench.evaluation.comparisons.compare` call gives every comparison: the gain
+attributable to feedback (feedback − control), the change against before, and what the
+user's judgments add (rerank − ``shuffled``, the same labels dealt at random over the
+examined documents, evaluation.attribution.JUDGMENT).
+
+A row's own numbers (n, means, gain and its CI, counts, p) are over the queries its config
+keeps. Whatever sets configs side by side uses the queries every config of the family keeps
+(``n_common``): the Holm correction (Holm 1979; a family is one measure, user, stage and
+round across the run's configurations, the question "which settings changed this
+measure"), the best setting, the sweep's heatmap and the rounds chart. The best setting is
+picked as the largest of many gains, so its interval is a simultaneous one over every
+candidate (Bonferroni; Dunn 1961), not the plain 95% interval a pre-chosen setting would get.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, TypeVar, cast
+from typing import cast
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-from evidence_bench.errors import DataError
-from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, attribution
-from evidence_bench.evaluation.statistics import holm, randomization_test
+from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, comparisons
+from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare
+from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
 from evidence_bench.report.data import RunData
 
 __all__ = [
@@ -47,7 +45,7 @@ __all__ = [
     "analyze",
     "exclusions",
     "query_deltas",
-    "stage_means",
+    "rounds_means",
     "summary_rows",
     "sweep_table",
     "verdict",
@@ -55,25 +53,21 @@ __all__ = [
 
 #: Adjusted p below this marks a change as significant.
 ALPHA = 0.05
-#: Sign-matrix cells (trials × queries, summed over comparisons) worth a process pool:
-#: about two seconds of work in one process.
-_PARALLEL_CELLS = 200_000_000
 _KEYS = ["config_id", "policy", "round", "stage", "measure"]
-_PAIR = ["config_id", "policy", "round", "measure"]
-_FAMILY = ["measure", "policy", "stage", "round"]
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
 class Best:
     """The configuration and feedback stage with the largest attributable gain of the
-    primary measure at the first feedback round, averaged over users."""
+    primary measure at the first feedback round, averaged over users, each user's gain over
+    the queries every configuration keeps."""
 
     config_id: str
     label: str
     stage: str
     round: int
-    #: Summary rows of the primary measure for this config and stage at ``round``, per user.
+    #: Summary rows of the primary measure for this config and stage at ``round``, per user;
+    #: ``best_ci_low/high``: the selection-adjusted interval of ``gain_common``.
     rows: pd.DataFrame
     last_round: int
     #: The same at the last round (later rounds build on earlier feedback, and lose the
@@ -82,6 +76,8 @@ class Best:
     #: This config's ``rerank`` rows at ``round``, per user, for what the judgments add
     #: (``judgment_*`` columns: rerank − shuffled); empty when the run has no ``shuffled``.
     judgment: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: How many config × stage × user gains the best was picked from (the intervals' m).
+    candidates: int = 1
 
 
 @dataclass(frozen=True)
@@ -97,9 +93,14 @@ class Analysis:
     round0: pd.DataFrame
     best: Best | None
     exclusions: pd.DataFrame
+    #: Randomization trials per test (at least 100 per configuration of a Holm family).
     trials: int
     #: Feedback stages the run holds without their controls (a run from before controls).
     missing_controls: tuple[str, ...] = ()
+    #: The seed the randomization tests' signs derive from (the run's ``seed``).
+    seed: int = 0
+    #: Configurations in the largest Holm family (the m the trials were scaled to).
+    family: int = 0
 
 
 def _primary(data: RunData) -> pd.DataFrame:
@@ -107,265 +108,149 @@ def _primary(data: RunData) -> pd.DataFrame:
     return pq[pq["eval_mode"] == data.settings.primary_mode]
 
 
-def _intervals(n: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """Half-widths of Student's t 95% intervals, as ``statistics.summarize`` computes them:
-    t(0.975, n − 1)·std/√n, and 0 for a single value."""
-    n = np.asarray(n, dtype=np.float64)
-    std = np.nan_to_num(np.asarray(std, dtype=np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        half = stats.t.ppf(0.975, np.maximum(n - 1.0, 1.0)) * std / np.sqrt(n)
-    return np.where(n > 1, half, 0.0)
-
-
-def _means(frame: pd.DataFrame) -> pd.DataFrame:
-    """n, mean and 95% CI per config × user × round × stage × measure, vectorized."""
-    out = (
-        frame.groupby(_KEYS, observed=True, sort=False)["value"]
-        .agg(["count", "mean", "std"])
-        .reset_index()
-        .rename(columns={"count": "n"})
-    )
-    half = _intervals(out["n"].to_numpy(), out["std"].to_numpy())
-    out["ci_low"] = out["mean"] - half
-    out["ci_high"] = out["mean"] + half
-    for column in ("config_id", "policy", "stage", "measure"):
-        out[column] = out[column].astype(str)
-    out["round"] = out["round"].astype("int64")
-    return out.drop(columns="std")
-
-
-def stage_means(data: RunData, config_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """Mean [95% CI] of every stage at the primary mode, for ``config_ids`` (None: all)."""
-    frame = _primary(data)
-    if config_ids is not None:
-        frame = frame[frame["config_id"].isin(list(config_ids))]
-    return _means(frame)
-
-
-def _wide(frame: pd.DataFrame) -> pd.DataFrame:
-    """Stages as columns, one row per (config, user, round, measure, query) of round ≥ 1."""
-    rounds = frame[frame["round"] > 0]
-    try:
-        return rounds.set_index([*_PAIR, "query_id", "stage"])["value"].unstack("stage")
-    except ValueError as exc:
-        raise DataError(
-            f"per_query.csv: a (config_id, policy, query_id, round, stage, eval_mode, measure) "
-            f"appears more than once: {exc}"
-        ) from exc
-
-
-#: (before, feedback) per comparison; numpy arrays serve where a sequence is asked for.
-Pairs = list[tuple[Sequence[float], Sequence[float]]]
-
-
-#: A per-query change smaller than this is a tie (as statistics.improved_degraded counts).
-_TIE = 1e-9
-
-
-def _versus_before(wide: pd.DataFrame) -> tuple[pd.DataFrame, Pairs]:
-    """Each feedback stage against its before, over the queries scored in before, control and
-    feedback (the queries :func:`attribution` pairs): mean change and its 95% CI, queries
-    better, worse and unchanged, and the (before, feedback) arrays for the randomization
-    tests, in row order."""
-    keys: list[tuple[Any, ...]] = []
-    sizes, means, stds, better, worse = [], [], [], [], []
-    pairs: Pairs = []
-    for stage, (before, control) in BASELINES.items():
-        if not {stage, before, control} <= set(wide.columns):
-            continue
-        paired = wide[[before, control, stage]].dropna()
-        b = paired[before].to_numpy(dtype=np.float64)
-        f = paired[stage].to_numpy(dtype=np.float64)
-        groups = paired.groupby(level=list(range(len(_PAIR))), observed=True, sort=False)
-        for key, index in groups.indices.items():
-            diff = f[index] - b[index]
-            config_id, policy, round_, measure = cast(tuple[Any, ...], key)
-            keys.append((str(config_id), str(policy), int(round_), stage, str(measure)))
-            sizes.append(len(index))
-            means.append(float(diff.mean()))
-            stds.append(float(diff.std(ddof=1)) if len(index) > 1 else 0.0)
-            better.append(int(np.count_nonzero(diff > _TIE)))
-            worse.append(int(np.count_nonzero(diff < -_TIE)))
-            pairs.append((cast(Sequence[float], b[index]), cast(Sequence[float], f[index])))
-    table = pd.DataFrame(keys, columns=_KEYS)
-    half = _intervals(np.asarray(sizes), np.asarray(stds))
-    table["delta"] = means
-    table["delta_ci_low"] = table["delta"] - half
-    table["delta_ci_high"] = table["delta"] + half
-    table["improved_before"] = better
-    table["degraded_before"] = worse
-    table["unchanged_before"] = np.asarray(sizes, dtype=np.int64) - table["improved_before"]
-    table["unchanged_before"] -= table["degraded_before"]
-    return table, pairs
-
-
-def _context() -> Any:
-    # forkserver (spawn where there is none): forking a process that may run threads is unsafe.
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
-def _alongside(
-    work: Callable[[], _T], pairs: Pairs, trials: int, seed: int, workers: int | None
-) -> tuple[_T, list[float]]:
-    """``work()`` here while worker processes run the randomization tests of ``pairs``.
-
-    The attribution call holds this process for most of a sweep's analysis, so the tests
-    against before run beside it rather than after it. Each test draws its own seeded signs:
-    the p-values do not depend on ``workers``. If the pool cannot run, the tests run here.
-    """
-    test = partial(randomization_test, trials=trials, seed=seed)
-    if workers is None:
-        cells = trials * sum(len(a) for a, _ in pairs)
-        workers = min(os.cpu_count() or 1, 8) - 1 if cells > _PARALLEL_CELLS else 0
-    pool: ProcessPoolExecutor | None = None
-    pending: Iterator[float] | None = None
-    if workers >= 1 and len(pairs) > 1:
-        try:
-            # One BLAS thread per worker: this process's tests use BLAS at the same time, and
-            # a multithreaded BLAS on every process oversubscribes the cores (twice slower).
-            # Set before the worker imports numpy, which it does when a test arrives.
-            pool = ProcessPoolExecutor(
-                workers,
-                mp_context=_context(),
-                initializer=os.putenv,
-                initargs=("OPENBLAS_NUM_THREADS", "1"),
-            )
-            chunk = max(1, len(pairs) // (4 * workers))
-            pending = pool.map(test, [a for a, _ in pairs], [b for _, b in pairs], chunksize=chunk)
-        except (BrokenProcessPool, OSError):
-            pending = None
-    try:
-        result = work()
-        p_values: list[float] | None = None
-        if pending is not None:
-            try:
-                p_values = list(pending)
-            except (BrokenProcessPool, OSError):
-                p_values = None
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-    if p_values is None:
-        p_values = [test(a, b) for a, b in pairs]
-    return result, p_values
-
-
-def _holm(frame: pd.DataFrame, column: str) -> pd.Series:
-    compared = frame[column].notna()
-    adjusted = pd.Series(np.nan, index=frame.index, dtype="float64")
-    for _, group in frame[compared].groupby(_FAMILY, observed=True, sort=False)[column]:
-        adjusted.loc[group.index] = np.asarray(holm(group.tolist()), dtype=np.float64)
-    return adjusted
-
-
-_SUMMARY_COLUMNS = [
-    *_KEYS,
-    "n",
-    "before",
-    "control",
-    "feedback",
-    "gain",
-    "gain_ci_low",
-    "gain_ci_high",
-    "improved",
-    "degraded",
-    "unchanged",
-    "p_t",
-    "p_rand",
-    "p_holm",
-    "delta",
-    "delta_ci_low",
-    "delta_ci_high",
-    "improved_before",
-    "degraded_before",
-    "unchanged_before",
-    "p_rand_before",
-    "shuffled",
-    "judgment_n",
-    "judgment_gain",
-    "judgment_ci_low",
-    "judgment_ci_high",
-    "judgment_p_rand",
-    "judgment_p_holm",
-]
-#: attribution(..., baselines=JUDGMENT) columns, as the summary names them: its control is
-#: ``shuffled``, its gain what the judgments add.
-_JUDGMENT_COLUMNS = {
-    "control": "shuffled",
-    "n": "judgment_n",
-    "gain": "judgment_gain",
-    "gain_ci_low": "judgment_ci_low",
-    "gain_ci_high": "judgment_ci_high",
-    "p_randomization": "judgment_p_rand",
-    "p_holm": "judgment_p_holm",
-}
-
-
-def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
-    """attribution's rows with the summary's key types (it keeps the input's categories)."""
-    frame = frame.drop(columns="eval_mode")
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The summary's key types (evaluation keeps the input's categories)."""
     for column in ("config_id", "policy", "stage", "measure"):
         frame[column] = frame[column].astype(str)
     frame["round"] = frame["round"].astype("int64")
     return frame
 
 
-def _judgment(frame: pd.DataFrame, mode: str, trials: int, seed: int) -> pd.DataFrame:
-    """What the user's judgments add: one attribution call with the shuffled-label control.
+def _means(frame: pd.DataFrame) -> pd.DataFrame:
+    """n, mean and 95% CI per config × user × round × stage × measure."""
+    return _typed(summarize_groups(frame, _KEYS).drop(columns="std"))
 
-    Only the stages it pairs are passed, so its pivot is a fraction of the run's.
-    """
-    stages = {s for stage, pair in JUDGMENT.items() for s in (stage, *pair)}
-    rows = attribution(
-        frame[frame["stage"].isin(stages)],
-        eval_modes=(mode,),
-        trials=trials,
-        seed=seed,
-        baselines=JUDGMENT,
+
+def rounds_means(data: RunData, config_ids: Sequence[str], stage: str) -> pd.DataFrame:
+    """Mean [95% CI] over rounds of ``stage`` and its control (round 0: the provider's order
+    and the control) for ``config_ids``, at the primary mode: per user, round and measure
+    over the queries all of them keep in both rankings, so the lines compare like with
+    like. ``n``: those queries."""
+    control = BASELINES[stage][1]
+    frame = _primary(data)
+    frame = frame[frame["config_id"].isin(list(config_ids))]
+    start = (frame["round"] == 0) & frame["stage"].isin(["initial", "control"])
+    later = (frame["round"] > 0) & frame["stage"].isin([stage, control])
+    shared = common_queries(
+        frame[start | later], within=["policy", "round", "measure"], across=["config_id", "stage"]
     )
-    return _keyed(rows).rename(columns=_JUDGMENT_COLUMNS)[[*_KEYS, *_JUDGMENT_COLUMNS.values()]]
+    return _means(shared)
 
 
-def _summary(
-    data: RunData, frame: pd.DataFrame, trials: int, seed: int, workers: int | None
-) -> pd.DataFrame:
-    wide = _wide(frame)
-    before, pairs = _versus_before(wide)
-    del wide
-    if before.empty:
+_ROW = {
+    "n": "n",
+    "diff": "gain",
+    "diff_ci_low": "gain_ci_low",
+    "diff_ci_high": "gain_ci_high",
+    "improved": "improved",
+    "degraded": "degraded",
+    "unchanged": "unchanged",
+    "p_t": "p_t",
+    "p_rand": "p_rand",
+    "p_holm": "p_holm",
+    "fixed": "fixed",
+    "n_common": "n_common",
+    "diff_common": "gain_common",
+    "diff_std_common": "gain_std_common",
+    "p_rand_common": "p_rand_common",
+}
+_BEFORE = {
+    "diff": "delta",
+    "diff_ci_low": "delta_ci_low",
+    "diff_ci_high": "delta_ci_high",
+    "improved": "improved_before",
+    "degraded": "degraded_before",
+    "unchanged": "unchanged_before",
+    "p_rand": "p_rand_before",
+    "p_rand_common": "p_rand_before_common",
+    "p_holm": "p_holm_before",
+}
+_JUDGED = {
+    "n": "judgment_n",
+    "diff": "judgment_gain",
+    "diff_ci_low": "judgment_ci_low",
+    "diff_ci_high": "judgment_ci_high",
+    "p_rand": "judgment_p_rand",
+    "n_common": "judgment_n_common",
+    "p_rand_common": "judgment_p_rand_common",
+    "p_holm": "judgment_p_holm",
+}
+_SUMMARY_COLUMNS = [
+    *_KEYS,
+    "n",
+    "before",
+    "control",
+    "feedback",
+    *list(_ROW.values())[1:],
+    *_BEFORE.values(),
+    "shuffled",
+    *_JUDGED.values(),
+]
+
+
+def _means_of(rows: pd.DataFrame, role: dict[str, str]) -> pd.Series:
+    """Per row, the mean of the stage that ``role`` names for the row's feedback stage."""
+    out = pd.Series(np.nan, index=rows.index, dtype="float64")
+    for stage, source in role.items():
+        mine = rows["stage"] == stage
+        if f"mean_{source}" in rows:
+            out[mine] = rows.loc[mine, f"mean_{source}"]
+    return out
+
+
+def _summary(data: RunData, frame: pd.DataFrame, trials: int) -> tuple[pd.DataFrame, Comparisons]:
+    """The summary table, and what made its tests (trials, seed, largest family)."""
+    wanted = [
+        *comparisons(BASELINES),
+        *comparisons(BASELINES, against="before"),
+        *comparisons(JUDGMENT),
+    ]
+    result = compare(
+        frame[frame["round"] > 0],
+        wanted,
+        seed=data.settings.seed,
+        trials=trials,
+        fixed=data.fixed,
+    )
+    rows = result.rows
+    if rows.empty:
         table = pd.DataFrame({c: pd.Series(dtype="float64") for c in _SUMMARY_COLUMNS})
         for column in _KEYS:
             table[column] = table[column].astype("int64" if column == "round" else str)
+        table["fixed"] = table["fixed"].astype(bool)
     else:
-        mode = data.settings.primary_mode
-        (gains, judgment), p_before = _alongside(
-            lambda: (
-                attribution(frame, eval_modes=(mode,), trials=trials, seed=seed),
-                _judgment(frame, mode, trials, seed),
-            ),
-            pairs,
-            trials,
-            seed,
-            workers,
-        )
-        before["p_rand_before"] = p_before
-        gains = _keyed(gains).rename(columns={"initial": "before", "p_randomization": "p_rand"})
-        table = gains.merge(before, on=_KEYS, how="left").merge(judgment, on=_KEYS, how="left")
+        rows = _typed(rows.drop(columns="eval_mode"))
+        controls = {stage: pair[1] for stage, pair in BASELINES.items()}
+        befores = {stage: pair[0] for stage, pair in BASELINES.items()}
+        is_control = rows["reference"] == rows["stage"].map(controls)
+        is_before = rows["reference"] == rows["stage"].map(befores)
+        is_judged = rows["reference"] == rows["stage"].map({s: p[1] for s, p in JUDGMENT.items()})
+        gains = rows[is_control]
+        table = gains[_KEYS].copy()
+        table["before"] = _means_of(gains, befores)
+        table["control"] = _means_of(gains, controls)
+        table["feedback"] = _means_of(gains, {s: s for s in BASELINES})
+        for source, name in _ROW.items():
+            table[name] = gains[source]
+        before = rows[is_before].rename(columns=_BEFORE)[[*_KEYS, *_BEFORE.values()]]
+        judged = rows[is_judged].copy()
+        judged["shuffled"] = _means_of(judged, {s: p[1] for s, p in JUDGMENT.items()})
+        judged = judged.rename(columns=_JUDGED)[[*_KEYS, "shuffled", *_JUDGED.values()]]
+        table = table.merge(before, on=_KEYS, how="left").merge(judged, on=_KEYS, how="left")
         table = table[_SUMMARY_COLUMNS]
+    table["fixed"] = table["fixed"].fillna(False).astype(bool)
     table["significant"] = table["p_holm"] < ALPHA
     table["judgment_significant"] = table["judgment_p_holm"] < ALPHA
     # Relative change against before: (feedback − before) / before, over the same queries.
     ratio = table["delta"] / table["before"].where(table["before"] > 0)
     table["delta_pct"] = 100.0 * ratio
-    table["p_holm_before"] = _holm(table, "p_rand_before")
     table["significant_before"] = table["p_holm_before"] < ALPHA
     table["before_stage"] = table["stage"].map({s: b for s, (b, _) in BASELINES.items()})
     table["control_stage"] = table["stage"].map({s: c for s, (_, c) in BASELINES.items()})
     configs = data.configs.set_index("config_id")
     table["label"] = table["config_id"].map(configs["label"])
     table["role"] = table["config_id"].map(configs["role"])
-    return _sorted(data, table)
+    return _sorted(data, table), result
 
 
 def _sorted(data: RunData, table: pd.DataFrame) -> pd.DataFrame:
@@ -383,39 +268,47 @@ def _sorted(data: RunData, table: pd.DataFrame) -> pd.DataFrame:
     return table.loc[ordered].reset_index(drop=True)
 
 
-def summary_rows(
-    data: RunData, *, trials: int = 5000, seed: int = 0, workers: int | None = None
-) -> pd.DataFrame:
+def summary_rows(data: RunData, *, trials: int = MIN_TRIALS) -> pd.DataFrame:
     """Per config × user × round ≥ 1 × feedback stage × measure, at the primary mode.
 
-    Columns: the keys, ``n`` (queries scored in before, control and feedback), the means
-    ``before``, ``control``, ``feedback``; the attributable gain (feedback − control) with
-    ``gain_ci_low/high``, ``improved/degraded/unchanged`` against control, ``p_t``,
-    ``p_rand``, ``p_holm`` and ``significant`` (``p_holm`` < :data:`ALPHA`); the change
-    against before ``delta`` with ``delta_ci_low/high``, ``delta_pct`` (percent of before),
-    ``improved/degraded/unchanged_before``, ``p_rand_before``, ``p_holm_before``,
-    ``significant_before``; what the judgments add (rerank rows; NaN elsewhere), from
-    :data:`JUDGMENT`: the ``shuffled`` mean, ``judgment_n``, ``judgment_gain`` (rerank −
-    shuffled) with ``judgment_ci_low/high``, ``judgment_p_rand``, ``judgment_p_holm``,
-    ``judgment_significant``; ``before_stage``, ``control_stage``, ``label``, ``role``.
-    ``workers``: processes for the tests against before (None: one per core but one when
-    the run is large, else none).
+    Over the row's own queries: ``n`` (queries scored in before, control and feedback), the
+    means ``before``, ``control``, ``feedback``; the attributable gain (feedback − control)
+    with ``gain_ci_low/high`` (NaN for one query), ``improved/degraded/unchanged`` against
+    control, ``p_t``, ``p_rand``; the change against before ``delta`` with
+    ``delta_ci_low/high``, ``delta_pct`` (percent of before),
+    ``improved/degraded/unchanged_before``, ``p_rand_before``; what the judgments add
+    (rerank rows; NaN elsewhere), from :data:`JUDGMENT`: the ``shuffled`` mean,
+    ``judgment_n``, ``judgment_gain`` (rerank − shuffled) with ``judgment_ci_low/high``,
+    ``judgment_p_rand``. Across the configs, over the queries all of them keep:
+    ``n_common``, ``gain_common``, ``gain_std_common``, ``p_rand_common`` and its Holm
+    adjustment ``p_holm``, ``significant`` (``p_holm`` < :data:`ALPHA`); likewise
+    ``p_rand_before_common``, ``p_holm_before``, ``significant_before``,
+    ``judgment_n_common``, ``judgment_p_rand_common``, ``judgment_p_holm``,
+    ``judgment_significant``. ``fixed``: the cell cannot change (frozen mode), so it has no
+    test. Then ``before_stage``, ``control_stage``, ``label``, ``role``. ``trials``: at
+    least this many randomization trials (more for large families).
     """
-    return _summary(data, _primary(data), trials, seed, workers)
+    return _summary(data, _primary(data), trials)[0]
 
 
 def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
     compared = summary[
-        summary["gain"].notna() & (summary["measure"] == data.settings.primary_measure)
+        summary["gain_common"].notna()
+        & ~summary["fixed"].astype(bool)
+        & (summary["measure"] == data.settings.primary_measure)
     ]
     if compared.empty:
         return None
     first, last = int(compared["round"].min()), int(compared["round"].max())
-    candidates = compared[compared["round"] == first]
-    feedback = candidates[candidates["role"] != "baseline"]
-    candidates = feedback if len(feedback) else candidates
-    # Mean over users of each user's gain: every user counts once, whatever its n.
-    scores = candidates.groupby(["config_id", "stage"], sort=False)["gain"].mean()
+
+    def candidates(round_: int) -> pd.DataFrame:
+        rows = compared[compared["round"] == round_]
+        feedback = rows[rows["role"] != "baseline"]
+        return feedback if len(feedback) else rows
+
+    pool = candidates(first)
+    # Mean over users of each user's gain on the common queries: every user counts once.
+    scores = pool.groupby(["config_id", "stage"], sort=False)["gain_common"].mean()
     config_id, stage = cast(tuple[str, str], scores.idxmax())
 
     def rows(round_: int) -> pd.DataFrame:
@@ -423,8 +316,12 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
             (compared["config_id"] == config_id)
             & (compared["stage"] == stage)
             & (compared["round"] == round_)
-        ]
-        return mine.reset_index(drop=True)
+        ].reset_index(drop=True)
+        m = max(1, len(candidates(round_)))
+        mine["best_ci_low"], mine["best_ci_high"] = selection_intervals(
+            mine["n_common"], mine["gain_common"], mine["gain_std_common"], m
+        )
+        return mine
 
     chosen = rows(first)
     label = str(chosen["label"].iloc[0])
@@ -435,7 +332,9 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
         & (summary["measure"] == data.settings.primary_measure)
         & summary["judgment_gain"].notna()
     ].reset_index(drop=True)
-    return Best(str(config_id), label, str(stage), first, chosen, last, rows(last), judged)
+    return Best(
+        str(config_id), label, str(stage), first, chosen, last, rows(last), judged, len(pool)
+    )
 
 
 def _exclusions(data: RunData, frame: pd.DataFrame) -> pd.DataFrame:
@@ -510,9 +409,14 @@ def query_deltas(data: RunData, config_id: str, stage: str, round_: int) -> pd.D
 
 
 def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.DataFrame | None:
-    """Attributable gain of the primary measure for each swept feedback config, at the best
-    stage and the first round, with its parameters. None when fewer than two parameters were
-    swept: a heatmap needs two axes."""
+    """Summary rows of the primary measure for each swept feedback config, at the best
+    stage and the first round, with its parameters: the heatmap shows ``gain_common`` (over
+    the ``n_common`` queries every config keeps) and Holm's ``significant``. None when fewer
+    than two parameters were swept: a heatmap needs two axes.
+
+    An alias (configs.csv ``alias_of``) has no rows of its own: it gets its target's, with
+    its own parameters and ``alias_of`` set, so the heatmap can mark it.
+    """
     if best is None or len(data.swept) < 2:
         return None
     rows = summary[
@@ -521,6 +425,13 @@ def sweep_table(data: RunData, summary: pd.DataFrame, best: Best | None) -> pd.D
         & (summary["round"] == best.round)
         & (summary["role"] != "baseline")
     ]
+    aliases = pd.DataFrame(
+        [(target, alias) for alias, target in data.aliases.items()],
+        columns=["config_id", "alias"],
+    )
+    shared = rows.merge(aliases, on="config_id")
+    shared = shared.rename(columns={"config_id": "alias_of", "alias": "config_id"})
+    rows = pd.concat([rows.assign(alias_of=""), shared], ignore_index=True)
     params = data.configs.set_index("config_id")[list(data.swept)]
     table = rows.join(params, on="config_id")
     table = table.dropna(subset=list(data.swept))
@@ -533,8 +444,9 @@ class Verdict:
     at equal depth), where best, how sure, where it hurt.
 
     ``outcome``: ``yes`` (the best setting's gain is significant for every user), ``partly``
-    (for some users), ``unclear`` (a gain, not significant), ``no`` (no setting gained), or
-    ``none`` (the run has no feedback stage with its controls).
+    (for some users), ``unclear`` (a gain, not significant), ``no`` (no setting gained),
+    ``fixed`` (the primary measure cannot change in frozen mode anywhere), or ``none`` (the
+    run has no feedback stage with its controls).
     """
 
     outcome: str
@@ -554,7 +466,10 @@ class Verdict:
 
 
 def _significant(rows: pd.DataFrame, sign: int) -> pd.DataFrame:
-    return cast(pd.DataFrame, rows[rows["significant"] & (np.sign(rows["gain"]) == sign)])
+    """Rows whose Holm test is significant, by the sign of the gain it tested (the gain over
+    the family's common queries)."""
+    direction = np.sign(rows["gain_common"])
+    return cast(pd.DataFrame, rows[rows["significant"] & (direction == sign)])
 
 
 def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict:
@@ -563,10 +478,15 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
     ``deltas``: the best setting's per-query changes, from :func:`query_deltas`.
     """
     best = analysis.best
-    if best is None:
-        return Verdict("none", None, 0, 0, 0, (), deltas.head(0))
     s = analysis.summary
-    primary = s[(s["measure"] == analysis.data.settings.primary_measure) & s["gain"].notna()]
+    if best is None:
+        fixed = s[s["measure"] == analysis.data.settings.primary_measure]["fixed"].any()
+        return Verdict("fixed" if fixed else "none", None, 0, 0, 0, (), deltas.head(0))
+    primary = s[
+        (s["measure"] == analysis.data.settings.primary_measure)
+        & s["gain"].notna()
+        & ~s["fixed"].astype(bool)
+    ]
     first = primary[primary["round"] == best.round]
     last = primary[primary["round"] == best.last_round]
     losses = _significant(first, -1)
@@ -576,7 +496,7 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
         outcome = "yes"
     elif won:
         outcome = "partly"
-    elif float(rows["gain"].mean()) > 0:
+    elif float(rows["gain_common"].mean()) > 0:
         outcome = "unclear"
     else:
         outcome = "no"
@@ -606,12 +526,15 @@ def _missing_controls(data: RunData) -> tuple[str, ...]:
     )
 
 
-def analyze(
-    data: RunData, *, trials: int = 5000, seed: int = 0, workers: int | None = None
-) -> Analysis:
-    """Compute every table of the report once, for the HTML and the terminal to share."""
+def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
+    """Compute every table of the report once, for the HTML and the terminal to share.
+
+    ``trials``: at least this many randomization trials per test; the run's Holm families
+    may ask for more (:func:`~evidence_bench.evaluation.statistics.trials_for`). The signs
+    derive from the run's ``seed``.
+    """
     frame = _primary(data)
-    summary = _summary(data, frame, trials, seed, workers)
+    summary, tests = _summary(data, frame, trials)
     start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
     return Analysis(
         data,
@@ -619,6 +542,8 @@ def analyze(
         _means(start),
         _best(data, summary),
         _exclusions(data, frame),
-        trials,
+        tests.trials,
         _missing_controls(data),
+        tests.seed,
+        tests.family,
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report.data import RunData
 from evidence_bench.report.render import load_source
 from evidence_bench.report.tables import ALPHA, Analysis
@@ -68,7 +69,7 @@ def _p(value: float | None, significant: bool) -> str:
 
 
 def summary_table(
-    source: Path | RunData | Analysis, *, trials: int = 5000, max_rows: int = 24
+    source: Path | RunData | Analysis, *, trials: int = MIN_TRIALS, max_rows: int = 24
 ) -> str:
     """The summary as aligned plain text (no colour codes), ready to print."""
     analysis = load_source(source, trials=trials)
@@ -86,6 +87,11 @@ def _table(analysis: Analysis, max_rows: int) -> str:
             return (
                 f"{settings.experiment}: {' and '.join(analysis.missing_controls)} without "
                 "their no-feedback controls; re-run to compare on equal footing.\n"
+            )
+        if s[s["measure"] == settings.primary_measure]["fixed"].any():
+            return (
+                f"{settings.experiment}: {settings.primary_measure} cannot change in frozen "
+                "mode (the examined documents hold every rank it reads); see report.html.\n"
             )
         return f"{settings.experiment}: no feedback round to compare.\n"
     first = int(compared["round"].min())
@@ -141,15 +147,26 @@ def _table(analysis: Analysis, max_rows: int) -> str:
         out.append("  ".join(cells).rstrip())
     if hidden:
         out.append(f"... {hidden} more rows in report.html")
+    aliases = analysis.data.aliases
+    if aliases:
+        shared = ", ".join(f"{alias} = {target}" for alias, target in aliases.items())
+        out.append(
+            f"{len(aliases)} of {len(analysis.data.configs)} configurations have the effective "
+            f"parameters of another and share its results (configs.csv alias_of): "
+            + _printable(shared, 200)
+        )
     best = analysis.best
     if best is not None:
         parts = [
-            f"{r['policy']} {_gain(r)} p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
+            f"{r['policy']} {_num(r['gain_common'], True)} [{_num(r['best_ci_low'], True)}, "
+            f"{_num(r['best_ci_high'], True)}] n={int(r['n_common'])} "
+            f"p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
             for r in best.rows.to_dict("records")
         ]
         out.append(
-            f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}): "
-            + "; ".join(parts)
+            f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}; over the "
+            f"queries every configuration keeps, 95% CI adjusted for picking the best of "
+            f"{best.candidates}): " + "; ".join(parts)
         )
         judged = [
             f"{r['policy']} {_num(r['judgment_gain'], True)} [{_num(r['judgment_ci_low'], True)}, "

@@ -41,6 +41,9 @@ QRELS_FILES = ("qrels.tsv", "qrels.txt", "qrels/test.tsv")
 _HOST_UNSAFE = re.compile(r"[^a-z0-9-]")
 _HEADER_FIRST_FIELDS = frozenset({"query-id", "query_id", "qid", "query"})
 _UNKNOWN_MODES = ("error", "warn")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: A grade must fit the 32-bit integer trec_eval and pandas read it into.
+GRADE_MIN, GRADE_MAX = -(2**31), 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,10 +282,15 @@ def _read_qrels(
                 f"{file}:{number}: expected {expected} columns ({layout}), found {len(fields)}"
             )
         query_id, doc_id, score = (fields[0], fields[2], fields[3]) if trec else fields
-        try:
-            grade = int(score)
-        except ValueError:
-            raise DataError(f"{file}:{number}: score {score!r} is not an integer") from None
+        if not _INTEGER.fullmatch(score):
+            raise DataError(f"{file}:{number}: score {_cut(score)!r} is not an integer")
+        digits = score.lstrip("+-").lstrip("0")
+        grade = int(score) if len(digits) <= 10 else GRADE_MAX + 1  # int() of 5000 digits fails
+        if not GRADE_MIN <= grade <= GRADE_MAX:
+            raise DataError(
+                f"{file}:{number}: score {_cut(score)} is out of range (a relevance grade is a "
+                f"small integer, {GRADE_MIN} to {GRADE_MAX})"
+            )
         if (query_id, doc_id) in first_seen:
             raise DataError(
                 f"{file}:{number}: duplicate judgment for query {query_id!r} and document "
@@ -308,6 +316,11 @@ def _read_qrels(
             stacklevel=3,
         )
     return qrels, len(dropped)
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    """``text`` short enough for a one-line message."""
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _records_checksum(collection: Collection) -> str:

@@ -1,0 +1,353 @@
+"""Paired comparisons of a run's rankings, every one at once, within and across configurations.
+
+A :class:`Comparison` is ``stage − reference`` per query (rerank − control, say), over the
+queries scored in every stage of ``paired``. :func:`compare` runs each comparison for every
+configuration × user × round × evaluation mode × measure of a ``per_query`` frame and
+answers two questions with it:
+
+- *within a configuration* (what did feedback do for this config?): over the config's own
+  queries. Under residual evaluation a query leaves a round when the config has already
+  shown every relevant document (Salton & Buckley 1990), so each config keeps its own set:
+  the ``n``, ``diff``, CI, counts, ``p_t`` and ``p_rand`` columns.
+- *across configurations* (which settings changed this measure, which is best, the sweep):
+  over the queries that every compared config keeps, or the configs would be scored on
+  different queries, each chosen by what that config displayed. A family is one (user,
+  round, mode, measure, stage, reference) across the configs; its tests run on its common
+  queries (``n_common``, ``diff_common``, ``p_rand_common``) and are Holm-corrected across
+  the family (``p_holm``; Holm 1979). Where a config keeps exactly the common queries, the
+  two tests are the same test and give the same p.
+
+Cells that cannot change (``fixed``: frozen evaluation's pinned prefix, from ``summary.csv``)
+are not tested and are in no family: a gain of exactly 0 there is no evidence of anything.
+
+Randomization signs follow the run's ``seed``: every sign-flip test of ``n`` queries for a
+user draws its signs from ``numpy.random.default_rng(randomization_seed(seed, policy, n))``
+(:data:`RANDOMIZATION_SEED`), queries in query-id order. So all tests of one size for one user
+share one sign matrix and run as one matrix product, a test's p does not depend on what else
+the run holds, it is the same in every process, and another ``seed`` resamples it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from evidence_bench.errors import DataError
+from evidence_bench.evaluation.statistics import (
+    BLOCK_CELLS,
+    MIN_TRIALS,
+    TIE,
+    holm,
+    sign_flip_p_values,
+    t_intervals,
+    t_test_p_values,
+    trials_for,
+)
+from evidence_bench.seeding import derivation, derived_seed
+
+__all__ = [
+    "FAMILY",
+    "KEYS",
+    "RANDOMIZATION_SEED",
+    "Comparison",
+    "Comparisons",
+    "common_queries",
+    "compare",
+    "randomization_seed",
+]
+
+#: What one comparison row is about (with its stage and reference).
+KEYS = ("config_id", "policy", "round", "eval_mode", "measure")
+#: A Holm family: one comparison of one user, round, mode and measure, across the configs.
+FAMILY = ("policy", "round", "eval_mode", "measure", "stage", "reference")
+#: How the signs of a randomization test are seeded, as the manifest records it.
+RANDOMIZATION_SEED = (
+    derivation("seed", '"randomization"', "policy", "n")
+    + " seeds numpy.random.default_rng; signs are 2 * integers(0, 2, (r, n), dtype=int8) - 1"
+    + f" drawn in blocks of r = {BLOCK_CELLS} // n rows up to the trials, queries in"
+    + " query-id order"
+)
+
+_Ints = npt.NDArray[np.int64]
+
+
+class Comparison(NamedTuple):
+    """``stage − reference`` per query, over the queries scored in every stage of ``paired``
+    (which holds both: a query excluded from any of them drops out of the pair)."""
+
+    stage: str
+    reference: str
+    paired: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """:func:`compare`'s rows, the randomization trials and seed that made them, and the
+    size of the largest family (the m that set the trials)."""
+
+    rows: pd.DataFrame
+    trials: int
+    seed: int
+    family: int = 0
+
+
+def randomization_seed(seed: int, policy: str, n: int) -> int:
+    """The seed of the signs of every randomization test of ``n`` queries for ``policy``."""
+    return derived_seed(seed, "randomization", policy, int(n))
+
+
+def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> pd.DataFrame:
+    frame = per_query[per_query["stage"].isin(list(stages))]
+    try:
+        wide = frame.set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")
+    except ValueError as exc:
+        raise DataError(
+            "per_query.csv: a (config_id, policy, query_id, round, stage, eval_mode, measure) "
+            f"appears more than once: {exc}"
+        ) from exc
+    return wide
+
+
+def _query_order(query_ids: pd.Series) -> _Ints:
+    """Each query id's rank in string order: the order of a test's differences."""
+    if isinstance(query_ids.dtype, pd.CategoricalDtype):
+        categories = query_ids.cat.categories.astype(str)
+        rank = np.empty(len(categories), dtype=np.int64)
+        rank[np.argsort(np.asarray(categories), kind="stable")] = np.arange(len(categories))
+        return np.asarray(rank[query_ids.cat.codes.to_numpy()], dtype=np.int64)
+    codes, _ = pd.factorize(query_ids.astype(str), sort=True)
+    return np.asarray(codes, dtype=np.int64)
+
+
+@dataclass
+class _Pairs:
+    """One comparison's paired queries: per query its row (``code``) and difference."""
+
+    comparison: Comparison
+    keys: pd.DataFrame  # one row per comparison row, KEYS columns
+    code: _Ints  # per query: its row
+    query: _Ints  # per query: its rank in query-id order
+    diff: npt.NDArray[np.float64]
+    means: dict[str, npt.NDArray[np.float64]]  # per row: the mean of each paired stage
+
+
+def _pairs(wide: pd.DataFrame, comparison: Comparison) -> _Pairs | None:
+    if not set(comparison.paired) <= set(wide.columns):
+        return None
+    sub = wide[list(comparison.paired)].dropna()
+    if sub.empty:
+        return None
+    index = sub.index.to_frame(index=False)
+    grouped = index.groupby(list(KEYS), observed=True, sort=False).ngroup()
+    code = np.asarray(grouped, dtype=np.int64)
+    first = np.unique(code, return_index=True)[1]
+    keys = index.iloc[first][list(KEYS)].reset_index(drop=True)
+    diff = (sub[comparison.stage] - sub[comparison.reference]).to_numpy(np.float64, copy=True)
+    diff[np.abs(diff) <= TIE] = 0.0
+    n = np.bincount(code).astype(np.float64)
+    means = {s: np.bincount(code, sub[s].to_numpy(np.float64)) / n for s in comparison.paired}
+    return _Pairs(comparison, keys, code, _query_order(index["query_id"]), diff, means)
+
+
+def _moments(
+    code: _Ints, diff: npt.NDArray[np.float64], rows: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """n, mean and sample std (ddof=1; NaN for n < 2) of ``diff`` per row, two-pass."""
+    n = np.bincount(code, minlength=rows).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.bincount(code, diff, minlength=rows) / n
+        squares = np.bincount(code, (diff - mean[code]) ** 2, minlength=rows)
+        std = np.where(n >= 2, np.sqrt(squares / (n - 1.0)), np.nan)
+    return n, mean, std
+
+
+def _spread(code: _Ints, diff: npt.NDArray[np.float64], rows: int) -> npt.NDArray[np.float64]:
+    order = np.argsort(code, kind="stable")
+    starts = np.searchsorted(code[order], np.arange(rows))
+    high = np.maximum.reduceat(diff[order], starts)
+    low = np.minimum.reduceat(diff[order], starts)
+    return np.asarray(high - low, dtype=np.float64)
+
+
+def _fixed_rows(
+    keys: pd.DataFrame, comparison: Comparison, fixed: pd.DataFrame | None
+) -> npt.NDArray[np.bool_]:
+    """Rows where any paired stage's cell is fixed (cannot change)."""
+    if fixed is None or fixed.empty:
+        return np.zeros(len(keys), dtype=bool)
+    cells = fixed[fixed["stage"].astype(str).isin(comparison.paired)]
+    cells = _plain(cells[list(KEYS)]).drop_duplicates()
+    cells["_fixed"] = True
+    marked = _plain(keys).merge(cells, on=list(KEYS), how="left")["_fixed"]
+    return marked.fillna(False).to_numpy(dtype=bool)
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Keys as plain strings and ints, so frames read differently still merge."""
+    out = frame.copy()
+    for column in out.columns:
+        out[column] = out[column].astype("int64" if column == "round" else str)
+    return out
+
+
+def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], int]:
+    """Per query: whether every tested (not fixed) config of its family keeps it; and the
+    largest family's size."""
+    family = pairs.keys.groupby(list(KEYS[1:]), observed=True, sort=False).ngroup().to_numpy()
+    size = np.bincount(family[~fixed], minlength=int(family.max()) + 1)
+    tested = ~fixed[pairs.code]
+    of_query = family[pairs.code]
+    combined = of_query.astype(np.int64) * (int(pairs.query.max()) + 1) + pairs.query
+    counts = pd.Series(combined[tested]).value_counts()
+    have = counts.reindex(combined).fillna(0).to_numpy(np.int64)
+    return tested & (have == size[of_query]), int(size.max(initial=0))
+
+
+def compare(
+    per_query: pd.DataFrame,
+    comparisons: Sequence[Comparison],
+    *,
+    seed: int = 0,
+    trials: int = MIN_TRIALS,
+    fixed: pd.DataFrame | None = None,
+    confidence: float = 0.95,
+) -> Comparisons:
+    """Every comparison for every (config, user, round, mode, measure) of ``per_query``.
+
+    One row per comparison row: the :data:`KEYS`, ``stage``, ``reference``; over the row's
+    own queries ``n``, ``mean_<stage>`` for each paired stage, ``diff`` (mean stage −
+    reference) with ``diff_std`` and its t interval ``diff_ci_low/high`` (NaN for n = 1),
+    ``improved``/``degraded``/``unchanged`` (beyond :data:`TIE`), ``p_t``, ``p_rand``;
+    ``fixed``; over the family's common queries ``n_common``, ``diff_common``,
+    ``diff_std_common``, ``p_rand_common`` and ``p_holm``.
+
+    ``trials``: at least this many randomization trials, and at least 100 per member of the
+    largest family (:func:`trials_for`). ``fixed``: cells that cannot change (the
+    :data:`KEYS` and ``stage`` of each), left out of tests and families.
+    """
+    stages = list(dict.fromkeys(s for c in comparisons for s in c.paired))
+    wide = _wide(per_query, stages)
+    found = [p for c in comparisons if (p := _pairs(wide, c)) is not None]
+    del wide
+    blocks: list[pd.DataFrame] = []
+    tests: list[tuple[_Ints, npt.NDArray[np.float64], _Ints, npt.NDArray[np.bool_]]] = []
+    largest = 0
+    offset = 0
+    for pairs in found:
+        rows = len(pairs.keys)
+        fixed_rows = _fixed_rows(pairs.keys, pairs.comparison, fixed)
+        n, mean, std = _moments(pairs.code, pairs.diff, rows)
+        keep, family_size = _common(pairs, fixed_rows)
+        largest = max(largest, family_size)
+        n_c, mean_c, std_c = _moments(pairs.code[keep], pairs.diff[keep], rows)
+        low, high = t_intervals(n, mean, std, confidence)
+        up = np.bincount(pairs.code, pairs.diff > TIE, minlength=rows).astype(np.int64)
+        down = np.bincount(pairs.code, pairs.diff < -TIE, minlength=rows).astype(np.int64)
+        block = pairs.keys.copy()
+        block["stage"] = pairs.comparison.stage
+        block["reference"] = pairs.comparison.reference
+        block["n"] = n.astype(np.int64)
+        for stage, values in pairs.means.items():
+            block[f"mean_{stage}"] = values
+        block["diff"] = mean
+        block["diff_std"] = std
+        block["diff_ci_low"] = low
+        block["diff_ci_high"] = high
+        block["improved"] = up
+        block["degraded"] = down
+        block["unchanged"] = block["n"] - up - down
+        p_t = t_test_p_values(n, mean, std, _spread(pairs.code, pairs.diff, rows))
+        block["p_t"] = np.where(fixed_rows, np.nan, p_t)
+        block["fixed"] = fixed_rows
+        block["n_common"] = n_c.astype(np.int64)
+        block["diff_common"] = np.where(n_c > 0, mean_c, np.nan)
+        block["diff_std_common"] = std_c
+        blocks.append(block)
+        # Own queries for every tested row; common ones only where they are fewer.
+        own = ~fixed_rows[pairs.code]
+        fewer = keep & (n_c < n)[pairs.code]
+        for mask, kind in ((own, True), (fewer, False)):
+            flags = np.full(int(mask.sum()), kind)
+            tests.append((pairs.code[mask] + offset, pairs.diff[mask], pairs.query[mask], flags))
+        offset += rows
+    if not blocks:
+        return Comparisons(pd.DataFrame(columns=[*KEYS, "stage", "reference"]), trials, seed, 0)
+    table = pd.concat(blocks, ignore_index=True)
+    total = trials_for(largest, floor=trials)
+    p_own, p_common = _randomization(table, tests, total, seed)
+    table["p_rand"] = p_own
+    table["p_rand_common"] = np.where(
+        table["n_common"] == table["n"], p_own, np.where(table["n_common"] > 0, p_common, np.nan)
+    )
+    # A cell that cannot change has a difference of 0 by construction, which is no evidence:
+    # it gets no difference and no test rather than a gain of 0.
+    untested = ["diff", "diff_std", "diff_ci_low", "diff_ci_high", "diff_common"]
+    table.loc[table["fixed"], [*untested, "diff_std_common", "p_rand", "p_rand_common"]] = np.nan
+    table["p_holm"] = _holm(table, "p_rand_common")
+    return Comparisons(table, total, seed, largest)
+
+
+def _randomization(
+    table: pd.DataFrame,
+    tests: Sequence[tuple[_Ints, npt.NDArray[np.float64], _Ints, npt.NDArray[np.bool_]]],
+    trials: int,
+    seed: int,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """p of every sign-flip test: own-query tests (flag True) and common-query ones, in
+    (policy, n) batches of one sign matrix and one product each."""
+    rows = len(table)
+    row = np.concatenate([t[0] for t in tests])
+    diff = np.concatenate([t[1] for t in tests])
+    query = np.concatenate([t[2] for t in tests])
+    own = np.concatenate([t[3] for t in tests])
+    test = row + np.where(own, 0, rows)  # one id per test: own first, then common
+    size = np.bincount(test, minlength=2 * rows)
+    policy_codes, policies = pd.factorize(table["policy"].astype(str))
+    policy = np.concatenate([policy_codes, policy_codes])
+    order = np.lexsort((query, test, size[test], policy[test]))
+    test, diff = test[order], diff[order]
+    p = np.full(2 * rows, np.nan)
+    if not len(test):
+        return p[:rows], p[rows:]
+    sizes, users = size[test], policy[test]
+    starts = np.flatnonzero(np.r_[True, (sizes[1:] != sizes[:-1]) | (users[1:] != users[:-1])])
+    ends = np.r_[starts[1:], len(test)]
+    for start, end in zip(starts, ends, strict=True):
+        n = int(size[test[start]])
+        ids = test[start:end:n]
+        matrix = diff[start:end].reshape(len(ids), n).T
+        name = str(policies[policy[test[start]]])
+        p[ids] = sign_flip_p_values(matrix, trials=trials, seed=randomization_seed(seed, name, n))
+    return p[:rows], p[rows:]
+
+
+def _holm(table: pd.DataFrame, column: str) -> pd.Series:
+    adjusted = pd.Series(np.nan, index=table.index, dtype="float64")
+    tested = table[table[column].notna()]
+    for _, group in tested.groupby(list(FAMILY), observed=True, sort=False)[column]:
+        adjusted.loc[group.index] = np.asarray(holm(group.tolist()), dtype=np.float64)
+    return adjusted
+
+
+def common_queries(
+    frame: pd.DataFrame, within: Sequence[str], across: Sequence[str]
+) -> pd.DataFrame:
+    """The rows of ``frame`` whose ``query_id`` is scored for every combination of the
+    ``across`` columns present in its ``within`` group (e.g. within (policy, round,
+    measure), across (config_id, stage)): what a comparison across them may use."""
+    if frame.empty:
+        return frame
+    group = frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy()
+    combo = frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy()
+    query = pd.factorize(frame["query_id"])[0]
+    marks = pd.DataFrame({"g": group, "c": combo, "q": query}).drop_duplicates()
+    combos = marks.groupby("g")["c"].nunique()
+    have = marks.groupby(["g", "q"]).size()
+    full = have[have.to_numpy() == combos.reindex(have.index.get_level_values("g")).to_numpy()]
+    keep = pd.MultiIndex.from_arrays([group, query]).isin(full.index)
+    return frame[keep]

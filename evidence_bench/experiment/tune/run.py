@@ -1,0 +1,405 @@
+"""``run +experiment=rocchio_tune``: cross-validated tuning, written as a run directory.
+
+Besides the tuning files (``tuning.csv``: every trial; ``folds.csv``: each fold's choice and
+its held-out scores; ``heldout.csv``: each query's held-out values), the run holds two
+configurations in the usual files, so the usual report applies to them: ``c00``, the
+default weights, and ``c01``, the tuned system, each query scored with the weights chosen
+without it (its fold's). Both are replayed in full (every mode and measure) on every query.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from evidence_bench.errors import DataError, EvidenceBenchError
+from evidence_bench.experiment.components import EngineConfig
+from evidence_bench.experiment.queryset import QuerySet, load_query_set, resolve_path
+from evidence_bench.experiment.run import (
+    RunOutcome,
+    _excluded,
+    _git_commit,
+    _git_dirty,
+    _no_judged_hits,
+    _package_version,
+)
+from evidence_bench.experiment.rundir import (
+    FEEDBACK_COLUMNS,
+    PER_QUERY_COLUMNS,
+    RunDirectory,
+    new_run_id,
+    summarize_scores,
+    write_csv,
+    write_json,
+    write_jsonl,
+    write_rows,
+)
+from evidence_bench.experiment.runner import QueryOutput, plan_users
+from evidence_bench.experiment.tune.evaluate import EpisodeScorer
+from evidence_bench.experiment.tune.folds import FOLD_SEED
+from evidence_bench.experiment.tune.plan import TunePlan, check_folds, plan_tuning
+from evidence_bench.experiment.tune.search import (
+    SAMPLER_SEED,
+    CrossValidation,
+    Trial,
+    cross_validate,
+    sampler_seed,
+)
+from evidence_bench.fixtures.cassettes import file_sha256
+from evidence_bench.fixtures.manifest import find_manifest
+from evidence_bench.seeding import derivation
+from evidence_bench.simulation.labels import label_summary
+
+__all__ = ["FOLD_COLUMNS", "HELDOUT_COLUMNS", "perform_tune"]
+
+DEFAULT_ID, TUNED_ID = "c00", "c01"
+HELDOUT_COLUMNS = ["fold", "query_id", "default_control", "default", "tuned_control", "tuned"]
+FOLD_COLUMNS = [
+    "fold", "train_queries", "heldout_queries", "trial", "{params}", "train_score",
+    "heldout_n", "heldout_score", "default_heldout_score", "heldout_gain",
+]  # fmt: skip
+#: Held-out values of one query scored twice (search, then the full replay) may differ by
+#: no more than float noise.
+_SAME = 1e-12
+
+
+def perform_tune(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    *,
+    run_dir: Path | None = None,
+    overrides: Sequence[str] | None = None,
+) -> RunOutcome:
+    """Tune ``experiment.tune.space`` by k-fold cross-validation and write the run.
+
+    The run's directory is reserved before anything is computed, as ``perform_run`` does.
+    """
+    started = time.perf_counter()
+    plan = plan_tuning(cfg, overrides)
+    if run_dir is not None:
+        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
+    else:
+        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+        target = RunDirectory(root / plan.run.experiment, new_run_id(config_yaml))
+    target.reserve()
+    try:
+        return _tune(cfg, config_yaml, plan, target, overrides, started)
+    finally:
+        target.release()  # a run that failed leaves nothing; a finished one is kept
+
+
+def _tune(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    plan: TunePlan,
+    target: RunDirectory,
+    overrides: Sequence[str] | None,
+    started: float,
+) -> RunOutcome:
+    query_set = load_query_set(plan.run.query_set, limit=plan.run.query_limit)
+    query_ids = list(query_set.queries)
+    check_folds(plan, len(query_ids))
+    workers = int(cfg.get("workers", 0)) or os.cpu_count() or 1
+    progress: Callable[[Trial], None] | None = None
+    bar = None
+    if cfg.get("progress", True):
+        tqdm.monitor_interval = 0  # no monitor thread: shard processes are forked
+        bar = tqdm(total=plan.folds * plan.trials, desc=plan.run.experiment, unit="trial")
+
+        def progress(_trial: Trial) -> None:
+            assert bar is not None
+            bar.update()
+
+    try:
+        with EpisodeScorer(plan.run, plan.objective, query_ids, workers=workers) as scorer:
+            search_started = time.perf_counter()
+            cv = cross_validate(
+                query_ids,
+                lambda params, ids: scorer.gains(plan.engine(params, TUNED_ID), ids),
+                plan.space,
+                plan.default_params(),
+                folds=plan.folds,
+                trials=plan.trials,
+                startup_trials=plan.startup_trials,
+                seed=plan.run.seed,
+                on_trial=progress,
+            )
+            search_s = time.perf_counter() - search_started
+            search_episodes = scorer.episodes
+            fold_of = {q: f.fold for f in cv.folds for q in f.heldout}
+            tuned = {f.fold: plan.engine(f.chosen.params, TUNED_ID) for f in cv.folds}
+            default = plan.engine(plan.default_params(), DEFAULT_ID)
+            outputs = scorer.outputs({q: (default, tuned[fold_of[q]]) for q in query_ids})
+            episodes, requests = scorer.episodes, scorer.requests
+    finally:
+        if bar is not None:
+            bar.close()
+
+    replayed = sum(out.replayed_initial for out in outputs)
+    if replayed and not sum(out.judged_hits for out in outputs):
+        documents = {k: e for out in outputs for k, e in out.documents.items()}
+        raise DataError(_no_judged_hits(query_set, documents, replayed))
+    heldout = _heldout_rows(plan, outputs, fold_of)
+    _check_heldout(cv, heldout)
+    per_query = pd.DataFrame(
+        [row for out in outputs for row in out.scores], columns=PER_QUERY_COLUMNS
+    )
+    manifest = _manifest(
+        plan, cfg, overrides, query_set, outputs, per_query, episodes, requests, len(query_ids)
+    )
+    manifest["tuning"].update(
+        search_wall_time_s=round(search_s, 3),
+        search_episodes=search_episodes,
+        distinct_points=len({tuple(t.params.items()) for t in cv.trials}),
+    )
+
+    feedback = pd.DataFrame(
+        [row for out in outputs for row in out.feedback], columns=FEEDBACK_COLUMNS
+    )
+    summary = summarize_scores(per_query, feedback, query_set.qrels)
+    with target as tmp:
+        (tmp / "config.yaml").write_text(config_yaml)
+        write_csv(tmp / "per_query.csv", per_query)
+        write_csv(tmp / "summary.csv", summary)
+        _write_configs(tmp, plan, default)
+        _write_episodes(tmp, outputs, query_set)
+        _write_tuning(tmp, plan, cv, heldout)
+        manifest["run_id"] = target.final.name
+        manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+        manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
+        write_json(tmp / "manifest.json", manifest)
+        terminal = ""
+        if cfg.get("report", True):
+            from evidence_bench.report import analyze, load_run, render_report, summary_table
+            from evidence_bench.report.tuning import tuning_table
+
+            analysis = analyze(load_run(tmp))
+            render_report(analysis)
+            terminal = summary_table(analysis) + tuning_table(tmp)
+    return RunOutcome(target.final, summary, manifest, terminal)
+
+
+def _heldout_rows(
+    plan: TunePlan, outputs: Sequence[QueryOutput], fold_of: Mapping[str, int]
+) -> list[list[Any]]:
+    objective = plan.objective
+    rows = []
+    for out in outputs:
+        cells = objective.values(out.scores)
+        mine: list[Any] = [fold_of[out.query_id], out.query_id]
+        for config_id in (DEFAULT_ID, TUNED_ID):
+            cell = cells.get(config_id, {})
+            mine += [cell.get(objective.control, math.nan), cell.get(objective.stage, math.nan)]
+        rows.append(mine)
+    return rows
+
+
+def _check_heldout(cv: CrossValidation, rows: Sequence[Sequence[Any]]) -> None:
+    """The search's held-out values and the full replay's must agree: one number, two paths."""
+    by_query = {str(r[1]): r for r in rows}
+    for fold in cv.folds:
+        for name, gains, value, control in (
+            ("tuned", fold.tuned, 5, 4),
+            ("default", fold.default, 3, 2),
+        ):
+            for query_id in fold.heldout:
+                row = by_query[query_id]
+                replayed = float(row[value]) - float(row[control])
+                searched = gains.get(query_id, math.nan)
+                both_missing = math.isnan(replayed) and math.isnan(searched)
+                if not both_missing and not abs(replayed - searched) <= _SAME:
+                    raise EvidenceBenchError(
+                        f"query {query_id!r}: the {name} held-out gain differs between the "
+                        f"search ({searched!r}) and the full replay ({replayed!r})"
+                    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _write_tuning(
+    tmp: Path, plan: TunePlan, cv: CrossValidation, heldout: Sequence[Sequence[Any]]
+) -> None:
+    names = list(plan.space.names)
+    chosen = {(f.fold, f.chosen.number) for f in cv.folds}
+    write_rows(
+        tmp / "tuning.csv",
+        ["fold", "trial", *names, "train_score", "train_n", "chosen"],
+        (
+            [
+                t.fold,
+                t.number,
+                *(t.params[n] for n in names),
+                _float(t.score),
+                t.queries,
+                int((t.fold, t.number) in chosen),
+            ]
+            for t in cv.trials
+        ),
+    )
+    header = [c for column in FOLD_COLUMNS for c in (names if column == "{params}" else [column])]
+    fold_rows = []
+    for fold in cv.folds:
+        paired = [
+            (float(r[5]) - float(r[4]), float(r[3]) - float(r[2]))
+            for r in heldout
+            if r[0] == fold.fold and not any(math.isnan(float(r[i])) for i in (2, 3, 4, 5))
+        ]
+        tuned_mean = _mean([t for t, _d in paired])
+        default_mean = _mean([d for _t, d in paired])
+        fold_rows.append(
+            [fold.fold, len(fold.train), len(fold.heldout), fold.chosen.number]
+            + [fold.chosen.params[n] for n in names]
+            + [_float(fold.chosen.score), len(paired), _float(tuned_mean)]
+            + [_float(default_mean), _float(_mean([t - d for t, d in paired]))]
+        )
+    write_rows(tmp / "folds.csv", header, fold_rows)
+    write_rows(
+        tmp / "heldout.csv",
+        HELDOUT_COLUMNS,
+        ([r[0], r[1], *(_float(v) for v in r[2:])] for r in heldout),
+    )
+
+
+def _float(value: float) -> str:
+    """As ``write_csv`` writes floats (10 significant digits); empty for NaN."""
+    return "" if math.isnan(value) else f"{value:.10g}"
+
+
+def _write_configs(tmp: Path, plan: TunePlan, default: EngineConfig) -> None:
+    params = default.params()
+    tuned = {**params, **dict.fromkeys(plan.space.names, "")}  # per fold: folds.csv
+    searched = ", ".join(plan.space.names)
+    labels = {
+        DEFAULT_ID: f"{default.label} (default)",
+        TUNED_ID: f"{default.ranker} tuned by {plan.folds}-fold CV ({searched})",
+    }
+    write_rows(
+        tmp / "configs.csv",
+        ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
+        (
+            [config_id, labels[config_id], default.ranker, default.refiner, default.role, ""]
+            + [values[k] for k in params]
+            for config_id, values in ((DEFAULT_ID, params), (TUNED_ID, tuned))
+        ),
+    )
+
+
+def _write_episodes(tmp: Path, outputs: Sequence[QueryOutput], query_set: QuerySet) -> None:
+    doc_id = query_set.collection.doc_id_for
+    write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, (r for out in outputs for r in out.feedback))
+    write_jsonl(tmp / "episodes.jsonl", (e for out in outputs for e in out.episodes))
+    documents: dict[str, Any] = {}
+    for out in outputs:
+        for key, evidence in out.documents.items():
+            documents.setdefault(key, evidence)
+    write_jsonl(
+        tmp / "documents.jsonl",
+        (
+            {"doc_id": doc_id(k) or k, "url": e.url, "title": e.title, "snippet": e.snippet}
+            for k, e in documents.items()
+        ),
+    )
+    write_rows(
+        tmp / "qrels.csv",
+        ["query_id", "doc_id", "relevance"],
+        (
+            (qid, doc_id(key) or key, grade)
+            for qid in query_set.queries
+            for key, grade in query_set.qrels[qid].items()
+        ),
+    )
+    write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
+
+
+def _manifest(
+    plan: TunePlan,
+    cfg: Mapping[str, Any],
+    overrides: Sequence[str] | None,
+    query_set: QuerySet,
+    outputs: Sequence[QueryOutput],
+    per_query: pd.DataFrame,
+    episodes: int,
+    requests: Counter[str],
+    queries: int,
+) -> dict[str, Any]:
+    manifest_file = find_manifest(query_set.cassettes)
+    users = plan_users(plan.run)
+    objective = plan.objective
+    return {
+        "package_version": _package_version(),
+        "git_commit": _git_commit(),
+        "git_dirty": _git_dirty(),
+        "overrides": list(overrides) if overrides is not None else None,
+        "experiment": plan.run.experiment,
+        "query_set": query_set.name,
+        "cassettes": str(query_set.cassettes),
+        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
+        "collection_checksum": query_set.collection.checksum,
+        "seeds": {
+            "seed": plan.run.seed,
+            "users": {
+                name: int(own)
+                for name, user in users
+                if (own := getattr(user, "seed", None)) is not None
+            },
+            "user_draws": derivation("user seed", "query_id", "round", "url"),
+            "shuffled": derivation("seed", "policy", "query_id", "round"),
+            "folds": FOLD_SEED,
+            "sampler": SAMPLER_SEED,
+            "sampler_seed": sampler_seed(plan.run.seed),
+        },
+        "queries": queries,
+        "queries_truncated": query_set.truncated,
+        "queries_without_relevant": query_set.unjudged,
+        "episodes": episodes,
+        "replay": {
+            "replayed": requests["replayed"],
+            "simulated": requests["simulated"],
+            "skipped": requests["skipped"],
+            "skipped_expand_stages": sum(out.skipped_expands for out in outputs),
+            "on_miss": plan.run.on_miss.value,
+        },
+        "excluded": _excluded(per_query, queries),
+        "no_usable_feedback": sum(out.no_usable_feedback for out in outputs),
+        "labels": label_summary(
+            ((r[0], r[1], r[3], r[5]) for out in outputs for r in out.feedback), users
+        ),
+        "sweep": {"params": []},
+        "configs": {"asked": 2, "distinct": 2, "aliases": {}},
+        "tuning": {
+            "folds": plan.folds,
+            "trials": plan.trials,
+            "startup_trials": plan.startup_trials,
+            "sampler": "optuna.samplers.TPESampler",
+            "optuna_version": _optuna_version(),
+            "space": {name: [low, high] for name, low, high in plan.space.bounds},
+            "step": plan.space.step,
+            "default": plan.default_params(),
+            "policy": plan.policy,
+            "objective": {
+                "stage": objective.stage,
+                "control": objective.control,
+                "round": objective.round,
+                "eval_mode": objective.mode,
+                "measure": objective.measure,
+            },
+            "workers": int(cfg.get("workers", 0)),
+        },
+    }
+
+
+def _optuna_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("optuna")

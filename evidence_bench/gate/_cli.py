@@ -1,0 +1,147 @@
+"""``python -m evidence_bench check RUN_DIR --baseline FILE [--update]``.
+
+Exit codes, and nothing else: 0 when no gated cell failed, 1 on any FAIL, 2 when the run
+or the baseline cannot be compared (malformed, NaN, not covering the run), or on a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from evidence_bench.errors import EvidenceBenchError, RegressionError
+from evidence_bench.gate._baseline import (
+    FEEDBACK_STAGES,
+    Baseline,
+    default_spec,
+    load_baseline,
+    parse_spec,
+    write_baseline,
+)
+from evidence_bench.gate._compare import compare, format_moved, format_table, summary_line
+from evidence_bench.gate._run import RunFacts, read_run
+
+__all__ = ["main", "warnings_for"]
+
+
+def warnings_for(run: RunFacts, baseline: Baseline) -> list[str]:
+    """Provenance that differs between the baseline and the run: numbers may move for it."""
+    notes = []
+    for field in ("cassette_manifest_sha256", "package_version", "experiment"):
+        if baseline.provenance.get(field) != run.manifest.get(field):
+            notes.append(
+                f"warning: {field} differs (baseline {baseline.provenance.get(field)!r}, "
+                f"run {run.manifest.get(field)!r})"
+            )
+    configs = baseline.provenance.get("configs")
+    for config_id, label in (configs if isinstance(configs, dict) else {}).items():
+        if run.labels.get(config_id) not in (None, label):
+            notes.append(
+                f"warning: config {config_id} was {label!r} in the baseline, "
+                f"is {run.labels[config_id]!r} in the run"
+            )
+    if run.primary_measure not in baseline.gate.measures:
+        notes.append(
+            f"warning: the run's eval.primary_measure is {run.primary_measure}, the baseline "
+            f"gates {', '.join(baseline.gate.measures)} (--update --measures to change it)"
+        )
+    return notes
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m evidence_bench check",
+        description=(
+            "Compare a run's summary with a baseline. Exit 0: no gated cell failed; "
+            "1: a gated cell FAILed; 2: the run or baseline cannot be compared."
+        ),
+    )
+    parser.add_argument("run_dir", type=Path, help="a run directory (or its 'latest' link)")
+    parser.add_argument("--baseline", type=Path, required=True, help="baseline YAML file")
+    parser.add_argument(
+        "--update", action="store_true", help="write the baseline from this run instead"
+    )
+    gate = parser.add_argument_group(
+        "what can FAIL (with --update; recorded in the baseline's gate header)"
+    )
+    gate.add_argument(
+        "--stages",
+        type=_names,
+        help=f"feedback stages to gate, comma-separated (default: {','.join(FEEDBACK_STAGES)})",
+    )
+    gate.add_argument(
+        "--measures",
+        type=_names,
+        help="measures to gate, comma-separated (default: the run's eval.primary_measure)",
+    )
+    gate.add_argument(
+        "--modes",
+        type=_names,
+        help="eval modes to gate, comma-separated (default: every mode the run has)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.update and (args.stages, args.measures, args.modes) != (None, None, None):
+        parser.error("--stages, --measures and --modes go with --update (the baseline says)")
+    try:
+        return _update(args) if args.update else _check(args)
+    except EvidenceBenchError as exc:
+        print(f"evidence_bench check: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug, not bad input; still not 1, which means FAIL only
+        traceback.print_exc()
+        print(f"evidence_bench check: internal error ({exc!r}); please report it", file=sys.stderr)
+        return 2
+
+
+def _update(args: argparse.Namespace) -> int:
+    run = read_run(args.run_dir)
+    spec = default_spec(run)
+    spec = parse_spec(
+        spec.stages if args.stages is None else args.stages,
+        spec.measures if args.measures is None else args.measures,
+        spec.modes if args.modes is None else args.modes,
+        where="--update",
+    )
+    baseline = write_baseline(run, args.baseline, spec)
+    gated = sum(entry.queries is not None for entry in baseline.entries)
+    print(
+        f"wrote {len(baseline.entries)} checks ({gated} gated: {', '.join(spec.stages)} × "
+        f"{', '.join(spec.measures)} × {', '.join(spec.modes)}) to {args.baseline} "
+        f"from {args.run_dir.resolve()}"
+    )
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    baseline = load_baseline(args.baseline)
+    run = read_run(args.run_dir)
+    checks = compare(run, baseline)
+    for note in warnings_for(run, baseline):
+        print(note, file=sys.stderr)
+    for block in (format_table(checks), format_moved(checks)):
+        if block:
+            print(block)
+    print(summary_line(checks, unbaselined=len(run.cells) - len(checks)))
+    failed = sum(c.status == "FAIL" for c in checks)
+    improved = sum(c.status == "IMPROVED" for c in checks)
+    if improved and not failed:
+        print(f"quality improved: update the baseline on purpose with --update {args.baseline}")
+    if failed:
+        print(
+            str(RegressionError(f"{failed} gated checks worse than {args.baseline}")),
+            file=sys.stderr,
+        )
+        return 1
+    return 0

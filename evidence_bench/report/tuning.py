@@ -1,0 +1,193 @@
+"""The tuning section of a report: each fold's choice and the held-out gain over the default.
+
+Read from a tuning run's own files (``folds.csv``, ``tuning.csv``, ``heldout.csv``, the
+manifest's ``tuning``), so re-rendering needs nothing else. The pooled comparison is the
+tuned system against the default weights, query by query, every query scored in the fold
+that held it out: the paired difference of the objective (feedback's gain over its
+no-feedback control), with a Student's t 95% interval, a paired t-test and a sign-flip
+randomization test (:mod:`evidence_bench.evaluation.statistics`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evidence_bench.errors import DataError
+from evidence_bench.evaluation.statistics import (
+    improved_degraded,
+    paired_t_test,
+    randomization_test,
+    summarize,
+)
+
+__all__ = ["Tuning", "load_tuning", "tuning_table", "tuning_view"]
+
+_FOLD_SCORES = [
+    "train_score", "heldout_n", "heldout_score", "default_heldout_score", "heldout_gain",
+]  # fmt: skip
+_HELDOUT = ["fold", "query_id", "default_control", "default", "tuned_control", "tuned"]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """A tuning run's files."""
+
+    settings: Mapping[str, Any]
+    seed: int
+    trials: pd.DataFrame
+    folds: pd.DataFrame
+    heldout: pd.DataFrame
+
+
+def _csv(path: Path, required: list[str]) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path, dtype={"query_id": str})
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise DataError(f"{path}: cannot be read as CSV: {exc}") from exc
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
+    return frame
+
+
+def load_tuning(run_dir: Path, manifest: Mapping[str, Any]) -> Tuning | None:
+    """The tuning files of ``run_dir``, or None where it is not a tuning run."""
+    run_dir = Path(run_dir)
+    settings = manifest.get("tuning")
+    if not isinstance(settings, Mapping) or not (run_dir / "folds.csv").is_file():
+        return None
+    names = [str(n) for n in settings.get("space", {})]
+    seeds = manifest.get("seeds")
+    seed = seeds.get("seed", 0) if isinstance(seeds, Mapping) else 0
+    return Tuning(
+        settings=settings,
+        seed=int(seed),
+        trials=_csv(run_dir / "tuning.csv", ["fold", "trial", *names, "train_score", "chosen"]),
+        folds=_csv(run_dir / "folds.csv", ["fold", "trial", *names, *_FOLD_SCORES]),
+        heldout=_csv(run_dir / "heldout.csv", _HELDOUT),
+    )
+
+
+def _number(value: Any) -> float | None:
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def _at_bound(fold: Mapping[Any, Any], settings: Mapping[str, Any]) -> list[str]:
+    """The parameters a fold chose at an end of their interval, or one grid step (2% of the
+    width when continuous) from it: unless that end is a hard limit (gamma >= 0), the best
+    may lie beyond."""
+    step = float(settings.get("step") or 0.0)
+    edge = []
+    for name, (low, high) in settings.get("space", {}).items():
+        near = max(step, 0.02 * (high - low)) + 1e-9
+        if min(abs(float(fold[name]) - low), abs(float(fold[name]) - high)) <= near:
+            edge.append(str(name))
+    return edge
+
+
+def tuning_view(tuning: Tuning, *, trials: int = 5000) -> dict[str, Any]:
+    """The numbers the report shows: per fold, pooled over folds, and every trial."""
+    settings = tuning.settings
+    names = [str(n) for n in settings.get("space", {})]
+    paired = tuning.heldout.dropna(subset=_HELDOUT[2:])
+    default = (paired["default"] - paired["default_control"]).to_numpy().tolist()
+    tuned = (paired["tuned"] - paired["tuned_control"]).to_numpy().tolist()
+    difference = summarize([t - d for t, d in zip(tuned, default, strict=True)])
+    up, down, same = improved_degraded(default, tuned)
+    tuned_summary, default_summary = summarize(tuned), summarize(default)
+    folds = tuning.folds.to_dict("records")
+    optimism = [
+        float(f["train_score"]) - float(f["heldout_score"])
+        for f in folds
+        if not math.isnan(float(f["heldout_score"]))
+    ]
+    return {
+        "names": names,
+        "settings": settings,
+        "objective": settings.get("objective", {}),
+        "folds": [
+            {
+                **{k: _number(v) if k not in ("fold", "trial") else int(v) for k, v in f.items()},
+                "params": {n: float(f[n]) for n in names},
+                "at_bound": _at_bound(f, settings),
+                "optimism": float(f["train_score"]) - float(f["heldout_score"]),
+            }
+            for f in folds
+        ],
+        "pooled": {
+            "n": difference.n,
+            "gain": difference.mean,
+            "ci_low": difference.ci_low,
+            "ci_high": difference.ci_high,
+            "tuned": tuned_summary.mean,
+            "tuned_ci_low": tuned_summary.ci_low,
+            "tuned_ci_high": tuned_summary.ci_high,
+            "default": default_summary.mean,
+            "default_ci_low": default_summary.ci_low,
+            "default_ci_high": default_summary.ci_high,
+            "improved": up,
+            "degraded": down,
+            "unchanged": same,
+            "p_t": paired_t_test(default, tuned),
+            "p_randomization": randomization_test(default, tuned, trials=trials, seed=tuning.seed),
+            "randomization_trials": trials,
+            "optimism": math.fsum(optimism) / len(optimism) if optimism else math.nan,
+        },
+        "trials": tuning.trials.to_dict("records"),
+        "default_params": settings.get("default", {}),
+    }
+
+
+def _fmt(value: Any, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{float(value):+.3f}" if signed else f"{float(value):.3f}"
+
+
+def tuning_table(run_dir: Path) -> str:
+    """Plain text for the terminal: each fold's choice, then the pooled held-out gain."""
+    import json
+
+    manifest = json.loads((Path(run_dir) / "manifest.json").read_text("utf-8"))
+    tuning = load_tuning(run_dir, manifest)
+    if tuning is None:
+        return ""
+    view = tuning_view(tuning, trials=1000)
+    names = view["names"]
+    objective = view["objective"]
+    lines = [
+        "",
+        f"Tuning: {len(view['folds'])}-fold cross-validation, "
+        f"{view['settings'].get('trials')} TPE trials per fold; objective "
+        f"{objective.get('measure')} {objective.get('stage')} − {objective.get('control')}, "
+        f"round {objective.get('round')}, {objective.get('eval_mode')}",
+        "fold  " + "  ".join(f"{n:>6}" for n in names) + "   train  held-out  default  gain",
+    ]
+    for f in view["folds"]:
+        lines.append(
+            f"{f['fold']:>4}  "
+            + "  ".join(f"{f['params'][n]:>6.3g}" for n in names)
+            + f"  {_fmt(f['train_score']):>6}  {_fmt(f['heldout_score']):>8}"
+            + f"  {_fmt(f['default_heldout_score']):>7}  {_fmt(f['heldout_gain'], True)}"
+        )
+    edge = sorted({n for f in view["folds"] for n in f["at_bound"]})
+    if edge:
+        lines.append(
+            f"chosen at or next to an end of its interval: {', '.join(edge)} "
+            "(unless that end is a hard limit, widen experiment.tune.space)"
+        )
+    p = view["pooled"]
+    lines.append(
+        f"held-out gain over the default, pooled over {p['n']} queries: "
+        f"{_fmt(p['gain'], True)} [{_fmt(p['ci_low'], True)}, {_fmt(p['ci_high'], True)}], "
+        f"paired t p = {p['p_t']:.3g}; mean train − held-out (optimism) "
+        f"{_fmt(p['optimism'], True)}"
+    )
+    return "\n".join(lines) + "\n"
