@@ -1,4 +1,4 @@
-"""``python -m evidence_bench COMMAND``: run, record, serve, report, check.
+"""``python -m evidence_bench COMMAND``: run, record, serve, report, gather, check.
 
 ``run`` and ``record`` take Hydra overrides (``+experiment=NAME``, ``ranker.beta=0.5``,
 ``--multirun``); ``__main__`` only wires configs to the plain functions that do the work.
@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ commands:
   record +experiment=NAME [overrides]  record the cassettes an experiment needs
   serve collection=NAME [port=8765]    a Brave-compatible simulator on 127.0.0.1
   report RUN_DIR                       re-render RUN_DIR/report.html (or a multirun dir)
+  gather SHARD_DIR...                  gather a run's shards (shards=N shard=i) into that run
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
 
 experiments: smoke, ci, rocchio_sweep, rocchio_tune, policy_compare, ranker_compare
@@ -112,29 +114,25 @@ def _run(cfg: Any) -> None:
     from hydra.types import RunMode
 
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.run import perform_run
+    from evidence_bench.experiment.run import RunOutcome, perform_run
 
     plain, text = _resolved(cfg)
+    perform: Callable[..., RunOutcome] = perform_run
     if plain["experiment"].get("tune"):  # a tuning experiment (rocchio_tune)
         from evidence_bench.experiment.tune import perform_tune
 
-        perform_run = perform_tune
+        if int(plain.get("shards", 1)) > 1:
+            _fail("shards: a tuning experiment (experiment.tune) cannot be sharded")
+        perform = perform_tune
     hydra_cfg = HydraConfig.get()
     job_dir = None
     if hydra_cfg.mode == RunMode.MULTIRUN:
         job_dir = Path(hydra_cfg.runtime.output_dir) / "run"
     try:
-        outcome = perform_run(
-            plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task)
-        )
+        outcome = perform(plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task))
     except EvidenceBenchError as exc:
         _fail(str(exc))
-    if outcome.terminal:
-        print(outcome.terminal)
-    print(f"run: {outcome.path}")
-    report = outcome.path / "report.html"
-    if report.exists():
-        print(f"report: {report}")
+    print(outcome.announce(), end="")
 
 
 def _record(cfg: Any) -> None:
@@ -229,6 +227,19 @@ def _report(argv: list[str]) -> None:
     print(f"report: {path}")
 
 
+def _gather(argv: list[str]) -> None:
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.gather import gather_shards
+
+    if not argv or any(arg.startswith("-") for arg in argv):
+        _fail("usage: python -m evidence_bench gather SHARD_DIR... (or a multirun dir)", 2)
+    try:
+        outcome = gather_shards([Path(arg) for arg in argv])
+    except EvidenceBenchError as exc:
+        _fail(f"gather: {exc}")
+    print(outcome.announce(), end="")
+
+
 def _check(argv: list[str]) -> None:
     from evidence_bench.gate import main as gate_main
 
@@ -249,10 +260,13 @@ def main(argv: list[str] | None = None) -> None:
         _serve(rest)
     elif command == "report":
         _report(rest)
+    elif command == "gather":
+        _gather(rest)
     elif command == "check":
         _check(rest)
     else:
-        _fail(f"unknown command {command!r}; commands: run, record, serve, report, check", 2)
+        commands = "run, record, serve, report, gather, check"
+        _fail(f"unknown command {command!r}; commands: {commands}", 2)
 
 
 if __name__ == "__main__":

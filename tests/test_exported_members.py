@@ -29,7 +29,7 @@ def test_every_error_derives_from_the_one_base() -> None:
 
 def test_every_command_and_experiment_is_documented_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    for command in ("run", "record", "serve", "report", "check"):
+    for command in ("run", "record", "serve", "report", "gather", "check"):
         assert f"python -m evidence_bench {command}" in readme, command
     for experiment in (ROOT / "conf" / "experiment").glob("*.yaml"):
         assert f"`{experiment.stem}`" in readme, experiment.stem

@@ -25,7 +25,7 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def test_usage_lists_every_command() -> None:
     done = cli("--help")
     assert done.returncode == 0
-    for command in ("run", "record", "serve", "report", "check"):
+    for command in ("run", "record", "serve", "report", "gather", "check"):
         assert f"  {command} " in done.stdout
 
 

@@ -1,7 +1,9 @@
-"""Hydra callbacks: a ``--multirun`` ends in one report over all its jobs."""
+"""Hydra callbacks: a ``--multirun`` ends in one report over all its jobs, or, when its jobs
+are the shards of one run (``shards=N 'shard=range(N)'``), in that one run."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +13,19 @@ __all__ = ["GatherReport"]
 
 
 class GatherReport(Callback):
-    """After the last job of a multirun, gather every job's run into one ``report.html``."""
+    """After the last job of a multirun, gather every job's run into one ``report.html``;
+    shards are gathered into the run they split (experiment/gather.py)."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        sweep = Path(config.hydra.sweep.dir)
+        if int(config.get("shards", 1)) > 1:
+            _gather_shards(sweep, [str(o) for o in config.hydra.overrides.task])
+            return
         if not config.get("report", True):
             return
         from evidence_bench.errors import EvidenceBenchError
         from evidence_bench.report.render import render_report
 
-        sweep = Path(config.hydra.sweep.dir)
         if not any(sweep.glob("*/run/manifest.json")):
             return  # every job failed; each said why
         try:
@@ -28,3 +34,16 @@ class GatherReport(Callback):
             print(f"evidence_bench: report: {exc}")
             return
         print(f"report: {path}")
+
+
+def _gather_shards(sweep: Path, overrides: list[str]) -> None:
+    """The shards' run, or one line naming the shard at fault and exit status 1."""
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.gather import gather_shards
+
+    try:
+        outcome = gather_shards([sweep], overrides=overrides)
+    except EvidenceBenchError as exc:
+        print(f"evidence_bench: gather: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(outcome.announce(), end="")

@@ -238,6 +238,11 @@ class RunConf:
     seed: int = 0
     #: Worker processes (0: one per core).
     workers: int = 0
+    #: Split the run by query into this many shards (experiment/shards.py), each run on its
+    #: own (``shard=i``) and gathered into the one run they split.
+    shards: int = 1
+    #: Which shard this run replays: 0 .. shards - 1.
+    shard: int = 0
     #: Render report.html at the end of ``run``.
     report: bool = True
     #: Show a progress bar while episodes run.

@@ -49,6 +49,9 @@ class RunPlan:
     seed: int
     swept: tuple[str, ...] = ()
     record_command: str = "python -m evidence_bench record ..."
+    #: The run split by query into ``shards`` (experiment/shards.py); this is shard ``shard``.
+    shards: int = 1
+    shard: int = 0
     #: Every engine config asked for, in order (``engines`` and their aliases); empty: engines.
     asked: tuple[EngineConfig, ...] = ()
     #: alias config_id -> config_id of the config in ``engines`` it shares every result with
@@ -66,7 +69,9 @@ def _choice(key: str, value: str, valid: Sequence[str]) -> str:
 
 
 #: Overrides that do not change what an episode sends, left out of the record command.
-_NOT_RECORDED = ("runs_dir=", "progress=", "report=", "workers=", "replay.", "hydra", "record_")
+_NOT_RECORDED = (
+    "runs_dir=", "progress=", "report=", "workers=", "shard", "replay.", "hydra", "record_",
+)  # fmt: skip
 
 
 def record_command(cfg: Mapping[str, Any], overrides: Sequence[str] | None) -> str:
@@ -140,6 +145,13 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
     queries = experiment.get("queries")
     if queries is not None and int(queries) < 1:
         raise ConfigurationError(f"experiment.queries={queries} must be at least 1 (or null: all)")
+    shards, shard = int(cfg.get("shards", 1)), int(cfg.get("shard", 0))
+    if shards < 1:
+        raise ConfigurationError(f"shards={shards} must be at least 1")
+    if not 0 <= shard < shards:
+        raise ConfigurationError(
+            f"shard={shard} must be between 0 and {shards - 1} (shards={shards})"
+        )
     return RunPlan(
         experiment=str(experiment["name"]),
         query_set=dict(cfg["query_set"]),
@@ -158,6 +170,8 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
         record_command=record_command(cfg, overrides),
         asked=asked,
         aliases=aliases,
+        shards=shards,
+        shard=shard,
     )
 
 

@@ -36,6 +36,7 @@ from evidence_bench.experiment.rundir import (
     write_trec,
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
+from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
 from evidence_bench.fixtures.cassettes import file_sha256
 from evidence_bench.fixtures.manifest import find_manifest
 from evidence_bench.seeding import derivation
@@ -56,6 +57,17 @@ class RunOutcome:
         self.manifest = manifest
         #: the short summary table printed at the end of a run ("" without a report)
         self.terminal = terminal
+
+    def announce(self) -> str:
+        """What the command line prints at the end: the summary, the run's and report's paths."""
+        report = self.path / "report.html"
+        return "".join(
+            [
+                f"{self.terminal}\n" if self.terminal else "",
+                f"run: {self.path}\n",
+                f"report: {report}\n" if report.exists() else "",
+            ]
+        )
 
 
 def _git_commit() -> str:
@@ -102,12 +114,15 @@ def perform_run(
     *,
     run_dir: Path | None = None,
     overrides: Sequence[str] | None = None,
+    gathered: Gathered | None = None,
 ) -> RunOutcome:
     """Run the experiment ``cfg`` describes and write its run directory.
 
     ``run_dir``: write into exactly this (new) directory instead of
     ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs). The run's directory is
     reserved before anything is computed, so an unwritable ``runs_dir`` fails at once.
+    ``gathered``: the outputs read back from the run's shards, written instead of replaying
+    (experiment/gather.py).
     """
     started = time.perf_counter()
     plan = plan_run(cfg, overrides)
@@ -115,10 +130,13 @@ def perform_run(
         target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
     else:
         root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
-        target = RunDirectory(root / plan.experiment, new_run_id(config_yaml))
+        # a shard is part of a run: ``latest`` keeps pointing at a whole one
+        target = RunDirectory(
+            root / plan.experiment, new_run_id(config_yaml), link_latest=plan.shards == 1
+        )
     target.reserve()
     try:
-        return _perform(cfg, config_yaml, plan, target, overrides, started)
+        return _perform(cfg, config_yaml, plan, target, overrides, started, gathered)
     finally:
         target.release()  # a run that failed leaves nothing; a finished one is kept
 
@@ -130,11 +148,17 @@ def _perform(
     target: RunDirectory,
     overrides: Sequence[str] | None,
     started: float,
+    gathered: Gathered | None,
 ) -> RunOutcome:
     users = plan_users(plan)
-    query_set = load_query_set(plan.query_set, limit=plan.query_limit)
+    whole = load_query_set(plan.query_set, limit=plan.query_limit)
+    query_set = shard_query_set(whole, plan)
     query_ids = list(query_set.queries)
-    outputs: Iterable[QueryOutput] = execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
+    outputs: Iterable[QueryOutput] = (
+        gathered.outputs
+        if gathered is not None
+        else execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
+    )
     if cfg.get("progress", True):
         tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
         outputs = tqdm(outputs, total=len(query_ids), desc=plan.experiment, unit="query")
@@ -206,11 +230,17 @@ def _perform(
             if any(e.ranker == "livefetch" for e in plan.engines)
             else {}
         ),
+        **(
+            {"shard": shard_entry(plan, len(whole.queries), len(query_ids))}
+            if plan.shards > 1
+            else {}
+        ),
+        **(gathered.manifest if gathered is not None else {}),
     }
 
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
-        write_csv(tmp / "per_query.csv", per_query)
+        write_csv(tmp / "per_query.csv", per_query, exact=plan.shards > 1)
         write_csv(tmp / "summary.csv", summary)
         params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
         write_rows(
@@ -261,7 +291,9 @@ def _perform(
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
         write_json(tmp / "manifest.json", manifest)
         terminal = ""
-        if cfg.get("report", True):
+        if plan.shards > 1:
+            pass  # a shard's numbers are partial: the run gathered from its shards reports
+        elif cfg.get("report", True):
             from evidence_bench.report import analyze, load_run, render_report, summary_table
 
             analysis = analyze(load_run(tmp))  # the statistics, once for both renderings

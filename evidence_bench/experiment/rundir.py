@@ -231,8 +231,11 @@ def _running(pid: int) -> bool:
     return True
 
 
-def write_csv(path: Path, frame: pd.DataFrame) -> None:
-    frame.to_csv(path, index=False, float_format="%.10g", lineterminator="\n")
+def write_csv(path: Path, frame: pd.DataFrame, *, exact: bool = False) -> None:
+    """Floats to 10 significant digits, or ``exact``: each float's shortest repr, which
+    reads back to the same float (a shard's values, summarized when it is gathered)."""
+    float_format = None if exact else "%.10g"
+    frame.to_csv(path, index=False, float_format=float_format, lineterminator="\n")
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

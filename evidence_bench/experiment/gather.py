@@ -1,0 +1,301 @@
+"""Gather a run's shards (experiment/shards.py) into the one run they split.
+
+The gathered run is written by the code that writes an unsharded run (:func:`perform_run`),
+from the shards' outputs read back from their files instead of replayed. So every file is
+the unsharded run's: per-query rows are concatenated in query order, and what is derived
+from them (``summary.csv``, the manifest's exclusions and label counts) is computed again
+from all of them, never averaged over shards. Its manifest differs from the unsharded run's
+only in ``run_id``, ``created``, ``wall_time_s`` (the gathering's) and ``gathered`` (the
+shards: where each is, its run id and wall time).
+
+The shards must be the N slices of one run, each once: the same config but for ``shard``
+and the settings that change no number (:data:`EXECUTION_KEYS`), the same code, cassettes
+and collection. Anything else is a one-line :class:`DataError` naming the shard.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from evidence_bench.errors import DataError
+from evidence_bench.evaluation.trec import read_run
+from evidence_bench.evidence import Evidence
+from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.queryset import load_query_set
+from evidence_bench.experiment.run import RunOutcome, perform_run
+from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
+from evidence_bench.experiment.runner import QueryOutput
+from evidence_bench.experiment.shards import Gathered, shard_slice
+
+__all__ = ["EXECUTION_KEYS", "find_shards", "gather_shards"]
+
+#: Config keys that change no number: shards may differ in them (one machine's runs_dir is
+#: not another's), and the gathered run takes the first shard's.
+EXECUTION_KEYS = ("runs_dir", "workers", "progress", "report")
+_SHARD_KEYS = ("shards", "shard")
+#: What the numbers depend on besides the config: every shard must have the same.
+_PROVENANCE = ("package_version", "git_commit", "cassette_manifest_sha256", "collection_checksum")
+
+
+@dataclass(frozen=True)
+class _Shard:
+    path: Path
+    index: int
+    count: int
+    manifest: Mapping[str, Any]
+    config: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return f"shard {self.index} ({self.path})"
+
+
+def find_shards(paths: Iterable[Path]) -> list[Path]:
+    """The run directories ``paths`` name: each a run, or a multirun directory whose jobs
+    (``<job>/run/``) are runs. A job without ``manifest.json`` failed; it is left out, so
+    its shard is reported missing."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if (path / "manifest.json").is_file():
+            found.append(path)
+        elif path.is_dir():
+            jobs = sorted(
+                (p for p in path.iterdir() if p.is_dir() and p.name.isdigit()),
+                key=lambda p: int(p.name),
+            )
+            for job in jobs:
+                found += [c for c in (job / "run", job) if (c / "manifest.json").is_file()][:1]
+        else:
+            raise DataError(f"{path}: not a directory")
+    return found
+
+
+def _read_shard(path: Path) -> _Shard:
+    manifest_path, config_path = path / "manifest.json", path / "config.yaml"
+    try:
+        manifest = json.loads(manifest_path.read_text("utf-8"))
+        config = yaml.safe_load(config_path.read_text("utf-8"))
+    except FileNotFoundError as exc:
+        raise DataError(f"{exc.filename}: file not found (is this a run directory?)") from None
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: manifest.json or config.yaml cannot be read: {exc}") from exc
+    entry = manifest.get("shard") if isinstance(manifest, dict) else None
+    if not isinstance(entry, Mapping) or not isinstance(config, dict):
+        raise DataError(
+            f"{path}: not a shard (its manifest.json has no 'shard' entry; "
+            "a shard is run with shards=N shard=i)"
+        )
+    return _Shard(path, int(entry["index"]), int(entry["count"]), manifest, config)
+
+
+def _difference(a: Any, b: Any, where: str = "") -> str | None:
+    """The first dotted key at which two configs differ, with both values."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in list(a) + [k for k in b if k not in a]:
+            found = _difference(a.get(key), b.get(key), f"{where}{key}.")
+            if found:
+                return found
+        return None
+    return None if a == b else f"{where.rstrip('.')} ({b!r}, not {a!r})"
+
+
+def _comparable(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in (*_SHARD_KEYS, *EXECUTION_KEYS)}
+
+
+def _checked(shards: Sequence[_Shard], where: str) -> list[_Shard]:
+    """The shards in index order, each checked against the first: one run's, each once."""
+    first = min(shards, key=lambda s: s.index)
+    for shard in shards:
+        if shard.count != first.count:
+            raise DataError(
+                f"{shard.name} is one of {shard.count} shards, {first.name} one of {first.count}"
+            )
+        key = _difference(_comparable(first.config), _comparable(shard.config))
+        if key:
+            raise DataError(f"{shard.name}: its config differs from shard {first.index}'s at {key}")
+        for entry in _PROVENANCE:
+            mine, theirs = shard.manifest.get(entry), first.manifest.get(entry)
+            if mine != theirs:
+                raise DataError(
+                    f"{shard.name}: {entry} {mine!r} differs from shard {first.index}'s {theirs!r}"
+                )
+    by_index: dict[int, _Shard] = {}
+    for shard in shards:
+        if shard.index in by_index:
+            raise DataError(
+                f"shard {shard.index} of {first.count} appears twice: "
+                f"{by_index[shard.index].path} and {shard.path}"
+            )
+        by_index[shard.index] = shard
+    missing = [str(i) for i in range(first.count) if i not in by_index]
+    if missing:
+        found = ", ".join(str(i) for i in sorted(by_index))
+        raise DataError(
+            f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} of {first.count} "
+            f"missing in {where} (found {found}); run "
+            f"{'them' if len(missing) > 1 else 'it'} with shards={first.count} shard=N"
+        )
+    return [by_index[i] for i in range(first.count)]
+
+
+def _rows(path: Path, header: Sequence[str]) -> Iterable[list[str]]:
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        if next(reader, None) != list(header):
+            raise DataError(f"{path}: expected the columns {', '.join(header)}")
+        yield from reader
+
+
+def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
+    """The shard's :class:`QueryOutput`\\ s, read back from its files, in query order.
+
+    Counts the run only sums (requests, skipped expands, ...) are the shard's totals, given
+    to its first query; documents too, in the order first seen."""
+    outs = {qid: QueryOutput(qid) for qid in query_ids}
+
+    def out(query_id: str, where: Path) -> QueryOutput:
+        if query_id not in outs:
+            raise DataError(f"{where}: query {query_id!r} is not one of {shard.name}'s queries")
+        return outs[query_id]
+
+    path = shard.path / "per_query.csv"
+    next(iter(_rows(path, PER_QUERY_COLUMNS)), None)  # the header, checked; pandas reads faster
+    # values as text, each to a float by Python, which reads a repr back exactly (pandas'
+    # own parser need not: it is only "high" precision before pandas 3)
+    text = {c: "str" for c in PER_QUERY_COLUMNS if c != "round"}
+    frame = pd.read_csv(path, dtype={**text, "round": "int64"}, keep_default_na=False)
+    values = [float(v) if v else math.nan for v in frame["value"].tolist()]
+    columns = [frame[c].tolist() for c in PER_QUERY_COLUMNS[:-1]]
+    for config_id, policy, query_id, round_, stage, mode, measure, value in zip(
+        *columns, values, strict=True
+    ):
+        out(query_id, path).scores.append(
+            (config_id, policy, query_id, round_, stage, mode, measure, value)
+        )
+    path = shard.path / "feedback.csv"
+    for cid, policy, qid, round_, doc_id, label, url, rank in _rows(path, FEEDBACK_COLUMNS):
+        out(qid, path).feedback.append(
+            (cid, policy, qid, int(round_), doc_id, label, url, int(rank))
+        )
+    path = shard.path / "episodes.jsonl"
+    for episode in _jsonl(path):
+        out(str(episode.get("query_id")), path).episodes.append(episode)
+    first = outs[query_ids[0]]
+    for document in _jsonl(shard.path / "documents.jsonl"):
+        evidence = Evidence(document["title"], document["url"], document["snippet"])
+        first.documents.setdefault(evidence.key, evidence)
+    for path in sorted((shard.path / "trec").glob("*.run.gz")):
+        config_id, policy, round_, stage = _run_name(path)
+        for query_id, scores in read_run(path).items():
+            ranking = sorted(scores, key=lambda doc: -scores[doc])
+            out(query_id, path).rankings[(config_id, policy, round_, stage)] = ranking
+    replay = shard.manifest.get("replay") or {}
+    first.requests = Counter(
+        {k: int(replay.get(k, 0)) for k in ("replayed", "simulated", "skipped")}
+    )
+    first.skipped_expands = int(replay.get("skipped_expand_stages", 0))
+    first.no_usable_feedback = int(shard.manifest.get("no_usable_feedback", 0))
+    first.missing_dates = int(shard.manifest.get("missing_dates", 0))
+    return [outs[qid] for qid in query_ids]
+
+
+def _run_name(path: Path) -> tuple[str, str, int, str]:
+    """``c00.oracle.r1.rerank.run.gz`` -> (config_id, policy, round, stage)."""
+    parts = path.name.removesuffix(".run.gz").split(".")
+    if len(parts) != 4 or not parts[2][1:].isdigit():
+        raise DataError(f"{path}: not a run file name (<config>.<policy>.r<round>.<stage>.run.gz)")
+    return parts[0], parts[1], int(parts[2][1:]), parts[3]
+
+
+def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{number}: not valid JSON: {exc}") from exc
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object")
+            yield record
+
+
+def gather_shards(
+    paths: Sequence[Path],
+    *,
+    run_dir: Path | None = None,
+    overrides: Sequence[str] | None = None,
+) -> RunOutcome:
+    """Write the run that ``paths`` (shard runs, or multirun directories of them) split.
+
+    It goes where the unsharded run would (``<runs_dir>/<experiment>/<run id>``, and
+    ``latest``), or into ``run_dir``; the report is rendered unless the config says not to.
+    ``overrides``: the command line's (a multirun's as typed: its jobs record Hydra's
+    rendering, ``progress=False`` for ``progress=false``), else the first shard's; either
+    without ``shards=`` and ``shard=``.
+    """
+    from omegaconf import OmegaConf
+
+    where = ", ".join(str(p) for p in paths)
+    found = find_shards(paths)
+    if not found:
+        raise DataError(f"{where}: no run directory found (a shard's manifest.json, or <job>/run/)")
+    shards = _checked([_read_shard(p) for p in found], where)
+    first = shards[0]
+    cfg = {**first.config, "shards": 1, "shard": 0}
+    config_yaml = OmegaConf.to_yaml(OmegaConf.create(cfg))
+    plan = plan_run(cfg)
+    query_ids = list(load_query_set(plan.query_set, limit=plan.query_limit).queries)
+    outputs: list[QueryOutput] = []
+    for shard in shards:
+        expected = shard_slice(query_ids, first.count, shard.index)
+        held = [row[0] for row in _rows(shard.path / "queries.csv", ["query_id", "query"])]
+        if held != expected:
+            raise DataError(
+                f"{shard.name}: holds {len(held)} queries, not the {len(expected)} of slice "
+                f"{shard.index} of {first.count} of this run's {len(query_ids)} "
+                f"(first {expected[0]!r} .. last {expected[-1]!r})"
+            )
+        outputs += _outputs(shard, expected)
+    given = first.manifest.get("overrides") if overrides is None else overrides
+    if given is not None:
+        given = [o for o in given if not o.lstrip("+~").startswith(("shards=", "shard="))]
+    dirty = [s.manifest.get("git_dirty") for s in shards]
+    provenance = {
+        "package_version": first.manifest.get("package_version"),
+        "git_commit": first.manifest.get("git_commit"),
+        "git_dirty": True if True in dirty else first.manifest.get("git_dirty"),
+        "gathered": {
+            "shards": [
+                {
+                    "index": s.index,
+                    "path": str(s.path.resolve()),
+                    "run_id": s.manifest.get("run_id"),
+                    "queries": len(shard_slice(query_ids, first.count, s.index)),
+                    "wall_time_s": s.manifest.get("wall_time_s"),
+                }
+                for s in shards
+            ]
+        },
+    }
+    return perform_run(
+        cfg,
+        config_yaml,
+        run_dir=run_dir,
+        overrides=given,
+        gathered=Gathered(outputs, provenance),
+    )
