@@ -36,6 +36,7 @@ from evidence_bench.experiment.run import RunOutcome, perform_run
 from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
 from evidence_bench.experiment.runner import QueryOutput
 from evidence_bench.experiment.shards import Gathered, shard_slice
+from evidence_bench.report.data import read_jsonl
 
 __all__ = ["EXECUTION_KEYS", "find_shards", "gather_shards"]
 
@@ -221,17 +222,10 @@ def _run_name(path: Path) -> tuple[str, str, int, str]:
 
 
 def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    """A shard's JSON-lines file, which every shard must have."""
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{number}: not valid JSON: {exc}") from exc
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{number}: expected a JSON object")
-            yield record
+    return read_jsonl(path)
 
 
 def gather_shards(

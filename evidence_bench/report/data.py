@@ -30,6 +30,7 @@ __all__ = [
     "load_episodes",
     "load_run",
     "merge_runs",
+    "read_jsonl",
 ]
 
 PER_QUERY_COLUMNS = (
@@ -419,7 +420,9 @@ def _merged_seed(seeds: Sequence[int]) -> int:
     return distinct[0] if len(distinct) == 1 else derived_seed("multirun", *distinct)
 
 
-def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    """A run's JSON-lines file record by record (none when it is absent); a bad line is a
+    :class:`DataError` naming the file and the line."""
     if not path.is_file():
         return
     with path.open(encoding="utf-8") as lines:
@@ -442,7 +445,7 @@ def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[s
         if source.config_prefix and not config_id.startswith(source.config_prefix):
             continue
         local = config_id[len(source.config_prefix) :]
-        for record in _jsonl(source.path / "episodes.jsonl"):
+        for record in read_jsonl(source.path / "episodes.jsonl"):
             if str(record.get("config_id")) != local:
                 continue
             query_id = source.id_prefix + str(record.get("query_id"))
@@ -465,7 +468,7 @@ def load_documents(data: RunData, doc_ids: Iterable[str]) -> dict[str, dict[str,
     wanted = set(doc_ids)
     found: dict[str, dict[str, str]] = {}
     for source in data.sources:
-        for record in _jsonl(source.path / "documents.jsonl"):
+        for record in read_jsonl(source.path / "documents.jsonl"):
             doc_id = source.id_prefix + str(record.get("doc_id"))
             if doc_id in wanted and doc_id not in found:
                 found[doc_id] = {k: str(record.get(k) or "") for k in ("url", "title", "snippet")}
