@@ -43,7 +43,7 @@ from evidence_bench.seeding import derivation
 from evidence_bench.simulation.labels import label_summary, label_warnings
 from evidence_bench.simulation.users import UserPolicy
 
-__all__ = ["RunOutcome", "perform_run"]
+__all__ = ["RunOutcome", "perform_run", "run_directory"]
 
 
 class RunOutcome:
@@ -126,19 +126,29 @@ def perform_run(
     """
     started = time.perf_counter()
     plan = plan_run(cfg, overrides)
-    if run_dir is not None:
-        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
-    else:
-        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
-        # a shard is part of a run: ``latest`` keeps pointing at a whole one
-        target = RunDirectory(
-            root / plan.experiment, new_run_id(config_yaml), link_latest=plan.shards == 1
-        )
+    # a shard is part of a run: ``latest`` keeps pointing at a whole one
+    target = run_directory(cfg, config_yaml, plan.experiment, run_dir, link_latest=plan.shards == 1)
     target.reserve()
     try:
         return _perform(cfg, config_yaml, plan, target, overrides, started, gathered)
     finally:
         target.release()  # a run that failed leaves nothing; a finished one is kept
+
+
+def run_directory(
+    cfg: Mapping[str, Any],
+    config_yaml: str,
+    experiment: str,
+    run_dir: Path | None,
+    *,
+    link_latest: bool = True,
+) -> RunDirectory:
+    """Where a run is written: exactly ``run_dir`` (a Hydra multirun job), else a new run id
+    under ``<runs_dir>/<experiment>``, which moves ``latest`` when ``link_latest``."""
+    if run_dir is not None:
+        return RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
+    root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+    return RunDirectory(root / experiment, new_run_id(config_yaml), link_latest=link_latest)
 
 
 def _perform(

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from evidence_bench.errors import DataError, EvidenceBenchError
 from evidence_bench.experiment.components import EngineConfig
-from evidence_bench.experiment.queryset import QuerySet, load_query_set, resolve_path
+from evidence_bench.experiment.queryset import QuerySet, load_query_set
 from evidence_bench.experiment.run import (
     RunOutcome,
     _excluded,
@@ -31,12 +31,12 @@ from evidence_bench.experiment.run import (
     _git_dirty,
     _no_judged_hits,
     _package_version,
+    run_directory,
 )
 from evidence_bench.experiment.rundir import (
     FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
     RunDirectory,
-    new_run_id,
     summarize_scores,
     write_csv,
     write_json,
@@ -85,11 +85,7 @@ def perform_tune(
     """
     started = time.perf_counter()
     plan = plan_tuning(cfg, overrides)
-    if run_dir is not None:
-        target = RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
-    else:
-        root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
-        target = RunDirectory(root / plan.run.experiment, new_run_id(config_yaml))
+    target = run_directory(cfg, config_yaml, plan.run.experiment, run_dir)
     target.reserve()
     try:
         return _tune(cfg, config_yaml, plan, target, overrides, started)
