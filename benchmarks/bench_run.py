@@ -16,25 +16,25 @@ import tempfile
 import time
 from pathlib import Path
 
+from evidence_bench.collections.queryset import load_query_set
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.queryset import load_query_set
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.runner import execute
 
 #: Exclusive (self) time is summed by the file a function lives in, so parts never overlap.
 PARTS = {
-    "replay (vcrpy cassette lookup)": ("fixtures/cassettes.py", "/vcr/"),
-    "simulated misses (BM25, snippets)": ("simulation/simulator.py", "simulation/bm25.py"),
-    "provider (httpx, parse, normalize)": ("providers/brave.py", "evidence.py", "/httpx/",
+    "replay (vcrpy cassette lookup)": ("web/cassettes.py", "/vcr/"),
+    "simulated misses (BM25, snippets)": ("web/simulator.py", "web/bm25.py"),
+    "provider (httpx, parse, normalize)": ("web/brave.py", "evidence.py", "/httpx/",
                                            "/json/"),
     "ranking": ("engine/ranking.py", "engine/livefetch.py", "engine/vector_rocchio.py",
                 "engine/embedding.py", "engine/boost.py"),
     "refining and analysis (stemming)": ("engine/refiner.py", "engine/term_rocchio.py",
                                          "engine/text.py", "/snowballstemmer/"),
-    "user simulation": ("simulation/users.py",),
+    "user simulation": ("users/policies.py",),
     "evaluation (measures)": ("evaluation/measures.py",),
-    "episode bookkeeping": ("experiment/episode.py", "experiment/runner.py", "engine/session.py"),
+    "episode bookkeeping": ("protocol/episode.py", "experiment/runner.py", "engine/session.py"),
 }  # fmt: skip
 
 

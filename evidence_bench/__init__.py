@@ -25,7 +25,7 @@ from evidence_bench.errors import (
     WriteError,
 )
 from evidence_bench.evidence import Evidence, canonical_url, normalize_text
-from evidence_bench.providers.brave import BraveProvider, HttpClient, RetryPolicy
+from evidence_bench.web.brave import BraveProvider, HttpClient, RetryPolicy
 
 #: The package version.
 __version__ = "0.1.0"

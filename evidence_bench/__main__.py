@@ -138,7 +138,7 @@ def _run(cfg: Any) -> None:
 def _record(cfg: Any) -> None:
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.plan import plan_run
-    from evidence_bench.fixtures.record import record
+    from evidence_bench.web.record import record
 
     plain, _text = _resolved(cfg)
     try:
@@ -180,10 +180,10 @@ def _integer(args: dict[str, str], key: str, default: str | None) -> int | None:
 
 
 def _serve(argv: list[str]) -> None:
+    from evidence_bench.collections.beir import load_collection
+    from evidence_bench.collections.queryset import resolve_path
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.queryset import resolve_path
-    from evidence_bench.simulation.collections import load_collection
-    from evidence_bench.simulation.simulator import BraveSimulator, run_server
+    from evidence_bench.web.simulator import BraveSimulator, run_server
 
     args = _key_values(
         argv,

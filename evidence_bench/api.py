@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evidence_bench.engine.base import Ranker
 from evidence_bench.evidence import Evidence
-from evidence_bench.providers.brave import BraveProvider, HttpClient
+from evidence_bench.web.brave import BraveProvider, HttpClient
 
 __all__ = ["fetch_evidence"]
 
@@ -22,7 +22,7 @@ def fetch_evidence(
 
     The ranker sees no feedback (``{}``): this is the first, unjudged ranking. Without
     ``http_client`` the provider opens an ``httpx.Client`` for this call and closes it after.
-    Raises the errors of :class:`~evidence_bench.providers.brave.BraveProvider`.
+    Raises the errors of :class:`~evidence_bench.web.brave.BraveProvider`.
     """
     provider = BraveProvider(api_key, base_url=base_url, http_client=http_client)
     results = provider.search(query, limit=limit)

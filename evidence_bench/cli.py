@@ -21,7 +21,7 @@ from evidence_bench.engine.base import Label
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import EvidenceBenchError, FeedbackError
 from evidence_bench.evidence import Evidence
-from evidence_bench.providers.brave import BraveProvider
+from evidence_bench.web.brave import BraveProvider
 
 __all__ = ["main"]
 

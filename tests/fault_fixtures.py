@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from evidence_bench.fixtures.manifest import MANIFEST_NAME
+from evidence_bench.web.cassette_manifest import MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 CRANFIELD_CASSETTES = ROOT / "cassettes" / "cranfield"

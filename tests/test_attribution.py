@@ -13,7 +13,7 @@ from evidence_bench.evaluation.statistics import holm
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.fixtures.record import record
+from evidence_bench.web.record import record
 
 
 def _per_query(overrides: list[str]) -> pd.DataFrame:

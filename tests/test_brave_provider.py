@@ -23,7 +23,7 @@ from evidence_bench.errors import (
     ResponseFormatError,
 )
 from evidence_bench.evidence import Evidence
-from evidence_bench.providers import BraveProvider, RetryPolicy
+from evidence_bench.web import BraveProvider, RetryPolicy
 from tests.brave_bodies import (
     RATE_LIMIT_HEADERS,
     brave_body,

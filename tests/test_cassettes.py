@@ -10,10 +10,10 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
-from evidence_bench.fixtures.cassettes import CassetteStore, OnMiss, cassette_path, file_sha256
-from evidence_bench.fixtures.manifest import MANIFEST_NAME, cassette_files
-from evidence_bench.simulation.collections import load_collection
-from evidence_bench.simulation.simulator import BraveSimulator
+from evidence_bench.collections.beir import load_collection
+from evidence_bench.web.cassette_manifest import MANIFEST_NAME, cassette_files
+from evidence_bench.web.cassettes import CassetteStore, OnMiss, cassette_path, file_sha256
+from evidence_bench.web.simulator import BraveSimulator
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERY_SETS = ["cranfield", "cacm"]

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evidence_bench.collections.beir import Collection, Document, Query, load_collection
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
-from evidence_bench.simulation.collections import Collection, Document, Query, load_collection
 
 COLLECTIONS = Path(__file__).resolve().parents[1] / "collections"
 

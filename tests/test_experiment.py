@@ -15,10 +15,10 @@ import pytrec_eval
 
 from evidence_bench.errors import ConfigurationError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.episode import PARTNERS
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.fixtures.record import record
+from evidence_bench.protocol.episode import PARTNERS
+from evidence_bench.web.record import record
 
 TREC_NAMES = {
     "nDCG@10": "ndcg_cut_10",
@@ -311,8 +311,8 @@ def test_miss_with_simulate_and_skip_are_counted(tiny_collection: Path, tmp_path
 def test_recording_never_writes_the_key(
     tiny_collection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evidence_bench.simulation.collections import load_collection
-    from evidence_bench.simulation.simulator import BraveSimulator, serve
+    from evidence_bench.collections.beir import load_collection
+    from evidence_bench.web.simulator import BraveSimulator, serve
 
     sentinel = "SENTINEL-KEY-5f3a9c1e7b"
     simulator = BraveSimulator(load_collection(tiny_collection, name="tiny"), token=sentinel)
@@ -377,8 +377,8 @@ def test_retries_against_a_rate_limited_simulator_are_recorded_as_successes_only
     provider waits out X-RateLimit-Reset and retries, and only the 200s reach the cassette."""
     import time
 
-    from evidence_bench.simulation.collections import load_collection
-    from evidence_bench.simulation.simulator import BraveSimulator, serve
+    from evidence_bench.collections.beir import load_collection
+    from evidence_bench.web.simulator import BraveSimulator, serve
 
     simulator = BraveSimulator(load_collection(tiny_collection, name="tiny"), rate_limit=1)
     answered: list[int] = []

@@ -14,21 +14,21 @@ import httpx
 import pytest
 
 from evidence_bench._atomic import write_atomic
+from evidence_bench.collections.beir import load_collection
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.fixtures.cassettes import (
+from evidence_bench.web.cassette_manifest import MANIFEST_NAME, find_manifest
+from evidence_bench.web.cassettes import (
     KEY_PLACEHOLDER,
     CassetteStore,
     OnMiss,
     SkippedRequest,
     cassette_path,
 )
-from evidence_bench.fixtures.manifest import MANIFEST_NAME, find_manifest
-from evidence_bench.fixtures.record import record
-from evidence_bench.simulation.collections import load_collection
-from evidence_bench.simulation.simulator import BraveSimulator, SimulatorTransport, serve
+from evidence_bench.web.record import record
+from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport, serve
 from tests.conftest import write_tiny_collection
 from tests.fault_fixtures import CRANFIELD_CASSETTES, bless, cli, copy_cassettes, one_line
 
@@ -209,8 +209,8 @@ def test_a_manifest_under_its_old_name_is_read_and_then_moved(tmp_path: Path) ->
     assert find_manifest(cassettes) == cassettes / "manifest.json"
     assert _store(cassettes, OnMiss.ERROR).answer("1", _first_request("1")).status_code == 200
 
-    from evidence_bench.experiment.queryset import load_query_set
-    from evidence_bench.fixtures.record import write_manifest
+    from evidence_bench.collections.queryset import load_query_set
+    from evidence_bench.web.record import write_manifest
 
     conf = {"name": "cranfield", "path": "collections/cranfield", "cassettes": str(cassettes)}
     write_manifest(load_query_set(conf, limit=1), provider="simulator", record_rounds=1, deep=True)

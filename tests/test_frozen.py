@@ -30,13 +30,13 @@ from evidence_bench.evaluation.measures import (
 )
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment import episode
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.episode import Judgments, frozen_order, run_episode
 from evidence_bench.experiment.run import perform_run
+from evidence_bench.protocol import episode
+from evidence_bench.protocol.episode import Judgments, frozen_order, run_episode
 from evidence_bench.report import analyze, load_run, render_report, summary_table
 from evidence_bench.report.data import RunData
-from evidence_bench.simulation.users import Mark, OraclePolicy, UserPolicy
+from evidence_bench.users.policies import Mark, OraclePolicy, UserPolicy
 
 TREC_NAMES = {
     "nDCG@10": "ndcg_cut_10",

@@ -14,14 +14,14 @@ import pytest
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import RunOutcome, perform_run
 from evidence_bench.report import gather_multirun, render_report, summary_table
-from evidence_bench.simulation.labels import (
+from evidence_bench.users.labels import (
     COUNTED,
     describe_missing,
     label_counts,
     label_summary,
     label_warnings,
 )
-from evidence_bench.simulation.users import (
+from evidence_bench.users.policies import (
     NegativeOnlyPolicy,
     OraclePolicy,
     PositiveOnlyPolicy,

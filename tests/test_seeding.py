@@ -19,7 +19,7 @@ import pandas as pd
 import evidence_bench
 from evidence_bench.engine.base import Label
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
-from evidence_bench.experiment.episode import _shuffled
+from evidence_bench.protocol.episode import _shuffled
 from evidence_bench.seeding import derivation, derived_random, derived_seed
 
 ROOT = Path(evidence_bench.__file__).resolve().parents[1]

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from evidence_bench.collections.beir import Collection, Document, Query, load_collection
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.simulation.bm25 import BM25Index, tokenize
-from evidence_bench.simulation.collections import Collection, Document, Query, load_collection
-from evidence_bench.simulation.simulator import (
+from evidence_bench.web.bm25 import BM25Index, tokenize
+from evidence_bench.web.simulator import (
     SEARCH_PATH,
     BraveSimulator,
     RunningSimulator,
@@ -572,7 +572,8 @@ def test_run_server_prints_one_line_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     (root / "qrels.tsv").write_text("1\t1\t1\n")
     script = textwrap.dedent(
         f"""
-        from evidence_bench.simulation import BraveSimulator, load_collection, run_server
+        from evidence_bench.collections import load_collection
+        from evidence_bench.web import BraveSimulator, run_server
         run_server(BraveSimulator(load_collection({str(root)!r})), port=0)
         """
     )

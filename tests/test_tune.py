@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from evidence_bench.collections.queryset import load_query_set
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.queryset import load_query_set
 from evidence_bench.experiment.tune import perform_tune
 from evidence_bench.experiment.tune.folds import assign_folds, deal
 from evidence_bench.experiment.tune.plan import plan_tuning

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import evidence_bench.simulation.users as users_module
+import evidence_bench.users.policies as users_module
 from evidence_bench.engine.base import Label
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
-from evidence_bench.simulation.users import (
+from evidence_bench.users.policies import (
     POLICIES,
     LabelKind,
     Mark,
@@ -257,7 +257,7 @@ def test_draws_change_with_seed_query_and_round() -> None:
 _CHILD = """
 import json, sys
 from evidence_bench.evidence import Evidence
-from evidence_bench.simulation.users import NoisyPolicy
+from evidence_bench.users.policies import NoisyPolicy
 docs = [Evidence(title=str(i), url=f"https://example.org/d{i}", snippet="") for i in range(40)]
 judgments = {d.key: i % 2 for i, d in enumerate(docs)}
 marks = NoisyPolicy(depth=40, p_relevant=0.5, p_false_relevant=0.5, seed=7).judge(

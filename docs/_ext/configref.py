@@ -107,7 +107,7 @@ def _schema_of(annotation: Any) -> type | None:
 def _readers(group: str) -> dict[str, tuple[str, ...]]:
     """For the fields of a group: which ranker, refiner or user kind takes each one."""
     from evidence_bench.experiment.components import RANKERS, REFINERS
-    from evidence_bench.simulation.users import POLICIES
+    from evidence_bench.users.policies import POLICIES
 
     readers: dict[str, list[str]] = {}
     if group in ("ranker", "refiner"):

@@ -20,7 +20,7 @@ from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.term_rocchio import TermRocchioRefiner
 from evidence_bench.engine.text import STOP_WORDS, Analyzer
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.simulation.users import POLICIES, UserPolicy, make_policy
+from evidence_bench.users.policies import POLICIES, UserPolicy, make_policy
 
 __all__ = [
     "RANKERS",

@@ -27,11 +27,11 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from evidence_bench.collections.queryset import load_query_set
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.trec import read_run
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.queryset import load_query_set
 from evidence_bench.experiment.run import RunOutcome, perform_run
 from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
 from evidence_bench.experiment.runner import QueryOutput

@@ -24,7 +24,7 @@ from evidence_bench.experiment.components import (
     make_user,
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
-from evidence_bench.fixtures.cassettes import OnMiss
+from evidence_bench.web.cassettes import OnMiss
 
 __all__ = ["EVAL_MODES", "RunPlan", "alias_groups", "deep_limit", "plan_run", "record_command"]
 

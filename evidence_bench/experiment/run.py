@@ -14,15 +14,15 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from evidence_bench.errors import DataError
-from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
-from evidence_bench.experiment.plan import RunPlan, plan_run
-from evidence_bench.experiment.queryset import (
+from evidence_bench.collections.queryset import (
     PROJECT_ROOT,
     QuerySet,
     load_query_set,
     resolve_path,
 )
+from evidence_bench.errors import DataError
+from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
+from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.rundir import (
     FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
@@ -37,11 +37,11 @@ from evidence_bench.experiment.rundir import (
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
-from evidence_bench.fixtures.cassettes import file_sha256
-from evidence_bench.fixtures.manifest import find_manifest
 from evidence_bench.seeding import derivation
-from evidence_bench.simulation.labels import label_summary, label_warnings
-from evidence_bench.simulation.users import UserPolicy
+from evidence_bench.users.labels import label_summary, label_warnings
+from evidence_bench.users.policies import UserPolicy
+from evidence_bench.web.cassette_manifest import find_manifest
+from evidence_bench.web.cassettes import file_sha256
 
 __all__ = ["RunOutcome", "perform_run", "run_directory"]
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
 from evidence_bench.errors import (
     EvidenceBenchError,
@@ -41,19 +42,18 @@ from evidence_bench.experiment.components import (
     make_refiner,
     make_user,
 )
-from evidence_bench.experiment.episode import EpisodeResult, Judgments, run_episode
 from evidence_bench.experiment.plan import RunPlan, deep_limit
-from evidence_bench.experiment.queryset import QuerySet, load_query_set
-from evidence_bench.fixtures.cassettes import (
+from evidence_bench.protocol.episode import EpisodeResult, Judgments, run_episode
+from evidence_bench.users.policies import UserPolicy
+from evidence_bench.web.brave import BraveProvider, RetryPolicy
+from evidence_bench.web.cassettes import (
     REPLAY_BASE_URL,
     CassetteStore,
     OnMiss,
     SkippedRequest,
     cassette_path,
 )
-from evidence_bench.providers.brave import BraveProvider, RetryPolicy
-from evidence_bench.simulation.simulator import BraveSimulator, SimulatorTransport
-from evidence_bench.simulation.users import UserPolicy
+from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport
 
 __all__ = [
     "MemoProvider",

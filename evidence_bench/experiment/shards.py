@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from evidence_bench.collections.queryset import QuerySet
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.experiment.plan import RunPlan
-from evidence_bench.experiment.queryset import QuerySet
 from evidence_bench.experiment.runner import QueryOutput
 
 __all__ = ["Gathered", "shard_entry", "shard_query_set", "shard_slice"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evidence_bench.simulation.labels import COUNTED, describe_missing
+from evidence_bench.users.labels import COUNTED, describe_missing
 
 __all__ = ["labels_view"]
 

@@ -21,9 +21,9 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
+from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.errors import DataError, EvidenceBenchError
 from evidence_bench.experiment.components import EngineConfig
-from evidence_bench.experiment.queryset import QuerySet, load_query_set
 from evidence_bench.experiment.run import (
     RunOutcome,
     _excluded,
@@ -54,10 +54,10 @@ from evidence_bench.experiment.tune.search import (
     cross_validate,
     sampler_seed,
 )
-from evidence_bench.fixtures.cassettes import file_sha256
-from evidence_bench.fixtures.manifest import find_manifest
 from evidence_bench.seeding import derivation
-from evidence_bench.simulation.labels import label_summary
+from evidence_bench.users.labels import label_summary
+from evidence_bench.web.cassette_manifest import find_manifest
+from evidence_bench.web.cassettes import file_sha256
 
 __all__ = ["FOLD_COLUMNS", "HELDOUT_COLUMNS", "perform_tune"]
 

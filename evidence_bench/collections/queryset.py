@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evidence_bench.collections.beir import Collection, load_collection
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
-from evidence_bench.simulation.collections import Collection, load_collection
 
 __all__ = ["QuerySet", "brave_query", "load_query_set", "resolve_path"]
 

@@ -32,10 +32,10 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
 
+from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
-from evidence_bench.simulation.bm25 import BM25Index
-from evidence_bench.simulation.collections import Collection, Document
+from evidence_bench.web.bm25 import BM25Index
 
 __all__ = [
     "SEARCH_PATH",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evidence_bench.simulation.users import LabelKind, UserPolicy
+from evidence_bench.users.policies import LabelKind, UserPolicy
 
 __all__ = ["COUNTED", "describe_missing", "label_counts", "label_summary", "label_warnings"]
 

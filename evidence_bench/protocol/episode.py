@@ -51,9 +51,9 @@ from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import FeedbackError
 from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
 from evidence_bench.evidence import Evidence
-from evidence_bench.fixtures.cassettes import SkippedRequest
 from evidence_bench.seeding import derived_random
-from evidence_bench.simulation.users import UserPolicy
+from evidence_bench.users.policies import UserPolicy
+from evidence_bench.web.cassettes import SkippedRequest
 
 __all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
 

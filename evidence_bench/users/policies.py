@@ -19,7 +19,7 @@ UNSURE, which changes nothing) or ``skip`` (examined, not marked).
 
 Each policy says which kinds of label it is expected to give (:attr:`UserPolicy.expects`:
 positive = MORE/RELEVANT, negative = LESS/IRRELEVANT), so a run can warn when a policy gave
-none of a kind it should have (:mod:`evidence_bench.simulation.labels`).
+none of a kind it should have (:mod:`evidence_bench.users.labels`).
 
 Randomness (``NoisyPolicy``, ``RandomPolicy``) is one draw per document, derived from
 ``(seed, query_id, round, key)`` (:mod:`evidence_bench.seeding`), never from Python's salted

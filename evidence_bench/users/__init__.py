@@ -1,0 +1,1 @@
+"""Simulated users: who examines the displayed results and how they mark them."""
