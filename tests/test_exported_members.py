@@ -13,8 +13,8 @@ def test_all_is_sorted_and_complete() -> None:
     exported = evidence_bench.__all__
     assert exported == sorted(exported, key=str.casefold) or exported == sorted(exported)
     public = {name for name in dir(evidence_bench) if not name.startswith("_")}
-    modules = {"api", "engine", "errors", "evidence", "providers", "simulation", "evaluation",
-               "experiment", "fixtures", "report", "gate", "cli", "seeding"}  # fmt: skip
+    modules = {"api", "collections", "web", "engine", "users", "protocol", "errors", "evidence",
+               "evaluation", "experiment", "report", "gate", "cli", "seeding"}  # fmt: skip
     assert public - modules - set(exported) == set()
     for name in exported:
         assert hasattr(evidence_bench, name), name
