@@ -14,7 +14,7 @@ def test_all_is_sorted_and_complete() -> None:
     assert exported == sorted(exported, key=str.casefold) or exported == sorted(exported)
     public = {name for name in dir(evidence_bench) if not name.startswith("_")}
     modules = {"api", "engine", "errors", "evidence", "providers", "simulation", "evaluation",
-               "experiment", "fixtures", "report", "gate", "cli", "seeding"}  # fmt: skip
+               "experiment", "fixtures", "report", "gate", "cli", "seeding", "livefetch"}  # fmt: skip
     assert public - modules - set(exported) == set()
     for name in exported:
         assert hasattr(evidence_bench, name), name
@@ -22,7 +22,7 @@ def test_all_is_sorted_and_complete() -> None:
 
 def test_every_error_derives_from_the_one_base() -> None:
     errors = [getattr(evidence_bench, n) for n in evidence_bench.__all__ if n.endswith("Error")]
-    assert len(errors) == 13
+    assert len(errors) == 14
     for error in errors:
         assert issubclass(error, evidence_bench.EvidenceBenchError)
 

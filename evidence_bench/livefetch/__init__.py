@@ -12,7 +12,21 @@ quote and cache them.
     records.py     RetrievalIntent, EvidencePacket, FetchFailure, PacketSet, ...
 """
 
-from evidence_bench.livefetch.extract import decode_html, extract_page
+from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH, CachedDoc, PageCache
+from evidence_bench.livefetch.discovery import (
+    BraveDiscovery,
+    DdgsDiscovery,
+    Discovery,
+    FeedDiscovery,
+    RecordedDiscovery,
+    RecordMode,
+    StaticDiscovery,
+    candidate_limit,
+)
+from evidence_bench.livefetch.extract import clip_text, decode_html, extract_page
+from evidence_bench.livefetch.fetch import USER_AGENT, FetchedPage, PageFetcher
+from evidence_bench.livefetch.pipeline import LiveFetch, default_discovery
+from evidence_bench.livefetch.quotes import quotes_for
 from evidence_bench.livefetch.records import (
     Candidate,
     EvidencePacket,
@@ -26,15 +40,33 @@ from evidence_bench.livefetch.records import (
 )
 
 __all__ = [
+    "DEFAULT_CACHE_PATH",
+    "USER_AGENT",
+    "BraveDiscovery",
+    "CachedDoc",
     "Candidate",
+    "DdgsDiscovery",
+    "Discovery",
     "EvidencePacket",
     "ExtractedPage",
     "FailureReason",
+    "FeedDiscovery",
     "FetchFailure",
+    "FetchedPage",
+    "LiveFetch",
     "Mode",
     "PacketSet",
+    "PageCache",
+    "PageFetcher",
+    "RecordMode",
+    "RecordedDiscovery",
     "RetrievalIntent",
     "ScoreBreakdown",
+    "StaticDiscovery",
+    "candidate_limit",
+    "clip_text",
     "decode_html",
+    "default_discovery",
     "extract_page",
+    "quotes_for",
 ]

@@ -205,11 +205,15 @@ class EvidencePacket:
 
 @dataclass(frozen=True, slots=True)
 class PacketSet:
-    """The packets of one run, best first, and the candidates that failed, with reasons.
-    Iterating it (and ``len``) goes over the packets."""
+    """The packets of one run, best first, and the candidates that failed, with reasons;
+    ``stale`` are the pages dropped by the freshness filter, ``excluded`` the candidates
+    dropped by the domain lists (canonical URLs). Iterating it (and ``len``) goes over the
+    packets."""
 
     packets: tuple[EvidencePacket, ...] = ()
     failures: tuple[FetchFailure, ...] = field(default=())
+    stale: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[EvidencePacket]:
         return iter(self.packets)
@@ -224,4 +228,6 @@ class PacketSet:
         return {
             "packets": [packet.to_dict() for packet in self.packets],
             "failures": [failure.to_dict() for failure in self.failures],
+            "stale": list(self.stale),
+            "excluded": list(self.excluded),
         }
