@@ -56,10 +56,11 @@ _BLOCK_TAGS = (
 )  # fmt: skip
 _DROP_TAGS = ("script", "style", "noscript", "template", "iframe", "svg", "head")
 
-# trafilatura and readability log every page they find empty at WARNING/INFO: that is
-# this module's normal case, reported by method="none", not a message for the user.
+# trafilatura, htmldate and readability log every page they cannot parse, up to ERROR
+# ("empty HTML tree"): that is this module's normal case, reported by method="none", and
+# without a handler Python would print it on stderr of every command.
 for _name in ("trafilatura", "readability", "htmldate"):
-    logging.getLogger(_name).setLevel(logging.ERROR)
+    logging.getLogger(_name).setLevel(logging.CRITICAL)
 
 
 def _codec(name: str) -> str | None:
@@ -77,10 +78,12 @@ def _plausible(text: str) -> bool:
 def decode_html(body: bytes, content_type: str | None = None) -> str | None:
     """The body as text, or None when it is not text in any plausible encoding.
 
-    The encoding is the first that decodes the bytes strictly, in the order of the HTML
-    standard's sniffing (WHATWG, "Determining the character encoding"): a byte order mark,
-    the Content-Type's ``charset``, a ``<meta charset>`` in the first 4 KiB, then UTF-8;
-    past those, charset-normalizer's guess. An unknown charset name is skipped.
+    The encoding is the first that decodes the bytes strictly into plausible text, in the
+    order of the HTML standard's sniffing (WHATWG, "Determining the character encoding"):
+    a byte order mark, the Content-Type's ``charset``, a ``<meta charset>`` in the first
+    4 KiB, UTF-8, then the standard's default, windows-1252; past those, charset-normalizer's
+    guess. An unknown charset name is skipped. Plausible text has at most 1% C0 control
+    characters, which binary data fails.
     """
     if not body:
         return ""
@@ -93,7 +96,7 @@ def decode_html(body: bytes, content_type: str | None = None) -> str | None:
         names.append(match.group(1))
     if meta := _META_CHARSET.search(body[:4096]):
         names.append(meta.group(1).decode("ascii", "replace"))
-    names.append("utf-8")
+    names += ["utf-8", "windows-1252"]
     for name in names:
         codec = _codec(name)
         if codec is None:
@@ -184,6 +187,8 @@ def _trafilatura(markup: str, url: str) -> tuple[str, str, datetime | None]:
         include_comments=False,
         include_tables=True,
         date_extraction_params=_DATE_PARAMS,
+        # trafilatura keeps <noscript> ("enable JavaScript") and <template> text.
+        prune_xpath=["//noscript", "//template"],
     )
     if document is None or isinstance(document, dict):
         return "", "", None
