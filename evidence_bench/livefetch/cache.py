@@ -7,10 +7,13 @@ The schema is the LiveFetch design's::
 ``url`` is the canonical URL, ``fetched_at`` and ``published_at`` ISO-8601 in UTC, ``text``
 the extracted text (before clipping). The file is in WAL mode (SQLite's write-ahead log):
 readers never block the writer nor it them, and a writer killed mid-transaction leaves
-the last committed state, which the next connection recovers from the log. Every
-operation opens its own connection with a busy timeout, so threads and processes may
-share one file; writes are single-statement upserts, so concurrent writers of one URL
-end with one of their rows whole, never a mix.
+the last committed state, which the next connection recovers from the log. Each thread
+(and each process) has its own connection, with a busy timeout, so threads and
+processes may share one file; writes are single-statement upserts, so concurrent writers
+of one URL end with one of their rows whole, never a mix. Connections stay open until
+:meth:`PageCache.close`: closing the last connection of a WAL file checkpoints and syncs
+it, which made a connection per operation about 80 times slower (36 ms against 0.4 ms
+a put, measured here; shared machine, noisy).
 
 A file that is not a database, is damaged, or stays locked past the busy timeout raises
 :class:`~evidence_bench.errors.CacheError` in one line naming the file.
@@ -19,7 +22,9 @@ A file that is not a database, is damaged, or stays locked past the busy timeout
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -89,6 +94,10 @@ class PageCache:
         self.max_age = max_age
         self._busy_timeout_s = busy_timeout_s
         self._ready = False
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"PageCache({str(self.path)!r}, max_age={self.max_age!r})"
@@ -103,26 +112,61 @@ class PageCache:
             hint = "delete it to start an empty cache, or choose another cache path"
         return CacheError(f"LiveFetch cache {self.path}: {text} ({hint})")
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        connection: sqlite3.Connection | None = None
+    def __enter__(self) -> PageCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every thread's connection (the cache opens new ones if used again)."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+            self._local = threading.local()
+        for connection in connections:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():
+            # A forked child must not use (or close) its parent's connections: forget them.
+            self._pid = os.getpid()
+            self._connections = []
+            self._local = threading.local()
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection
+        if not self._ready:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,  # used by its own thread only; closed by close()
+        )
         try:
-            if not self._ready:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(
-                self.path, timeout=self._busy_timeout_s, isolation_level=None
-            )
+            # In WAL mode NORMAL still survives a killed process (the log is synced at
+            # checkpoints); only a power cut may lose the last commits, never the file.
+            connection.execute("PRAGMA synchronous=NORMAL")
             if not self._ready:
                 # WAL is a property of the file: set once, every later connection uses it.
                 connection.execute("PRAGMA journal_mode=WAL").fetchone()
                 connection.execute(_SCHEMA)
                 self._ready = True
-            yield connection
+        except BaseException:
+            connection.close()
+            raise
+        self._local.connection = connection
+        with self._lock:
+            self._connections.append(connection)
+        return connection
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            yield self._connection()
         except (sqlite3.Error, OSError) as exc:
             raise self._fail(exc) from exc
-        finally:
-            if connection is not None:
-                connection.close()
 
     def get(self, url: str, *, now: datetime) -> CachedDoc | None:
         """The row for ``url`` if it was fetched less than ``max_age`` before ``now``."""

@@ -171,8 +171,11 @@ class LiveFetch:
         self.close()
 
     def close(self) -> None:
-        """Refuse further runs (each run opens and closes its own HTTP client)."""
+        """Close the cache's connections and refuse further runs (each run opens and
+        closes its own HTTP client)."""
         self._closed = True
+        if self.cache is not None:
+            self.cache.close()
 
     # -- running
 

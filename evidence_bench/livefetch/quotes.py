@@ -21,13 +21,15 @@ __all__ = ["MAX_QUOTES", "MAX_QUOTE_CHARS", "quotes_for", "sentence_spans"]
 
 #: At most this many quotes per page.
 MAX_QUOTES = 3
-#: A longer sentence is quoted up to the last word that fits (still a substring).
+#: A longer sentence is quoted from its first query term, up to the last word that fits.
 MAX_QUOTE_CHARS = 400
 #: Fragments shorter than this (a heading's "Abstract", a stray "1.") are not sentences.
 _MIN_CHARS = 20
 
-# Not before a lowercase letter or a digit: "e.g. the", "Fig. 2" do not end a sentence.
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?![a-z0-9])|\n+")
+# Not before a lowercase letter or a digit: "e.g. the", "Fig. 2" do not end a sentence; but
+# a stop after a space (" . ", as in the Cranfield and CACM texts) always does.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?![a-z0-9])|(?<=\s[.!?])\s+|\n+")
+_WORD = re.compile(r"[^\W_]+")
 
 
 def sentence_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -47,6 +49,21 @@ def _trimmed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
         end -= 1
     if end > start:
         yield start, end
+
+
+def _window(
+    text: str, start: int, end: int, query_terms: set[str], analyzer: Analyzer
+) -> tuple[int, int]:
+    """A sentence longer than MAX_QUOTE_CHARS is quoted from its first query term (or its
+    start, when that term is within reach), up to MAX_QUOTE_CHARS, cut at a space."""
+    if end - start <= MAX_QUOTE_CHARS:
+        return start, end
+    for word in _WORD.finditer(text, start, end):
+        if set(analyzer(word.group(0))) & query_terms:
+            if word.end() - start > MAX_QUOTE_CHARS:
+                start = word.start()
+            break
+    return start, _shorten(text, start, end)
 
 
 def _shorten(text: str, start: int, end: int) -> int:
@@ -86,5 +103,6 @@ def quotes_for(
     scored.sort()
     quotes: list[str] = []
     for _, _, _, start, end in scored[:limit]:
-        quotes.append(text[start : _shorten(text, start, end)])
+        first, last = _window(text, start, end, query_terms, analyzer)
+        quotes.append(text[first:last])
     return tuple(quotes)
