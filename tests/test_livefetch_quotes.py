@@ -89,3 +89,16 @@ def test_a_long_sentence_is_quoted_from_its_first_query_term() -> None:
     (quote,) = quotes_for("nozzle", text)
     assert quote.startswith("nozzle shock stands here")
     assert quote in text and len(quote) <= MAX_QUOTE_CHARS
+
+
+def test_a_sentence_that_ends_in_a_stop_beats_a_heading() -> None:
+    """The heading holds all four query terms, the sentence three ("European" is not
+    "EU"); a heading is no claim to cite, so the sentence comes first."""
+    text = (
+        "EU opens first AI Act enforcement case\n"
+        "The European AI Office opened its first enforcement case under the AI Act."
+    )
+    assert quotes_for("EU AI Act enforcement", text) == (
+        "The European AI Office opened its first enforcement case under the AI Act.",
+        "EU opens first AI Act enforcement case",
+    )

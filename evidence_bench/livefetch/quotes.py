@@ -3,11 +3,11 @@
 Each quote is an exact substring of the text it was taken from (``text[start:end]``), so a
 reader can find it on the page. A sentence ends at ``.``, ``!`` or ``?`` followed by
 whitespace and no lowercase letter or digit, or at a line break (extracted text keeps one
-paragraph a line). Sentences are scored by the share of the query's distinct terms they
-hold (the engine's analyzer, so "slabs" matches "slab"), then by the density of query-term
-occurrences among their terms (a short sentence about the query beats a long one that
-mentions it), then by position.
-A sentence with no query term is never quoted.
+paragraph a line). A sentence that ends in a stop comes before any fragment without one
+(a heading, a menu item: no claim to cite); then by the share of the query's distinct
+terms it holds (the engine's analyzer, so "slabs" matches "slab"), then by the density of
+query-term occurrences among its terms (a short sentence about the query beats a long one
+that mentions it), then by position. A sentence with no query term is never quoted.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ _MIN_CHARS = 20
 # a stop after a space (" . ", as in the Cranfield and CACM texts) always does.
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?![a-z0-9])|(?<=\s[.!?])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+")
+# A stop inside a closing quote or bracket still ends a sentence: ."  !)  ?'
+_CLOSED = frozenset(f"{stop}{close}" for stop in ".!?" for close in "\"')]")
 
 
 def sentence_spans(text: str) -> Iterator[tuple[int, int]]:
@@ -87,7 +89,7 @@ def quotes_for(
     query_terms = set(analyzer(query))
     if not query_terms or limit < 1:
         return ()
-    scored: list[tuple[float, float, int, int, int]] = []
+    scored: list[tuple[bool, float, float, int, int, int]] = []
     for position, (start, end) in enumerate(sentence_spans(text)):
         if end - start < _MIN_CHARS:
             continue
@@ -99,10 +101,11 @@ def quotes_for(
             continue
         coverage = len(set(hits)) / len(query_terms)
         density = len(hits) / len(terms)
-        scored.append((-coverage, -density, position, start, end))
+        unended = text[end - 1] not in ".!?" and text[end - 2 : end] not in _CLOSED
+        scored.append((unended, -coverage, -density, position, start, end))
     scored.sort()
     quotes: list[str] = []
-    for _, _, _, start, end in scored[:limit]:
+    for *_, start, end in scored[:limit]:
         first, last = _window(text, start, end, query_terms, analyzer)
         quotes.append(text[first:last])
     return tuple(quotes)
