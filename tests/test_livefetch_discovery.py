@@ -289,3 +289,19 @@ def test_candidate_limit_oversamples_and_caps() -> None:
     assert candidate_limit(RetrievalIntent("q", max_results=1)) == 3
     assert candidate_limit(RetrievalIntent("q", max_results=8)) == 24
     assert candidate_limit(RetrievalIntent("q", max_results=50)) == 30
+
+
+def test_feed_dates_do_not_depend_on_the_local_timezone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sydney is on summer time (UTC+11) in November, an hour off its standard offset:
+    local-time arithmetic (mktime - timezone) would be an hour wrong there."""
+    import time
+
+    monkeypatch.setenv("TZ", "Australia/Sydney")
+    time.tzset()
+    try:
+        discovery = FeedDiscovery(["https://f.test/rss"], transport=httpx.MockTransport(_feeds))
+        (first, *_) = discovery.discover(RetrievalIntent("AI Act enforcement", mode="rss"))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert first.published_at == datetime(2026, 11, 27, 8, 0, tzinfo=UTC)

@@ -223,3 +223,12 @@ def test_concurrency_is_bounded_overall_and_per_host() -> None:
     # 4 hosts x 2 per host could reach 8; the overall bound of 6 holds it at 6.
     assert peak["*"] == 6
     assert max(peak[f"h{n}.test"] for n in range(4)) == 2
+
+
+def test_the_failure_reasons_are_a_closed_set() -> None:
+    """Each one is produced by a test: in this file, or (undecodable, no_text) in
+    test_livefetch_pipeline.py."""
+    assert [reason.value for reason in FailureReason] == [
+        "timeout", "network", "http_status", "not_html", "too_large", "undecodable",
+        "redirects", "no_text", "invalid_url",
+    ]  # fmt: skip

@@ -20,10 +20,10 @@ because some pages fail or are filtered out after discovery.
 
 from __future__ import annotations
 
+import calendar
 import difflib
 import json
 import os
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -223,10 +223,11 @@ class DdgsDiscovery:
 
 
 def _entry_date(entry: Any) -> datetime | None:
+    """feedparser's ``*_parsed`` are UTC struct_times: ``timegm``, not the local ``mktime``."""
     for key in ("published_parsed", "updated_parsed"):
         parsed = entry.get(key)
         if parsed:
-            return datetime.fromtimestamp(time.mktime(parsed) - time.timezone, tz=UTC)
+            return datetime.fromtimestamp(calendar.timegm(parsed), tz=UTC)
     return None
 
 
