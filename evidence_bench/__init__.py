@@ -1,7 +1,8 @@
 """evidence_bench: measure, offline and reproducibly, whether relevance feedback helps.
 
 The engine being measured is importable from here: fetch evidence from a Brave-compatible
-API, rank it locally, take feedback in a :class:`SearchSession`, and expand the search.
+API, rank it locally, take feedback in a :class:`SearchSession`, and expand the search;
+or run the whole LiveFetch pipeline (:class:`LiveFetch`), from discovery to cited pages.
 """
 
 from evidence_bench.api import fetch_evidence
@@ -10,6 +11,7 @@ from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanke
 from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.session import Expansion, SearchSession
 from evidence_bench.errors import (
+    CacheError,
     ConfigurationError,
     DataError,
     EvidenceBenchError,
@@ -25,6 +27,16 @@ from evidence_bench.errors import (
     WriteError,
 )
 from evidence_bench.evidence import Evidence, canonical_url, normalize_text
+from evidence_bench.livefetch import (
+    EvidencePacket,
+    FailureReason,
+    FetchFailure,
+    LiveFetch,
+    PacketSet,
+    RecordedDiscovery,
+    RetrievalIntent,
+    extract_page,
+)
 from evidence_bench.web.brave import BraveProvider, HttpClient, RetryPolicy
 
 #: The package version.
@@ -32,26 +44,34 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BraveProvider",
+    "CacheError",
     "ConfigurationError",
     "DataError",
     "Evidence",
     "EvidenceBenchError",
+    "EvidencePacket",
     "Expansion",
+    "FailureReason",
     "FeedbackError",
+    "FetchFailure",
     "HttpClient",
     "Label",
     "LexicalRefiner",
+    "LiveFetch",
+    "PacketSet",
     "ProviderOrderRanker",
     "ProviderStatusError",
     "QueryError",
     "Ranker",
     "RateLimitError",
+    "RecordedDiscovery",
     "RefinedQuery",
     "Refiner",
     "RegressionError",
     "ReplayMissError",
     "RequestError",
     "ResponseFormatError",
+    "RetrievalIntent",
     "RetryPolicy",
     "SearchProvider",
     "SearchSession",
@@ -60,6 +80,7 @@ __all__ = [
     "WriteError",
     "__version__",
     "canonical_url",
+    "extract_page",
     "fetch_evidence",
     "normalize_text",
 ]

@@ -1,4 +1,4 @@
-"""``python -m evidence_bench COMMAND``: run, record, serve, report, gather, check.
+"""``python -m evidence_bench COMMAND``: run, record, serve, report, gather, check, livefetch.
 
 ``run`` and ``record`` take Hydra overrides (``+experiment=NAME``, ``ranker.beta=0.5``,
 ``--multirun``); ``__main__`` only wires configs to the plain functions that do the work.
@@ -21,6 +21,7 @@ commands:
   report RUN_DIR                       re-render RUN_DIR/report.html (or a multirun dir)
   gather SHARD_DIR...                  gather a run's shards (shards=N shard=i) into that run
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
+  livefetch QUERY [--mode news] ...    fetch, extract, score and quote pages (LiveFetch)
 
 experiments: smoke, ci, rocchio_sweep, rocchio_tune, policy_compare, ranker_compare
 (conf/experiment/)
@@ -246,6 +247,12 @@ def _check(argv: list[str]) -> None:
     raise SystemExit(gate_main(argv))
 
 
+def _livefetch(argv: list[str]) -> None:
+    from evidence_bench.livefetch._cli import main as livefetch_main
+
+    raise SystemExit(livefetch_main(argv))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
@@ -264,8 +271,10 @@ def main(argv: list[str] | None = None) -> None:
         _gather(rest)
     elif command == "check":
         _check(rest)
+    elif command == "livefetch":
+        _livefetch(rest)
     else:
-        commands = "run, record, serve, report, gather, check"
+        commands = "run, record, serve, report, gather, check, livefetch"
         _fail(f"unknown command {command!r}; commands: {commands}", 2)
 
 

@@ -1,7 +1,9 @@
 """``evidence-fetcher``: search Brave from the shell, optionally refining with feedback.
 
 It prints Brave's results (deduplicated) in the local ranker's first order, before any
-feedback, as text or JSON (``rank`` is the position shown); ``--interactive`` starts from
+feedback, as text or JSON (``rank`` is the position shown); ``--fetch`` also fetches each
+result's page through LiveFetch and shows its publication date and the sentences that
+support the query (or why the page could not be read); ``--interactive`` starts from
 that same list in a :class:`SearchSession`: the user marks results by their number, reranks
 locally (``show``, no search) and asks for more (``expand``, one search). Any
 :class:`EvidenceBenchError` ends the command with one line on stderr and exit status 1; a
@@ -15,13 +17,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from datetime import UTC
+from typing import TYPE_CHECKING, TextIO
 
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import EvidenceBenchError, FeedbackError
-from evidence_bench.evidence import Evidence
+from evidence_bench.evidence import Evidence, canonical_url
 from evidence_bench.web.brave import BraveProvider
+
+if TYPE_CHECKING:
+    from evidence_bench.livefetch import PacketSet
 
 __all__ = ["main"]
 
@@ -65,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         "--limit", type=_limit, default=10, help=f"results to fetch, 1-{MAX_LIMIT} (10)"
     )
     parser.add_argument(
+        "--fetch",
+        action="store_true",
+        help="fetch each result's page and show its publication date and supporting "
+        "quotes (LiveFetch; pages cached in livefetch.sqlite)",
+    )
+    parser.add_argument(
         "--interactive",
         action="store_true",
         help="mark results and rerank or expand them; type 'help' at the prompt",
@@ -84,6 +96,73 @@ def _render(results: Sequence[Evidence]) -> str:
         if item.snippet:
             lines.append(f"   {item.snippet}")
     return "\n".join(lines) + "\n"
+
+
+def _fetch_pages(query: str, results: Sequence[Evidence]) -> PacketSet:
+    """Each result's page through LiveFetch: no freshness filter, no new discovery."""
+    from evidence_bench.livefetch import Candidate, LiveFetch, RetrievalIntent, StaticDiscovery
+
+    candidates = [
+        Candidate(
+            url=item.url,
+            title=item.title,
+            snippet=item.snippet,
+            published_at=item.page_age.replace(tzinfo=UTC) if item.page_age else None,
+            source=item.source,
+        )
+        for item in results
+    ]
+    intent = RetrievalIntent(query, max_results=max(len(results), 1), freshness_days=None)
+    with LiveFetch(StaticDiscovery(candidates)) as lf:
+        return lf.run_sync(intent)
+
+
+def _render_fetched(results: Sequence[Evidence], fetched: PacketSet) -> str:
+    """The numbered listing, each result followed by its page's date and quotes (or why
+    its page was not read)."""
+    if not results:
+        return "No results.\n"
+    packets = {packet.url: packet for packet in fetched.packets}
+    failures = {canonical_url(failure.url): failure for failure in fetched.failures}
+    lines: list[str] = []
+    for position, item in enumerate(results, start=1):
+        lines.append(f"{position}. {item.title or '(no title)'}")
+        lines.append(f"   {item.url}")
+        packet = packets.get(item.key)
+        failure = failures.get(item.key)
+        if packet is not None:
+            published = packet.published_at
+            lines.append(f"   date: {published.date().isoformat() if published else 'unknown'}")
+            lines += [f"   > {quote}" for quote in packet.quotes] or [
+                f"   {item.snippet}" if item.snippet else "   (no supporting sentence)"
+            ]
+        elif failure is not None:
+            detail = f" ({failure.detail})" if failure.detail else ""
+            lines.append(f"   page not read: {failure.reason.value}{detail}")
+            if item.snippet:
+                lines.append(f"   {item.snippet}")
+        elif item.snippet:
+            lines.append(f"   {item.snippet}")
+    return "\n".join(lines) + "\n"
+
+
+def _fetched_json(results: Sequence[Evidence], fetched: PacketSet) -> list[dict[str, object]]:
+    packets = {packet.url: packet for packet in fetched.packets}
+    failures = {canonical_url(failure.url): failure for failure in fetched.failures}
+    rows: list[dict[str, object]] = []
+    for item in results:
+        packet = packets.get(item.key)
+        failure = failures.get(item.key)
+        published = packet.published_at if packet else None
+        rows.append(
+            {
+                **item.to_dict(),
+                "published_at": published.isoformat() if published else None,
+                "quotes": list(packet.quotes) if packet else [],
+                "fetch_failure": failure.to_dict() if failure else None,
+            }
+        )
+    return rows
 
 
 def _positions(params: Sequence[str]) -> list[int]:
@@ -163,6 +242,9 @@ def _main(argv: list[str] | None) -> int:
     if args.interactive and args.format == "json":
         print(f"{PROG}: --interactive works only with --format text", file=sys.stderr)
         return 2
+    if args.interactive and args.fetch:
+        print(f"{PROG}: --fetch works only without --interactive", file=sys.stderr)
+        return 2
     query = " ".join(args.query)
     try:
         # Both modes show the session's first ranking (the local ranker, no feedback yet),
@@ -174,6 +256,7 @@ def _main(argv: list[str] | None) -> int:
                 return 0
             return _interact(session, sys.stdin, sys.stdout, sys.stderr)
         results = session.ranking
+        fetched = _fetch_pages(query, results) if args.fetch and results else None
     except EvidenceBenchError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -181,10 +264,11 @@ def _main(argv: list[str] | None) -> int:
         sys.stdout.write("\n")
         return 130
     if args.format == "json":
-        json.dump([item.to_dict() for item in results], sys.stdout, indent=2, ensure_ascii=False)
+        rows = _fetched_json(results, fetched) if fetched else [r.to_dict() for r in results]
+        json.dump(rows, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(_render(results))
+        sys.stdout.write(_render_fetched(results, fetched) if fetched else _render(results))
     return 0
 
 

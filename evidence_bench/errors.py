@@ -15,7 +15,8 @@ caller (the CLI, the experiment runner) can catch one class and print one line::
     ├── ReplayMissError           a request that no cassette holds (record mode none)
     ├── RegressionError           a quality gate that failed
     ├── WriteError                an output file not written: disk full, read-only, no access
-    └── WorkerError               a worker process failed on a query, or died
+    ├── WorkerError               a worker process failed on a query, or died
+    └── CacheError                LiveFetch's SQLite cache is corrupt, locked or unwritable
 
 Errors of dependencies (httpx, json, yaml) are translated at the boundary where they occur,
 with ``raise ... from exc``, so their cause stays visible in a traceback.
@@ -30,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CacheError",
     "ConfigurationError",
     "DataError",
     "EvidenceBenchError",
@@ -135,3 +137,8 @@ class WriteError(EvidenceBenchError):
 
 class WorkerError(EvidenceBenchError):
     """A run's worker failed on a query with an unexpected error, or its process died."""
+
+
+class CacheError(EvidenceBenchError):
+    """LiveFetch's page cache (SQLite) cannot be used: not a database, damaged, locked
+    beyond the busy timeout, or not writable; the message names the file."""

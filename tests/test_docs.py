@@ -24,6 +24,7 @@ import evidence_bench
 from evidence_bench import __main__ as harness
 from evidence_bench import cli
 from evidence_bench.engine.base import Label
+from evidence_bench.livefetch import _cli as livefetch_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -61,7 +62,9 @@ def test_the_usage_lists_every_command_the_harness_dispatches(
         harness.main(["no-such-command"])
     dispatched = capsys.readouterr().err.split("commands: ", 1)[1].strip()
     assert _usage_commands() == dispatched.split(", ")
-    assert _usage_commands() == ["run", "record", "serve", "report", "gather", "check"]
+    assert _usage_commands() == [
+        "run", "record", "serve", "report", "gather", "check", "livefetch"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("command", _usage_commands())
@@ -99,12 +102,13 @@ def test_every_evidence_fetcher_option_has_help_text() -> None:
     parser = cli._parser()
     documented = _extension("cliref").options(parser)
     flags = {flag for action in parser._actions for flag in action.option_strings}
-    assert flags == {"-h", "--help", "--format", "--limit", "--interactive"}
+    assert flags == {"-h", "--help", "--format", "--limit", "--fetch", "--interactive"}
     assert [signature for signature, _ in documented] == [
         "-h, --help",
         "QUERY",
         "--format {text,json}",
         "--limit LIMIT",
+        "--fetch",
         "--interactive",
     ]
     for signature, text in documented:
@@ -270,6 +274,12 @@ def test_every_command_the_manual_shows_names_real_commands_keys_and_options() -
             checked[command] = checked.get(command, 0) + 1
             if command not in _usage_commands():
                 problems.append(f"{page}: unknown command {command!r}")
+            elif command == "livefetch":
+                with contextlib.redirect_stderr(io.StringIO()) as err:
+                    try:
+                        livefetch_cli._parser().parse_args(args)
+                    except SystemExit:
+                        problems.append(f"{page}: {' '.join(argv)}: {err.getvalue().strip()}")
             elif command in ("run", "record"):
                 for arg in args:
                     if arg == "--multirun":
@@ -292,6 +302,7 @@ def test_every_command_the_manual_shows_names_real_commands_keys_and_options() -
             problems.append(f"{page}: {program!r} is not a command the manual may show")
     assert problems == []
     assert checked["run"] >= 10 and checked["record"] >= 2 and checked["evidence-fetcher"] >= 2
+    assert checked["livefetch"] >= 2
 
 
 def test_the_override_checker_finds_what_drifted() -> None:

@@ -14,7 +14,8 @@ def test_all_is_sorted_and_complete() -> None:
     assert exported == sorted(exported, key=str.casefold) or exported == sorted(exported)
     public = {name for name in dir(evidence_bench) if not name.startswith("_")}
     modules = {"api", "collections", "web", "engine", "users", "protocol", "errors", "evidence",
-               "evaluation", "experiment", "report", "gate", "cli", "seeding"}  # fmt: skip
+               "evaluation", "experiment", "report", "gate", "cli", "seeding",
+               "livefetch"}  # fmt: skip
     assert public - modules - set(exported) == set()
     for name in exported:
         assert hasattr(evidence_bench, name), name
@@ -22,17 +23,17 @@ def test_all_is_sorted_and_complete() -> None:
 
 def test_every_error_derives_from_the_one_base() -> None:
     errors = [getattr(evidence_bench, n) for n in evidence_bench.__all__ if n.endswith("Error")]
-    assert len(errors) == 13
+    assert len(errors) == 14
     for error in errors:
         assert issubclass(error, evidence_bench.EvidenceBenchError)
 
 
 def test_every_command_and_experiment_is_documented_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
-    for command in ("run", "record", "serve", "report", "gather", "check"):
+    for command in ("run", "record", "serve", "report", "gather", "check", "livefetch"):
         assert f"python -m evidence_bench {command}" in readme, command
     for experiment in (ROOT / "conf" / "experiment").glob("*.yaml"):
         assert f"`{experiment.stem}`" in readme, experiment.stem
-    for flag in ("--format json", "--limit", "--interactive"):
+    for flag in ("--format json", "--limit", "--interactive", "--fetch"):
         assert flag in readme, flag
     assert "make run" in readme and "make test" in readme

@@ -1,0 +1,354 @@
+"""LiveFetch: evidence packets for an intent, from discovery to quotes.
+
+The stages, in order::
+
+    discover -> canonicalize, dedupe, allow/deny domains -> cache or fetch -> extract
+             -> freshness filter (against as_of) -> score (R, F, T, D) -> top max_results
+             -> quotes
+
+Scoring is LiveFetch's ranker (:class:`~evidence_bench.engine.livefetch.LiveFetchRanker`)
+over the extracted page text instead of a snippet: relevance R, freshness F with a
+half-life of ``FRESHNESS_HALF_LIFE`` days from ``as_of``, trust T by public suffix, and
+redundancy D with the packets already ranked, greedily as in MMR. A candidate that fails
+(fetch, decode, extraction) is a :class:`~evidence_bench.livefetch.records.FetchFailure`
+beside the packets, never an error of the batch.
+
+``as_of`` (the freshness reference) and ``clock`` (what ``fetched_at`` and the cache's
+age are measured with) are injectable, so a run against recorded pages reproduces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import ClassVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from evidence_bench.engine.livefetch import LiveFetchRanker, _on_list
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import Evidence, canonical_url
+from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH, CachedDoc, PageCache
+from evidence_bench.livefetch.discovery import (
+    BraveDiscovery,
+    DdgsDiscovery,
+    Discovery,
+    FeedDiscovery,
+)
+from evidence_bench.livefetch.extract import clip_text, decode_html, extract_page
+from evidence_bench.livefetch.fetch import (
+    MAX_BYTES,
+    MAX_REDIRECTS,
+    PER_HOST,
+    USER_AGENT,
+    PageFetcher,
+)
+from evidence_bench.livefetch.quotes import quotes_for
+from evidence_bench.livefetch.records import (
+    Candidate,
+    EvidencePacket,
+    FailureReason,
+    FetchFailure,
+    Mode,
+    PacketSet,
+    RetrievalIntent,
+    ScoreBreakdown,
+)
+
+__all__ = ["LiveFetch", "default_discovery"]
+
+_SECONDS_PER_DAY = 86400.0
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return ""
+
+
+def default_discovery(intent: RetrievalIntent, feeds: Sequence[str] = ()) -> Discovery:
+    """Brave for web when ``BRAVE_SEARCH_API_KEY`` is set, else ddgs (keyless); ddgs for
+    news; the given feeds for rss."""
+    if intent.mode is Mode.RSS:
+        return FeedDiscovery(feeds)
+    if intent.mode is Mode.WEB and os.environ.get("BRAVE_SEARCH_API_KEY", "").strip():
+        return BraveDiscovery()
+    return DdgsDiscovery()
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """A candidate with its page: fetched now or read from the cache."""
+
+    candidate: Candidate
+    doc: CachedDoc
+
+
+class LiveFetch:
+    """The LiveFetch pipeline. ``with LiveFetch() as lf: packets = lf.run_sync(intent)``,
+    or ``await lf.run(intent)`` inside an event loop.
+
+    ``discovery`` defaults to :func:`default_discovery` per intent (``feeds`` for mode
+    rss). ``cache_path=None`` disables the SQLite cache; a cached page younger than
+    ``cache_max_age`` is used without a request. ``transport`` replaces httpx's network
+    transport for page fetches (``httpx.MockTransport`` in tests). The class attributes
+    bound every run; a subclass may change them.
+    """
+
+    #: Page requests in flight at once (overall; ``per_host`` bounds each host).
+    MAX_CONCURRENCY: ClassVar[int] = 6
+    #: Seconds for each request phase and for a whole page request.
+    TIMEOUT_S: ClassVar[float] = 15.0
+    #: A packet's text is the extracted text clipped to this many characters.
+    MAX_CHARS: ClassVar[int] = 12000
+    #: Freshness F halves every this many days of age before ``as_of``.
+    FRESHNESS_HALF_LIFE: ClassVar[float] = 7.0
+
+    def __init__(
+        self,
+        discovery: Discovery | None = None,
+        *,
+        feeds: Sequence[str] = (),
+        cache_path: str | Path | None = DEFAULT_CACHE_PATH,
+        cache_max_age: timedelta = timedelta(days=1),
+        as_of: datetime | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        transport: httpx.AsyncBaseTransport | None = None,
+        ranker: LiveFetchRanker | None = None,
+        per_host: int = PER_HOST,
+        max_redirects: int = MAX_REDIRECTS,
+        max_bytes: int = MAX_BYTES,
+        user_agent: str = USER_AGENT,
+    ) -> None:
+        self.discovery = discovery
+        self.feeds = tuple(feeds)
+        self.cache = (
+            PageCache(cache_path, max_age=cache_max_age) if cache_path is not None else None
+        )
+        self.as_of = _utc(as_of) if as_of is not None else None
+        self._clock = clock
+        self._transport = transport
+        self._ranker = ranker
+        self._per_host = per_host
+        self._max_redirects = max_redirects
+        self._max_bytes = max_bytes
+        self._user_agent = user_agent
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"LiveFetch(discovery={self.discovery!r}, cache={self.cache!r})"
+
+    # -- lifetime
+
+    def __enter__(self) -> LiveFetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> LiveFetch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the cache's connections and refuse further runs (each run opens and
+        closes its own HTTP client)."""
+        self._closed = True
+        if self.cache is not None:
+            self.cache.close()
+
+    # -- running
+
+    def run_sync(self, intent: RetrievalIntent) -> PacketSet:
+        """:meth:`run` in a new event loop; inside a running loop, await :meth:`run`."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(intent))
+        raise ConfigurationError(
+            "LiveFetch.run_sync was called inside a running event loop; await lf.run(intent)"
+        )
+
+    async def run(self, intent: RetrievalIntent) -> PacketSet:
+        """Packets for ``intent``, best first, and the candidates that failed."""
+        if self._closed:
+            raise ConfigurationError("this LiveFetch is closed; open a new one")
+        now = _utc(self._clock())
+        as_of = self.as_of or now
+        discovery = self.discovery or default_discovery(intent, self.feeds)
+        found = await asyncio.to_thread(discovery.discover, intent)
+        failures: list[FetchFailure] = list(getattr(discovery, "failures", ()))
+        candidates, excluded = self._admit(intent, found)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="livefetch-extract") as pool:
+            async with PageFetcher(
+                max_concurrency=self.MAX_CONCURRENCY,
+                timeout_s=self.TIMEOUT_S,
+                transport=self._transport,
+                per_host=self._per_host,
+                max_redirects=self._max_redirects,
+                max_bytes=self._max_bytes,
+                user_agent=self._user_agent,
+            ) as fetcher:
+                outcomes = await asyncio.gather(
+                    *(self._page(candidate, fetcher, pool, now) for candidate in candidates)
+                )
+        pages: list[_Page] = []
+        stale: list[str] = []
+        seen_content: set[str] = set()
+        for outcome in outcomes:
+            if isinstance(outcome, FetchFailure):
+                failures.append(outcome)
+                continue
+            if outcome.doc.content_sha256 in seen_content:
+                continue  # the same text under another URL: a mirror adds nothing
+            seen_content.add(outcome.doc.content_sha256)
+            if self._too_old(intent, outcome, as_of):
+                stale.append(outcome.doc.url)
+                continue
+            pages.append(outcome)
+        packets = self._score(intent, pages, as_of)
+        return PacketSet(
+            packets=tuple(packets),
+            failures=tuple(failures),
+            stale=tuple(stale),
+            excluded=tuple(excluded),
+        )
+
+    # -- stages
+
+    def _admit(
+        self, intent: RetrievalIntent, found: Sequence[Candidate]
+    ) -> tuple[list[Candidate], list[str]]:
+        """Canonical URLs, first occurrence kept; hosts off the allow list or on the deny
+        list (an entry covers its subdomains) are excluded."""
+        kept: list[Candidate] = []
+        excluded: list[str] = []
+        seen: set[str] = set()
+        for candidate in found:
+            url = canonical_url(candidate.url)
+            if url in seen:
+                continue
+            seen.add(url)
+            host = _host(url)
+            if (intent.deny_domains and _on_list(host, intent.deny_domains)) or (
+                intent.allow_domains and not _on_list(host, intent.allow_domains)
+            ):
+                excluded.append(url)
+                continue
+            kept.append(dataclasses.replace(candidate, url=url))
+        return kept, excluded
+
+    async def _page(
+        self,
+        candidate: Candidate,
+        fetcher: PageFetcher,
+        pool: ThreadPoolExecutor,
+        now: datetime,
+    ) -> _Page | FetchFailure:
+        loop = asyncio.get_running_loop()
+        cache = self.cache
+        if cache is not None:
+            hit = await loop.run_in_executor(
+                None, functools.partial(cache.get, candidate.url, now=now)
+            )
+            if hit is not None:
+                return _Page(candidate, hit)
+        fetched = await fetcher.fetch(candidate.url)
+        if isinstance(fetched, FetchFailure):
+            return fetched
+        text = decode_html(fetched.body, fetched.content_type)
+        if text is None:
+            return FetchFailure(candidate.url, FailureReason.UNDECODABLE, "no text encoding fits")
+        page = await loop.run_in_executor(
+            pool, lambda: extract_page(text, url=fetched.final_url, content_type=None)
+        )
+        if not page.text:
+            return FetchFailure(candidate.url, FailureReason.NO_TEXT, "no main text found")
+        doc = CachedDoc(
+            url=candidate.url,
+            content_sha256=hashlib.sha256(page.text.encode("utf-8")).hexdigest(),
+            fetched_at=now,
+            published_at=page.published_at,
+            title=page.title or candidate.title,
+            text=page.text,
+        )
+        if cache is not None:
+            await loop.run_in_executor(None, cache.put, doc)
+        return _Page(candidate, doc)
+
+    @staticmethod
+    def _published(page: _Page) -> datetime | None:
+        """The page's own date, else what discovery said (a feed's, a news result's)."""
+        return page.doc.published_at or page.candidate.published_at
+
+    def _too_old(self, intent: RetrievalIntent, page: _Page, as_of: datetime) -> bool:
+        """Older than ``freshness_days`` before ``as_of``; an undated page is kept."""
+        published = self._published(page)
+        if intent.freshness_days is None or published is None:
+            return False
+        age_days = (as_of - _utc(published)).total_seconds() / _SECONDS_PER_DAY
+        return age_days > intent.freshness_days
+
+    def _score(
+        self, intent: RetrievalIntent, pages: Sequence[_Page], as_of: datetime
+    ) -> list[EvidencePacket]:
+        reference = as_of.astimezone(UTC).replace(tzinfo=None).isoformat()
+        if self._ranker is not None:
+            ranker = dataclasses.replace(self._ranker, as_of=reference)
+        else:
+            ranker = LiveFetchRanker(half_life_days=self.FRESHNESS_HALF_LIFE, as_of=reference)
+        texts = {page.doc.url: clip_text(page.doc.text, self.MAX_CHARS) for page in pages}
+        evidence = []
+        for page in pages:
+            published = self._published(page)
+            evidence.append(
+                Evidence(
+                    title=page.doc.title,
+                    url=page.doc.url,
+                    snippet=texts[page.doc.url],
+                    source="livefetch",
+                    page_age=_utc(published).replace(tzinfo=None) if published else None,
+                    domain=_host(page.doc.url),
+                )
+            )
+        by_url = {page.doc.url: page for page in pages}
+        packets = []
+        for row in ranker.score_breakdown(intent.query, evidence, {})[: intent.max_results]:
+            page = by_url[row["url"]]
+            text = texts[row["url"]]
+            published = self._published(page)
+            packets.append(
+                EvidencePacket(
+                    url=page.doc.url,
+                    domain=_host(page.doc.url),
+                    title=page.doc.title,
+                    text=text,
+                    published_at=_utc(published) if published else None,
+                    fetched_at=page.doc.fetched_at,
+                    score=row["S"],
+                    score_breakdown=ScoreBreakdown(row["R"], row["F"], row["T"], row["D"]),
+                    content_sha256=page.doc.content_sha256,
+                    quotes=quotes_for(intent.query, text) if intent.need_quotes else (),
+                )
+            )
+        return packets

@@ -1,0 +1,233 @@
+"""LiveFetch's records: what is asked (:class:`RetrievalIntent`), what comes back
+(:class:`EvidencePacket`, :class:`FetchFailure`, together a :class:`PacketSet`), and the
+seams between the stages (:class:`Candidate` from discovery, :class:`ExtractedPage` from
+extraction). All are frozen: a packet is a citation, and a citation does not change.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from evidence_bench.errors import ConfigurationError
+
+__all__ = [
+    "Candidate",
+    "EvidencePacket",
+    "ExtractedPage",
+    "FailureReason",
+    "FetchFailure",
+    "Mode",
+    "PacketSet",
+    "RetrievalIntent",
+    "ScoreBreakdown",
+]
+
+#: How an extracted page's text was obtained; "none" when no extractor found any text.
+ExtractionMethod = Literal["trafilatura", "readability", "none"]
+
+
+class Mode(enum.StrEnum):
+    """Where candidates are discovered: web search, news search, or RSS/Atom feeds."""
+
+    WEB = "web"
+    NEWS = "news"
+    RSS = "rss"
+
+    @classmethod
+    def parse(cls, value: str | Mode) -> Mode:
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(mode.value for mode in cls)
+            raise ConfigurationError(f"mode must be one of {valid}, got {value!r}") from None
+
+
+class FailureReason(enum.StrEnum):
+    """Why a candidate URL gave no packet: a closed set, so a caller can count by reason."""
+
+    #: No answer within ``LiveFetch.TIMEOUT_S`` (connect, read or the whole request).
+    TIMEOUT = "timeout"
+    #: The connection could not be made or broke (DNS, refused, reset, TLS).
+    NETWORK = "network"
+    #: The server answered with a status other than 2xx (after redirects).
+    HTTP_STATUS = "http_status"
+    #: The answer's Content-Type is not HTML (a PDF, JSON, an image...).
+    NOT_HTML = "not_html"
+    #: The body is larger than the fetcher's cap (the download stops at the cap).
+    TOO_LARGE = "too_large"
+    #: The body cannot be decoded as text in any plausible encoding (binary data).
+    UNDECODABLE = "undecodable"
+    #: More redirects than the fetcher's cap, or a redirect loop.
+    REDIRECTS = "redirects"
+    #: The page decoded, but neither extractor found any text in it.
+    NO_TEXT = "no_text"
+    #: The candidate's address is not an http(s) URL.
+    INVALID_URL = "invalid_url"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchFailure:
+    """A candidate that gave no packet, with its reason; ``detail`` says more ("HTTP 404")."""
+
+    url: str
+    reason: FailureReason
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"url": self.url, "reason": self.reason.value, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalIntent:
+    """What to retrieve. ``freshness_days=None`` disables the hard freshness filter (pages
+    without a date always pass it); domain entries match a host and its subdomains."""
+
+    query: str
+    mode: Mode = Mode.WEB
+    max_results: int = 8
+    freshness_days: float | None = 14
+    need_quotes: bool = True
+    allow_domains: tuple[str, ...] = ()
+    deny_domains: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.query.strip():
+            raise ConfigurationError("RetrievalIntent.query is empty")
+        object.__setattr__(self, "mode", Mode.parse(self.mode))
+        if isinstance(self.max_results, bool) or not (
+            isinstance(self.max_results, int) and self.max_results >= 1
+        ):
+            raise ConfigurationError(
+                f"RetrievalIntent.max_results must be a whole number >= 1, got {self.max_results!r}"
+            )
+        days = self.freshness_days
+        if days is not None and not (isinstance(days, int | float) and days > 0):
+            raise ConfigurationError(
+                f"RetrievalIntent.freshness_days must be > 0 or None, got {days!r}"
+            )
+        for name in ("allow_domains", "deny_domains"):
+            raw = getattr(self, name)
+            if isinstance(raw, str):
+                raw = (raw,)
+            entries = tuple(str(entry).strip().lower().strip(".") for entry in raw)
+            if not all(entries):
+                raise ConfigurationError(f"RetrievalIntent.{name} holds an empty domain")
+            object.__setattr__(self, name, entries)
+
+
+class ScoreBreakdown(NamedTuple):
+    """LiveFetch's score components, each in [0, 1]: relevance, freshness, trust and
+    redundancy (see :class:`~evidence_bench.engine.livefetch.LiveFetchRanker`)."""
+
+    R: float
+    F: float
+    T: float
+    D: float
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A URL that discovery found, with what the source said about it."""
+
+    url: str
+    title: str = ""
+    snippet: str = ""
+    published_at: datetime | None = None
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "title": self.title,
+            "snippet": self.snippet,
+            "published_at": self.published_at.isoformat() if self.published_at else None,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        published = data.get("published_at")
+        return cls(
+            url=str(data["url"]),
+            title=str(data.get("title") or ""),
+            snippet=str(data.get("snippet") or ""),
+            published_at=datetime.fromisoformat(published) if published else None,
+            source=str(data.get("source") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedPage:
+    """A page's main text, title and publication date, and which extractor found them."""
+
+    title: str
+    text: str
+    published_at: datetime | None
+    method: ExtractionMethod
+
+
+@dataclass(frozen=True, slots=True)
+class EvidencePacket:
+    """One cited page: its canonical URL, extracted text (at most ``LiveFetch.MAX_CHARS``
+    characters), dates (aware, UTC), score and the quotes that support the query, each an
+    exact substring of ``text``."""
+
+    url: str
+    domain: str
+    title: str
+    text: str
+    published_at: datetime | None
+    fetched_at: datetime
+    score: float
+    score_breakdown: ScoreBreakdown
+    content_sha256: str
+    quotes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (dates as ISO-8601)."""
+        return {
+            "url": self.url,
+            "domain": self.domain,
+            "title": self.title,
+            "published_at": self.published_at.isoformat() if self.published_at else None,
+            "fetched_at": self.fetched_at.isoformat(),
+            "score": self.score,
+            "score_breakdown": self.score_breakdown._asdict(),
+            "content_sha256": self.content_sha256,
+            "quotes": list(self.quotes),
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PacketSet:
+    """The packets of one run, best first, and the candidates that failed, with reasons;
+    ``stale`` are the pages dropped by the freshness filter, ``excluded`` the candidates
+    dropped by the domain lists (canonical URLs). Iterating it (and ``len``) goes over the
+    packets."""
+
+    packets: tuple[EvidencePacket, ...] = ()
+    failures: tuple[FetchFailure, ...] = field(default=())
+    stale: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[EvidencePacket]:
+        return iter(self.packets)
+
+    def __len__(self) -> int:
+        return len(self.packets)
+
+    def __getitem__(self, index: int) -> EvidencePacket:
+        return self.packets[index]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "packets": [packet.to_dict() for packet in self.packets],
+            "failures": [failure.to_dict() for failure in self.failures],
+            "stale": list(self.stale),
+            "excluded": list(self.excluded),
+        }
