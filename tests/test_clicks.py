@@ -375,7 +375,9 @@ def test_the_run_reads_grades_on_the_collections_scale() -> None:
         )
         users = dict(plan_users(plan_run(cfg)))
         assert users["u"].top_grade == top  # type: ignore[attr-defined]
-    cfg, _ = compose(["+experiment=smoke", "+policy@policies.u=dbn_perfect", "policies.u.top_grade=2"])
+    cfg, _ = compose(
+        ["+experiment=smoke", "+policy@policies.u=dbn_perfect", "policies.u.top_grade=2"]
+    )
     assert dict(plan_users(plan_run(cfg)))["u"].top_grade == 2  # type: ignore[attr-defined]
 
 
