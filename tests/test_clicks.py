@@ -416,4 +416,4 @@ def test_click_users_on_cranfield_label_from_clicks_and_the_report_compares_them
     html = (outcome.path / "report.html").read_text()
     assert 'id="oracle-share"' in html
     for name in ("pbm", "cascade", "dbn"):
-        assert f'data-policy="{name}" data-round="1" data-stage="rerank"' in html
+        assert f'data-user="{name}" data-share-round="1" data-share-stage="rerank"' in html
