@@ -106,8 +106,7 @@ def _schema_of(annotation: Any) -> type | None:
 
 def _readers(group: str) -> dict[str, tuple[str, ...]]:
     """For the fields of a group: which ranker, refiner or user kind takes each one."""
-    from evidence_bench.experiment.components import RANKERS, REFINERS
-    from evidence_bench.users.policies import POLICIES
+    from evidence_bench.experiment.components import RANKERS, REFINERS, USERS
 
     readers: dict[str, list[str]] = {}
     if group in ("ranker", "refiner"):
@@ -116,7 +115,7 @@ def _readers(group: str) -> dict[str, tuple[str, ...]]:
             for param in part.params:
                 readers.setdefault(param, []).append(name)
     elif group == "policies":
-        for name, cls in POLICIES.items():
+        for name, cls in USERS.items():
             for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
                 readers.setdefault(spec.name, []).append(name)
     return {key: tuple(names) for key, names in readers.items()}

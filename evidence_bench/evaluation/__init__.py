@@ -2,7 +2,8 @@
 
 The only place that measures, pairs, tests and corrects: :mod:`.statistics` (summaries,
 t and randomization tests, Holm, one tie tolerance) and :mod:`.comparisons` (every paired
-comparison of a run at once, within configurations and across them on common queries).
+comparison of a run at once, within configurations and across them on common queries), and
+:mod:`.oracle_share` (each user's gain as a share of the oracle's, Fieller's interval).
 """
 
 from evidence_bench.evaluation.comparisons import Comparison, Comparisons, compare
@@ -15,9 +16,11 @@ from evidence_bench.evaluation.measures import (
     prepare,
     ranks_to_scores,
 )
+from evidence_bench.evaluation.oracle_share import oracle_share
 from evidence_bench.evaluation.statistics import (
     TIE,
     Summary,
+    fieller_intervals,
     holm,
     improved_degraded,
     paired_t_test,
@@ -38,8 +41,10 @@ __all__ = [
     "Summary",
     "compare",
     "evaluate",
+    "fieller_intervals",
     "holm",
     "improved_degraded",
+    "oracle_share",
     "paired_t_test",
     "parse_measure",
     "prepare",

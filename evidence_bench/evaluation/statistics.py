@@ -39,6 +39,7 @@ __all__ = [
     "MIN_TRIALS",
     "TIE",
     "Summary",
+    "fieller_intervals",
     "holm",
     "improved_degraded",
     "paired_t_test",
@@ -274,3 +275,45 @@ def selection_intervals(
         raise ValueError(f"candidates must be at least 1, got {candidates}")
     _check_confidence(confidence)
     return t_intervals(n, mean, std, 1.0 - (1.0 - confidence) / candidates)
+
+
+def fieller_intervals(
+    n: npt.ArrayLike,
+    mean_x: npt.ArrayLike,
+    mean_y: npt.ArrayLike,
+    var_x: npt.ArrayLike,
+    var_y: npt.ArrayLike,
+    cov_xy: npt.ArrayLike,
+    confidence: float = 0.95,
+) -> tuple[Floats, Floats, Floats]:
+    """The ratio of two paired means ρ = mean(x) / mean(y) and Fieller's interval for it,
+    element-wise from each pair's n, means, sample variances and covariance (ddof=1).
+
+    Fieller (1954, "Some problems in interval estimation", JRSS B; for paired data Franz
+    2007, "Ratios: a short guide to confidence limits and proper use"): the ρ for which
+    mean(x) − ρ·mean(y) is within t(1 − α/2, n − 1) standard errors of 0, i.e. the roots of
+    (b² − t²v_yy)ρ² − 2(ab − t²v_xy)ρ + (a² − t²v_xx) = 0 with a, b the means and v the
+    (co)variances of the means (sample ones over n). The interval is bounded only when the
+    denominator's mean is itself significantly non-zero (b² > t²v_yy); otherwise it is the
+    whole line or two half-lines, reported as NaN bounds, as is n < 2. ρ is NaN where
+    mean(y) is 0.
+    """
+    _check_confidence(confidence)
+    size = np.asarray(n, dtype=np.float64)
+    a = np.asarray(mean_x, dtype=np.float64)
+    b = np.asarray(mean_y, dtype=np.float64)
+    defined = size >= 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v_xx = np.asarray(var_x, dtype=np.float64) / size
+        v_yy = np.asarray(var_y, dtype=np.float64) / size
+        v_xy = np.asarray(cov_xy, dtype=np.float64) / size
+        t2 = stats.t.ppf((1.0 + confidence) / 2.0, np.where(defined, size - 1.0, 1.0)) ** 2
+        ratio = np.where(b != 0.0, a / b, np.nan)
+        quad = b * b - t2 * v_yy
+        half = b * a - t2 * v_xy
+        const = a * a - t2 * v_xx
+        root = np.sqrt(np.maximum(half * half - quad * const, 0.0))
+        bounded = defined & (quad > 0.0)
+        low = np.where(bounded, (half - root) / quad, np.nan)
+        high = np.where(bounded, (half + root) / quad, np.nan)
+    return ratio, low, high

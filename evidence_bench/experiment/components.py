@@ -2,7 +2,8 @@
 
 The registries are the closed sets a config may name; an unknown name fails listing them.
 Each entry says which config keys its part takes, which of them label a config, and how
-to switch its feedback off for the no-feedback control.
+to switch its feedback off for the no-feedback control. :data:`USERS` holds every user
+kind: the judging policies (users/policies.py) and the click models (users/clicks.py).
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.term_rocchio import TermRocchioRefiner
 from evidence_bench.engine.text import STOP_WORDS, Analyzer
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.users.policies import POLICIES, UserPolicy, make_policy
+from evidence_bench.experiment.config import PolicyConf
+from evidence_bench.users.clicks import CLICK_MODELS
+from evidence_bench.users.policies import POLICIES, UserPolicy
 
 __all__ = [
     "RANKERS",
     "REFINERS",
+    "USERS",
     "EngineConfig",
     "Part",
     "effective_key",
@@ -32,6 +36,7 @@ __all__ = [
     "make_ranker",
     "make_refiner",
     "make_user",
+    "user_params",
 ]
 
 _ROCCHIO = ("alpha", "beta", "gamma")
@@ -235,16 +240,50 @@ def effective_key(config: EngineConfig) -> Hashable:
     )
 
 
+#: Every user kind a config may name (``policies.<name>.kind``): judges, then click models.
+USERS: dict[str, type[UserPolicy]] = {**POLICIES, **CLICK_MODELS}
+
+#: Keys a run sets on every user whatever its kind: the seed (the run's is added to it).
+_SET_BY_RUN = frozenset({"kind", "seed"})
+
+
+def _conf_defaults() -> dict[str, Any]:
+    return {
+        spec.name: spec.default_factory() if callable(spec.default_factory) else spec.default
+        for spec in fields(PolicyConf)
+    }
+
+
+def user_params(kind: str) -> tuple[str, ...]:
+    """The config keys a user kind takes (its fields), in declaration order."""
+    return tuple(spec.name for spec in fields(USERS[kind]))  # type: ignore[arg-type]
+
+
 def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:
-    """A simulated user from a ``policies.<name>`` config; passes only the fields its kind takes."""
+    """A simulated user from a ``policies.<name>`` config; passes only the fields its kind takes.
+
+    A key the kind does not take must keep :class:`PolicyConf`'s default (a composed config
+    holds every key); another value fails naming the key and the keys the kind takes, so
+    ``policies.oracle.p_relevant=0.6`` is not dropped silently.
+    """
     kind = conf["kind"]
-    cls = POLICIES.get(kind)
+    cls = USERS.get(kind)
     if cls is None:
-        valid = ", ".join(sorted(POLICIES))
+        valid = ", ".join(sorted(USERS))
         raise ConfigurationError(f"policies.{name}.kind={kind!r} is not known (valid: {valid})")
-    accepted = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    params = {key: value for key, value in conf.items() if key in accepted and key != "kind"}
+    accepted = user_params(kind)
+    defaults = _conf_defaults()
+    for key, value in conf.items():
+        if key in accepted or key in _SET_BY_RUN or value == defaults.get(key, value):
+            continue
+        raise ConfigurationError(
+            f"policies.{name}.{key}={value!r}: kind {kind!r} does not take {key!r} "
+            f"(it takes: {', '.join(accepted)})"
+        )
+    params = {key: value for key, value in conf.items() if key in accepted}
     try:
-        return make_policy(kind, **params)
+        return cls(**params)
+    except TypeError as exc:
+        raise ConfigurationError(f"policies.{name}: {exc}") from exc
     except ConfigurationError as exc:
         raise ConfigurationError(f"policies.{name}: {exc}") from exc

@@ -122,9 +122,11 @@ class RefinerConf:
 
 @dataclass
 class PolicyConf:
-    """A simulated user; fields a kind does not use are ignored by it."""
+    """A simulated user; a key its kind does not take must keep its default (else the run
+    fails naming the key)."""
 
-    #: The policy: oracle, noisy, positive_only, negative_only, patient or random.
+    #: The policy: oracle, noisy, positive_only, negative_only, patient, random, or a click
+    #: model: pbm, cascade, dbn (users/clicks.py).
     kind: str = "oracle"
     #: New results the user examines per round, from the top of the list shown.
     depth: int = 10
@@ -145,6 +147,21 @@ class PolicyConf:
     p_mark: float = 0.5
     #: The seed of a stochastic user's draws.
     seed: int = 0
+    #: pbm, cascade, dbn: P(click | examined) per relevance level 0, 1, ... (attractiveness;
+    #: levels from the qrels' grades on the collection's scale, see users/clicks.py).
+    p_click: list[float] = field(default_factory=lambda: [0.05, 0.3, 0.5, 0.7, 0.95])
+    #: dbn: P(satisfied, stop | clicked) per relevance level 0, 1, ... (DBN's sigma).
+    p_stop: list[float] = field(default_factory=lambda: [0.2, 0.3, 0.5, 0.7, 0.9])
+    #: dbn: P(going on to the next result | not satisfied) (DBN's gamma; 1: simplified DBN).
+    p_continue: float = 1.0
+    #: pbm: P(examined at rank r) = (1/r)^eta (Joachims et al. 2017; 0: every rank examined).
+    eta: float = 1.0
+    #: pbm, cascade, dbn: a result shown above a click and not clicked: less (LESS, "click >
+    #: skip above", Joachims et al. 2005) | none (no label).
+    skip_above: str = "less"
+    #: pbm, cascade, dbn: the grade read as the tables' last level (None: the highest grade
+    #: in the collection's qrels, so binary qrels take the tables' two ends).
+    top_grade: int | None = None
 
 
 @dataclass

@@ -41,6 +41,7 @@ from evidence_bench.experiment.components import (
     make_ranker,
     make_refiner,
     make_user,
+    user_params,
 )
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.protocol.episode import EpisodeResult, Judgments, run_episode
@@ -161,11 +162,21 @@ def engine_parts(plan: RunPlan) -> EngineParts:
 
 
 def plan_users(plan: RunPlan) -> list[tuple[str, UserPolicy]]:
-    """The simulated users, seeded with the run's seed plus their own."""
-    return [
-        (name, make_user(name, {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}))
-        for name, conf in plan.users.items()
-    ]
+    """The simulated users, seeded with the run's seed plus their own; a click model without
+    a ``top_grade`` reads grades on the scale of the query set's qrels (its highest grade)."""
+    users: list[tuple[str, UserPolicy]] = []
+    for name, conf in plan.users.items():
+        chosen = {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}
+        if "top_grade" in user_params(str(conf["kind"])) and conf.get("top_grade") is None:
+            chosen["top_grade"] = _top_grade(plan)
+        users.append((name, make_user(name, chosen)))
+    return users
+
+
+def _top_grade(plan: RunPlan) -> int:
+    """The highest grade in the qrels of the whole collection (not only the run's queries)."""
+    collection = load_query_set(plan.query_set, limit=plan.query_limit).collection
+    return max([1, *(g for docs in collection.qrels.values() for g in docs.values())])
 
 
 def query_episodes(

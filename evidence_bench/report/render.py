@@ -518,6 +518,44 @@ def _rounds_n(means: pd.DataFrame, best: Any, measure: str) -> list[dict[str, An
     ]
 
 
+def _share(value: Any) -> str:
+    """A share of the oracle's gain as a percentage: ``83%``, ``−12%``."""
+    return "–" if _missing(value) else f"{100.0 * float(value):.0f}%".replace("-", _MINUS)
+
+
+def _shares_view(analysis: Analysis) -> dict[str, Any] | None:
+    """The share-of-the-oracle table for one config: the best setting's, else the first."""
+    shares = analysis.shares
+    if shares.empty:
+        return None
+    best = analysis.best
+    config_id = best.config_id if best is not None else str(shares["config_id"].iloc[0])
+    mine = shares[shares["config_id"] == config_id]
+    if mine.empty:
+        config_id = str(shares["config_id"].iloc[0])
+        mine = shares[shares["config_id"] == config_id]
+    labels = analysis.data.configs.set_index("config_id")["label"]
+    rows = [
+        {
+            "policy": str(r["policy"]),
+            "round": int(r["round"]),
+            "stage": str(r["stage"]),
+            "n": int(r["n"]),
+            "gain": r["gain"],
+            "oracle_gain": r["oracle_gain"],
+            "share": _share(r["share"]),
+            "share_value": r["share"],
+            "ci": (
+                "unbounded"
+                if _missing(r["share_ci_low"])
+                else f"[{_share(r['share_ci_low'])}, {_share(r['share_ci_high'])}]"
+            ),
+        }
+        for r in mine.to_dict("records")
+    ]
+    return {"config_id": config_id, "label": str(labels.get(config_id, config_id)), "rows": rows}
+
+
 def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     data, best, s = analysis.data, analysis.best, analysis.summary
     measure = data.settings.primary_measure
@@ -545,6 +583,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "rounds_n": [],
         "won": 0,
         "tuning": _tuning(analysis),
+        "shares": _shares_view(analysis),
     }
     if best is None:
         context["verdict"] = verdict(

@@ -32,6 +32,7 @@ import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, comparisons
 from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare
+from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
 from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
 from evidence_bench.report.data import RunData
 
@@ -44,6 +45,7 @@ __all__ = [
     "Verdict",
     "analyze",
     "exclusions",
+    "oracle_shares",
     "query_deltas",
     "rounds_means",
     "summary_rows",
@@ -101,6 +103,9 @@ class Analysis:
     seed: int = 0
     #: Configurations in the largest Holm family (the m the trials were scaled to).
     family: int = 0
+    #: Each user's gain as a share of the oracle's, primary measure and mode, per config ×
+    #: user × round × stage (:func:`oracle_shares`); empty without an oracle and another user.
+    shares: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SHARE_COLUMNS))
 
 
 def _primary(data: RunData) -> pd.DataFrame:
@@ -526,6 +531,29 @@ def _missing_controls(data: RunData) -> tuple[str, ...]:
     )
 
 
+def oracle_shares(data: RunData) -> pd.DataFrame:
+    """Per config × user × round × feedback stage, at the primary mode and measure: the
+    user's attributable gain as a share of the oracle's (the user named ``oracle``), with
+    Fieller's interval, as :func:`~evidence_bench.evaluation.oracle_share.oracle_share`
+    computes it; rows in the run's config, user and stage order."""
+    settings = data.settings
+    shares = oracle_share(data.per_query, reference=REFERENCE, eval_modes=[settings.primary_mode])
+    shares = shares[shares["measure"] == settings.primary_measure]
+    if shares.empty:
+        return pd.DataFrame(columns=SHARE_COLUMNS)
+    order = {
+        "config_id": list(data.configs["config_id"]),
+        "policy": list(data.policies),
+        "stage": list(BASELINES),
+    }
+    rank = pd.DataFrame(
+        {c: shares[c].map({v: i for i, v in enumerate(o)}) for c, o in order.items()}
+    )
+    rank["round"] = shares["round"]
+    ordered = rank.sort_values(["config_id", "round", "policy", "stage"]).index
+    return shares.loc[ordered].reset_index(drop=True)
+
+
 def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
     """Compute every table of the report once, for the HTML and the terminal to share.
 
@@ -546,4 +574,5 @@ def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
         _missing_controls(data),
         tests.seed,
         tests.family,
+        oracle_shares(data),
     )

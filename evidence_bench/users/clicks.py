@@ -1,0 +1,334 @@
+"""Simulated users who click: the standard click models as feedback policies.
+
+Real users click; they do not grade. These users scan the displayed list as the click models
+of Chuklin, Markov & de Rijke (*Click Models for Web Search*, 2015) say, and the session
+learns only what a click log would tell it:
+
+- a click becomes MORE;
+- with ``skip_above="less"`` (the default), a result shown above a click and not clicked
+  becomes LESS: Joachims, Granka, Pan, Hembrooke & Gay (2005, "Accurately interpreting
+  clickthrough data as implicit feedback", SIGIR), "click > skip above". A click log cannot
+  tell a result the user read and passed over from one they never looked at, so under the
+  position-based model an unexamined result above a click is labelled LESS too: that is the
+  position bias the heuristic carries. ``skip_above="none"`` gives no negative label;
+- any other examined result is "seen" (no label); a result the user never examined is no
+  mark at all, and may be shown again in a later round.
+
+**The models** (r is the rank, g the result's relevance level, see below):
+
+- ``pbm``, the position-based model (Richardson, Dominowska & Ragno 2007; Craswell, Zoeter,
+  Taylor & Ramsey 2008): P(click at r) = P(E_r) · α(g), examination and attractiveness
+  independent. P(E_r) = (1/r)^η (Joachims, Swaminathan & Schnabel 2017, "Unbiased
+  learning-to-rank with biased feedback", WSDM; η = 1 their default).
+- ``cascade`` (Craswell et al. 2008, "An experimental comparison of click position-bias
+  models", WSDM): the user scans top-down, clicks with probability α(g) and stops after the
+  first click. P(click at r) = α(g_r) · Π_{i<r} (1 − α(g_i)).
+- ``dbn``, the dynamic Bayesian network with satisfaction (Chapelle & Zhang 2009, "A dynamic
+  Bayesian network click model for web search ranking", WWW): top-down; click with
+  probability α(g); after a click the user is satisfied and stops with probability σ(g);
+  otherwise goes on to the next result with probability γ (``p_continue``). With γ = 1 this
+  is the simplified DBN, and exactly the cascade user of the online learning-to-rank
+  literature (Hofmann, Whiteson & de Rijke 2011, "A probabilistic method for inferring
+  preferences from clicks", CIKM; 2013, "Balancing exploration and exploitation in listwise
+  and pairwise online learning to rank", Information Retrieval), whose "perfect",
+  "navigational" and "informational" presets give P(click | R) and P(stop | R) per grade.
+  The DBN rather than the DCM (Guo, Liu & Wang 2009), because the DCM's continuation λ_r
+  after a click depends on the rank only and must be fitted from a log, while those
+  published presets make stopping depend on the result's relevance: the DBN's σ(g).
+  P(E_{r+1} | E_r) = γ (1 − C_r σ(g_r)).
+
+**Presets** (``conf/policy/{pbm,cascade,dbn}_*.yaml``), α and σ per relevance level 0..4,
+from Oosterhuis & de Rijke (2018, "Differentiable unbiased online learning to rank", CIKM)
+and Schuth et al. (2016, "Multileave gradient descent for fast online learning to rank",
+WSDM), whose two-level tables are Hofmann et al.'s binary ones:
+
+=============  ==========================  ==========================
+preset         α: P(click | g = 0..4)      σ: P(stop | click, g)
+=============  ==========================  ==========================
+perfect        0.0 0.2 0.4 0.8 1.0         0.0 0.0 0.0 0.0 0.0
+navigational   0.05 0.3 0.5 0.7 0.95       0.2 0.3 0.5 0.7 0.9
+informational  0.4 0.6 0.7 0.8 0.9         0.1 0.2 0.3 0.4 0.5
+=============  ==========================  ==========================
+
+**Relevance levels from the qrels.** A judged grade g is read on the collection's scale
+0..G (``top_grade`` G: the highest grade in the collection's qrels, set by the run): level
+position g · (L − 1) / G on a table of L entries, interpolated linearly between entries; an
+unjudged result and a grade <= 0 are level 0, a grade above G the last level. Cranfield
+(grades 1..4, 4 = complete answer) meets a five-entry table level for grade; CACM's binary
+relevance (G = 1) takes the table's two ends, which are exactly Hofmann et al.'s binary
+values (navigational 0.05 / 0.95 and 0.2 / 0.9, informational 0.4 / 0.9 and 0.1 / 0.5,
+perfect 0 / 1 and 0 / 0). Without a ``top_grade`` the grade is the table's level.
+
+**The rank a model sees** is a result's place among the results new to the user this round
+(the first result not examined in an earlier round is rank 1), as if each round were a
+fresh page of results; ``depth`` of them are scanned. Under the PBM the examined ranks need
+not be contiguous; frozen evaluation keeps each examined result where it was shown
+(:func:`evidence_bench.evaluation.frozen.frozen_prefix` counts only the contiguous top).
+
+**Seeding** (:mod:`evidence_bench.seeding`), the same numbers in any process: what happens
+at a rank (PBM's examination, DBN's continuation) is drawn from (seed, query_id, round,
+rank); what a result does to the user (attractiveness, then satisfaction) from (seed,
+query_id, round, key), the stream :class:`~evidence_bench.users.policies.NoisyPolicy`
+draws its judgment from, so the same document in the same round gets the same click
+decision whatever else is shown (common random numbers across configs and users).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from evidence_bench.engine.base import Label
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import Evidence
+from evidence_bench.seeding import derived_random
+from evidence_bench.users.policies import (
+    LabelKind,
+    Mark,
+    UserPolicy,
+    _require_choice,
+    _require_int,
+    _require_probability,
+    _scan,
+)
+
+__all__ = [
+    "CLICK_MODELS",
+    "PRESETS",
+    "SKIP_ABOVE",
+    "CascadeUser",
+    "DbnUser",
+    "PositionBasedUser",
+    "SkipAbove",
+    "relevance_level",
+]
+
+#: What a result shown above a click and not clicked becomes (Joachims et al. 2005).
+SkipAbove = Literal["less", "none"]
+SKIP_ABOVE: tuple[SkipAbove, ...] = ("less", "none")
+
+#: preset -> (α: P(click | level 0..4), σ: P(stop | click, level 0..4)); see the module.
+PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "perfect": ((0.0, 0.2, 0.4, 0.8, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
+    "navigational": ((0.05, 0.3, 0.5, 0.7, 0.95), (0.2, 0.3, 0.5, 0.7, 0.9)),
+    "informational": ((0.4, 0.6, 0.7, 0.8, 0.9), (0.1, 0.2, 0.3, 0.4, 0.5)),
+}
+_CLICK, _STOP = PRESETS["navigational"]
+
+
+def relevance_level(grade: int | None, table: Sequence[float], top_grade: int | None) -> float:
+    """The table's value for ``grade`` on a collection whose highest grade is ``top_grade``.
+
+    Position g · (L − 1) / top_grade on the L entries, linear between them; unjudged
+    (None) and g <= 0 are entry 0, g >= top_grade the last. ``top_grade`` None: the grade
+    is the entry. ``relevance_level(1, (0.05, 0.3, 0.5, 0.7, 0.95), 1)`` is 0.95.
+    """
+    last = len(table) - 1
+    if grade is None or grade <= 0:
+        return table[0]
+    position = min(float(last), grade * last / top_grade if top_grade else float(grade))
+    low = math.floor(position)
+    if low >= last:
+        return table[last]
+    share = position - low
+    return table[low] * (1.0 - share) + table[low + 1] * share
+
+
+def _table(owner: str, name: str, value: object) -> tuple[float, ...]:
+    """A probability per relevance level, as a tuple (configs give lists)."""
+    if isinstance(value, str) or not isinstance(value, Sequence) or len(value) < 2:
+        raise ConfigurationError(
+            f"{owner}: {name} must be a list of at least 2 probabilities (relevance levels "
+            f"0, 1, ...), got {value!r}"
+        )
+    for item in value:
+        _require_probability(owner, name, item)
+    return tuple(float(item) for item in value)
+
+
+def _check_common(user: PositionBasedUser | CascadeUser | DbnUser) -> None:
+    _require_int(user.name, "depth", user.depth, 1)
+    object.__setattr__(user, "p_click", _table(user.name, "p_click", user.p_click))
+    _require_choice(user.name, "skip_above", user.skip_above, SKIP_ABOVE)
+    if user.top_grade is not None:
+        _require_int(user.name, "top_grade", user.top_grade, 1)
+    _require_int(user.name, "seed", user.seed, -(2**63))
+
+
+def _at_rank(seed: int, query_id: str, round: int, rank: int) -> random.Random:
+    """The draws of what happens at ``rank`` (1-based among the round's new results)."""
+    return derived_random(seed, query_id, round, rank)
+
+
+def _of_result(seed: int, query_id: str, round: int, key: str) -> random.Random:
+    """The draws of what a result does to the user: attractiveness first, then satisfaction."""
+    return derived_random(seed, query_id, round, key)
+
+
+def _marks(scanned: Sequence[tuple[str, bool, bool]], skip_above: SkipAbove) -> list[Mark]:
+    """Marks from ``(key, examined, clicked)`` in scan order: a click MORE; not clicked above
+    the last click LESS (``skip_above="less"``, examined or not); else examined "seen"."""
+    clicks = [index for index, (_, _, clicked) in enumerate(scanned) if clicked]
+    last = clicks[-1] if clicks else -1
+    marks: list[Mark] = []
+    for index, (key, examined, clicked) in enumerate(scanned):
+        if clicked:
+            marks.append(Mark(key, Label.MORE))
+        elif index < last and skip_above == "less":
+            marks.append(Mark(key, Label.LESS))
+        elif examined:
+            marks.append(Mark(key, None))
+    return marks
+
+
+def _expects(p_click: Sequence[float], skip_above: SkipAbove) -> frozenset[LabelKind]:
+    """Positive labels if anything can be clicked; negative ones if a click can have an
+    unclicked result above it and skips count."""
+    kinds: set[LabelKind] = set()
+    if max(p_click) > 0:
+        kinds.add(LabelKind.POSITIVE)
+        if skip_above == "less" and min(p_click) < 1:
+            kinds.add(LabelKind.NEGATIVE)
+    return frozenset(kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class PositionBasedUser:
+    """The position-based model: each of the round's first ``depth`` new results is examined
+    with probability (1/r)^``eta`` and, if examined, clicked with probability α(level)
+    (``p_click``). See the module for labels, levels and seeding."""
+
+    name: ClassVar[str] = "pbm"
+    depth: int = 10
+    p_click: Sequence[float] = field(default=_CLICK)
+    eta: float = 1.0
+    skip_above: SkipAbove = "less"
+    top_grade: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        eta = self.eta
+        if isinstance(eta, bool) or not isinstance(eta, int | float) or not 0 <= eta < math.inf:
+            raise ConfigurationError(f"{self.name}: eta must be a number >= 0, got {eta!r}")
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _expects(self.p_click, self.skip_above)
+
+    def examination(self, rank: int) -> float:
+        """P(E_r) = (1/r)^η (Joachims, Swaminathan & Schnabel 2017)."""
+        return float((1.0 / rank) ** self.eta)
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        scanned: list[tuple[str, bool, bool]] = []
+        for rank, key in enumerate(_scan(displayed, examined, self.depth), start=1):
+            looked = _at_rank(self.seed, query_id, round, rank).random() < self.examination(rank)
+            attractive = _of_result(self.seed, query_id, round, key).random() < relevance_level(
+                judgments.get(key), self.p_click, self.top_grade
+            )
+            scanned.append((key, looked, looked and attractive))
+        return _marks(scanned, self.skip_above)
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeUser:
+    """The cascade model: top-down over the round's first ``depth`` new results, click with
+    probability α(level) (``p_click``), stop after the first click. See the module."""
+
+    name: ClassVar[str] = "cascade"
+    depth: int = 10
+    p_click: Sequence[float] = field(default=_CLICK)
+    skip_above: SkipAbove = "less"
+    top_grade: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _expects(self.p_click, self.skip_above)
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        scanned: list[tuple[str, bool, bool]] = []
+        for key in _scan(displayed, examined, self.depth):
+            level = relevance_level(judgments.get(key), self.p_click, self.top_grade)
+            clicked = _of_result(self.seed, query_id, round, key).random() < level
+            scanned.append((key, True, clicked))
+            if clicked:
+                break
+        return _marks(scanned, self.skip_above)
+
+
+@dataclass(frozen=True, slots=True)
+class DbnUser:
+    """The DBN with satisfaction: top-down over the round's first ``depth`` new results,
+    click with probability α(level) (``p_click``), after a click stop satisfied with
+    probability σ(level) (``p_stop``), else go on with probability γ (``p_continue``).
+    See the module."""
+
+    name: ClassVar[str] = "dbn"
+    depth: int = 10
+    p_click: Sequence[float] = field(default=_CLICK)
+    p_stop: Sequence[float] = field(default=_STOP)
+    p_continue: float = 1.0
+    skip_above: SkipAbove = "less"
+    top_grade: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        object.__setattr__(self, "p_stop", _table(self.name, "p_stop", self.p_stop))
+        _require_probability(self.name, "p_continue", self.p_continue)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _expects(self.p_click, self.skip_above)
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        scanned: list[tuple[str, bool, bool]] = []
+        for rank, key in enumerate(_scan(displayed, examined, self.depth), start=1):
+            grade = judgments.get(key)
+            draws = _of_result(self.seed, query_id, round, key)
+            clicked = draws.random() < relevance_level(grade, self.p_click, self.top_grade)
+            satisfied = draws.random() < relevance_level(grade, self.p_stop, self.top_grade)
+            scanned.append((key, True, clicked))
+            if clicked and satisfied:
+                break
+            if _at_rank(self.seed, query_id, round, rank).random() >= self.p_continue:
+                break
+        return _marks(scanned, self.skip_above)
+
+
+#: Click-model users by kind, the names configs use (``policies.<name>.kind``).
+CLICK_MODELS: dict[str, type[UserPolicy]] = {
+    cls.name: cls for cls in (PositionBasedUser, CascadeUser, DbnUser)
+}
