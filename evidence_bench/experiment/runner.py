@@ -161,9 +161,13 @@ def engine_parts(plan: RunPlan) -> EngineParts:
 
 
 def plan_users(plan: RunPlan) -> list[tuple[str, UserPolicy]]:
-    """The simulated users, seeded with the run's seed plus their own."""
+    """The simulated users, seeded with the run's seed plus their own (a run over several
+    seeds: with the seed of each user's label, :meth:`RunPlan.user_seed`)."""
     return [
-        (name, make_user(name, {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}))
+        (
+            name,
+            make_user(name, {**conf, "seed": int(conf.get("seed", 0)) + plan.user_seed(name)}),
+        )
         for name, conf in plan.users.items()
     ]
 
@@ -203,8 +207,8 @@ def query_episodes(
                     modes=plan.modes if modes is None else modes,
                     rounds=plan.rounds if rounds is None else rounds,
                     depth=plan.depth,
-                    seed=plan.seed,
-                    policy=user_name,
+                    seed=plan.user_seed(user_name),
+                    policy=plan.episode_policy(user_name),
                 ),
             )
 
