@@ -8,6 +8,7 @@ implementation (scipy.stats.kendalltau; a least-squares fit for the sums of squa
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -32,8 +33,8 @@ from evidence_bench.evaluation.validity import (
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run, user_variants
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.report import analyze, load_run, render_report
-from tests.report_fixtures import write_run_dir
+from evidence_bench.report import analyze, gather_multirun, load_run, render_report
+from tests.report_fixtures import write_multirun, write_run_dir
 
 # --- Kendall's tau-b --------------------------------------------------------------------------
 
@@ -383,4 +384,28 @@ def test_panel_present_for_two_users_absent_for_one(tmp_path: Path) -> None:
     assert "<script>alert" not in html.split('id="validity"', 1)[1].split("</section>", 1)[0]
     one = write_run_dir(tmp_path / "one", n_queries=6, rounds=1, policies=("oracle",))
     page = render_report(one).read_text()
-    assert 'id="validity"' not in page and "verdict-validity" not in page
+    assert 'id="validity"' not in page and 'class="verdict-validity"' not in page
+
+
+def test_a_multirun_keeps_its_runs_user_variants(tmp_path: Path) -> None:
+    """A gathered multirun knows oracle@d3 is a budget, not a user: the panel's users are
+    oracle and noisy, and the budget curve has the oracle's depths."""
+    sweep = write_multirun(
+        tmp_path, n_queries=6, rounds=1, policies=("oracle", "oracle@d3", "noisy")
+    )
+    variants = {
+        "oracle": {"user": "oracle", "seed": 0, "depth": 10, "budget": False},
+        "oracle@d3": {"user": "oracle", "seed": 0, "depth": 3, "budget": True},
+        "noisy": {"user": "noisy", "seed": 0, "depth": 10, "budget": False},
+    }
+    for job in ("0", "1"):
+        path = sweep / job / "run" / "manifest.json"
+        manifest = json.loads(path.read_text())
+        path.write_text(json.dumps({**manifest, "variants": variants}))
+    data = gather_multirun(sweep)
+    assert data.manifest["variants"] == variants
+    panel = analyze(data).validity
+    assert panel is not None
+    users = {(a.a, a.b) for g in panel.groups for a in g.agreements if a.factor == "user"}
+    assert users == {("oracle", "noisy")}
+    assert all(set(g.curve["depth"]) == {3, 10} for g in panel.groups)
