@@ -3,7 +3,9 @@
 The only place that measures, pairs, tests and corrects: :mod:`.statistics` (summaries,
 t and randomization tests, Holm, one tie tolerance) and :mod:`.comparisons` (every paired
 comparison of a run at once, within configurations and across them on common queries), and
-:mod:`.oracle_share` (each user's gain as a share of the oracle's, Fieller's interval).
+:mod:`.oracle_share` (each user's gain as a share of the oracle's, Fieller's interval);
+:mod:`.validity` asks whether a run's ordering of settings survives another user, seed or
+evaluation mode (Kendall's τ-b, the variance split of per-query gains, the budget curve).
 """
 
 from evidence_bench.evaluation.comparisons import Comparison, Comparisons, compare
@@ -30,6 +32,7 @@ from evidence_bench.evaluation.statistics import (
     trials_for,
 )
 from evidence_bench.evaluation.trec import read_qrels, read_run, write_qrels, write_run
+from evidence_bench.evaluation.validity import kendall_tau_b, sums_of_squares
 
 __all__ = [
     "FAMILIES",
@@ -44,6 +47,7 @@ __all__ = [
     "fieller_intervals",
     "holm",
     "improved_degraded",
+    "kendall_tau_b",
     "oracle_share",
     "paired_t_test",
     "parse_measure",
@@ -54,6 +58,7 @@ __all__ = [
     "read_run",
     "selection_intervals",
     "summarize",
+    "sums_of_squares",
     "trials_for",
     "write_qrels",
     "write_run",

@@ -228,6 +228,10 @@ class ExperimentConf:
     configs: list[dict[str, Any]] = field(default_factory=list)
     #: Set for a tuning experiment: search ``tune.space`` by k-fold cross-validation.
     tune: TuneConf | None = None
+    #: Judgment budgets: each user also runs examining this many results per round (its
+    #: ``depth``), as ``<user>@d<N>``, at the first seed, for the report's budget curve,
+    #: e.g. ``[1, 3, 5, 10, 20]`` (empty: each user at its own depth only).
+    budgets: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -253,6 +257,11 @@ class RunConf:
     runs_dir: str = "runs"
     #: The run's seed, recorded in the manifest.
     seed: int = 0
+    #: Several seeds in one run: each user that draws at random runs once per seed, as
+    #: ``<user>@s<seed>``, its marks and shuffled control those a ``seed=<seed>`` run gives
+    #: it; a user that draws nothing runs once, at the first. ``seed`` still seeds the
+    #: report's randomization tests. Empty: the one ``seed``.
+    seeds: list[int] = field(default_factory=list)
     #: Worker processes (0: one per core).
     workers: int = 0
     #: Split the run by query into this many shards (experiment/shards.py), each run on its

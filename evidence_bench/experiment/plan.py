@@ -26,9 +26,35 @@ from evidence_bench.experiment.components import (
 from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
 from evidence_bench.web.cassettes import OnMiss
 
-__all__ = ["EVAL_MODES", "RunPlan", "alias_groups", "deep_limit", "plan_run", "record_command"]
+__all__ = [
+    "EVAL_MODES",
+    "RunPlan",
+    "UserVariant",
+    "alias_groups",
+    "deep_limit",
+    "plan_run",
+    "record_command",
+    "user_variants",
+]
 
 EVAL_MODES = ("full", "residual", "frozen")
+
+
+@dataclass(frozen=True)
+class UserVariant:
+    """One user of a run over several seeds or judgment budgets: the ``policies`` entry it
+    comes from, the seed its draws and its shuffled control use, and its depth."""
+
+    user: str
+    seed: int
+    depth: int
+    #: The name its shuffled control is dealt under: the label without its ``@s<seed>``, so
+    #: ``noisy@s3`` gives what ``noisy`` gives in a ``seed=3`` run.
+    episode_policy: str
+
+    def as_dict(self) -> dict[str, Any]:
+        budget = self.episode_policy != self.user
+        return {"user": self.user, "seed": self.seed, "depth": self.depth, "budget": budget}
 
 
 @dataclass(frozen=True)
@@ -56,6 +82,21 @@ class RunPlan:
     asked: tuple[EngineConfig, ...] = ()
     #: alias config_id -> config_id of the config in ``engines`` it shares every result with
     aliases: Mapping[str, str] = field(default_factory=dict)
+    #: ``seeds`` (several seeds in one run); empty: the one ``seed``.
+    seeds: tuple[int, ...] = ()
+    #: user label -> its seed and depth, for a run over ``seeds`` or ``experiment.budgets``
+    #: (every label of ``users``); empty otherwise: each user at ``seed`` and its own depth.
+    variants: Mapping[str, UserVariant] = field(default_factory=dict)
+
+    def user_seed(self, label: str) -> int:
+        """The seed of ``label``'s draws and shuffled control."""
+        variant = self.variants.get(label)
+        return self.seed if variant is None else variant.seed
+
+    def episode_policy(self, label: str) -> str:
+        """The name ``label``'s shuffled control is dealt under."""
+        variant = self.variants.get(label)
+        return label if variant is None else variant.episode_policy
 
     def __post_init__(self) -> None:
         if not self.asked:
@@ -119,6 +160,12 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
     users = {name: dict(conf) for name, conf in cfg["policies"].items()}
     for name, conf in users.items():
         make_user(name, conf)  # fails early, naming the policy
+    seeds = _int_list(cfg.get("seeds"), "seeds", low=-(2**63))
+    budgets = _int_list(experiment.get("budgets"), "experiment.budgets", low=1, high=200)
+    variants: dict[str, UserVariant] = {}
+    if seeds or budgets:
+        variants = user_variants(users, seeds, budgets, int(cfg.get("seed", 0)))
+        users = {label: {**users[v.user], "depth": v.depth} for label, v in variants.items()}
     rounds = int(experiment["rounds"])
     depth = int(experiment["depth"])
     if rounds < 1:
@@ -172,7 +219,60 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
         aliases=aliases,
         shards=shards,
         shard=shard,
+        seeds=tuple(seeds),
+        variants=variants,
     )
+
+
+def _int_list(values: Any, key: str, *, low: int, high: int | None = None) -> list[int]:
+    """A list of distinct integers in [low, high], or a one-line error naming ``key``."""
+    out: list[int] = []
+    for value in values or []:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(f"{key}: {value!r} is not an integer")
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ConfigurationError(f"{key}: {value} must be {bound}")
+        if value in out:
+            raise ConfigurationError(f"{key}: {value} appears twice")
+        out.append(value)
+    return out
+
+
+def _draws_at_random(name: str, conf: Mapping[str, Any]) -> bool:
+    """Whether a user's marks depend on its seed: its policy takes one (noisy, random)."""
+    return getattr(make_user(name, conf), "seed", None) is not None
+
+
+def user_variants(
+    users: Mapping[str, Mapping[str, Any]],
+    seeds: Sequence[int],
+    budgets: Sequence[int],
+    seed: int,
+) -> dict[str, UserVariant]:
+    """Every user label of a run over ``seeds`` and judgment ``budgets``, in plan order.
+
+    A user at its own depth runs once per seed when it draws at random (``noisy@s3``), once
+    (at the first seed) when it does not (``oracle``: its marks cannot change with the
+    seed). At each other budget it runs once, at the first seed (``oracle@d3``,
+    ``noisy@d3@s0``). Without ``seeds`` every label runs at ``seed``.
+    """
+    variants: dict[str, UserVariant] = {}
+    first = seeds[0] if seeds else seed
+    for name, conf in users.items():
+        if "@" in name:
+            raise ConfigurationError(
+                f"policies.{name}: '@' is reserved for the users a run over seeds or budgets "
+                "derives (<user>@s<seed>, <user>@d<depth>); rename the policy"
+            )
+        own = int(conf.get("depth", 10))
+        tagged = bool(seeds) and _draws_at_random(name, conf)
+        for depth in [own, *(b for b in budgets if b != own)]:
+            base = name if depth == own else f"{name}@d{depth}"
+            for s in (seeds if depth == own else seeds[:1]) if tagged else [first]:
+                label = f"{base}@s{s}" if tagged else base
+                variants[label] = UserVariant(name, int(s), depth, base)
+    return variants
 
 
 def alias_groups(

@@ -213,7 +213,16 @@ def _perform(
         "cassettes": str(query_set.cassettes),
         "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
         "collection_checksum": collection.checksum,
-        "seeds": _seeds(plan.seed, users),
+        "seeds": {
+            **_seeds(plan.seed, users),
+            **({"seeds": list(plan.seeds)} if plan.seeds else {}),
+        },
+        # a run over several seeds or budgets: each user label's user, seed and depth
+        **(
+            {"variants": {label: v.as_dict() for label, v in plan.variants.items()}}
+            if plan.variants
+            else {}
+        ),
         "queries": len(query_ids),
         "queries_truncated": query_set.truncated,
         "queries_without_relevant": query_set.unjudged,

@@ -162,11 +162,13 @@ def engine_parts(plan: RunPlan) -> EngineParts:
 
 
 def plan_users(plan: RunPlan) -> list[tuple[str, UserPolicy]]:
-    """The simulated users, seeded with the run's seed plus their own; a click model without
-    a ``top_grade`` reads grades on the scale of the query set's qrels (its highest grade)."""
+    """The simulated users, seeded with the run's seed plus their own (a run over several
+    seeds: with the seed of each user's label, :meth:`RunPlan.user_seed`); a click model
+    without a ``top_grade`` reads grades on the scale of the query set's qrels (its highest
+    grade)."""
     users: list[tuple[str, UserPolicy]] = []
     for name, conf in plan.users.items():
-        chosen = {**conf, "seed": int(conf.get("seed", 0)) + plan.seed}
+        chosen = {**conf, "seed": int(conf.get("seed", 0)) + plan.user_seed(name)}
         if "top_grade" in user_params(str(conf["kind"])) and conf.get("top_grade") is None:
             chosen["top_grade"] = _top_grade(plan)
         users.append((name, make_user(name, chosen)))
@@ -214,8 +216,8 @@ def query_episodes(
                     modes=plan.modes if modes is None else modes,
                     rounds=plan.rounds if rounds is None else rounds,
                     depth=plan.depth,
-                    seed=plan.seed,
-                    policy=user_name,
+                    seed=plan.user_seed(user_name),
+                    policy=plan.episode_policy(user_name),
                 ),
             )
 

@@ -26,7 +26,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-__all__ = ["delta_chart", "forest_chart", "heatmap_chart", "rounds_chart"]
+__all__ = [
+    "budget_chart",
+    "delta_chart",
+    "forest_chart",
+    "heatmap_chart",
+    "rounds_chart",
+    "variance_chart",
+]
 
 GAIN = "#1a7f37"
 LOSS = "#cf222e"
@@ -353,3 +360,81 @@ def rounds_chart(
             fig.legend(handles, names, loc="outside upper center", ncols=min(3, len(handles)))
         title = f"Measures over rounds ({stage}; dashed: {control}, no feedback)"
         return _svg(fig, title, key)
+
+
+def budget_chart(curve: pd.DataFrame, measure: str, key: str) -> Markup:
+    """Gain over the control against the judgment budget (results examined per round), a
+    panel per user, a line per setting with its 95% t interval as error bars.
+
+    ``curve``: :func:`~evidence_bench.evaluation.validity.budget_curve` rows with a ``label``
+    column naming each setting."""
+    users = list(dict.fromkeys(curve["user"]))
+    settings = list(dict.fromkeys(curve["label"]))
+    depths = sorted({int(d) for d in curve["depth"]})
+    with rc_context(_RC):
+        fig = _figure(3.4 * len(users) + 0.8, 2.8)
+        axes = fig.subplots(1, len(users), sharey=True, squeeze=False)[0]
+        for ax, user in zip(axes, users, strict=True):
+            ax.axhline(0.0, color="#57606a", linewidth=0.8)
+            for c, setting in enumerate(settings):
+                mine = curve[(curve["user"] == user) & (curve["label"] == setting)]
+                mine = mine.sort_values("depth")
+                x = mine["depth"].to_numpy(float)
+                y = mine["mean"].to_numpy(float)
+                low = np.nan_to_num(y - mine["ci_low"].to_numpy(float))
+                high = np.nan_to_num(mine["ci_high"].to_numpy(float) - y)
+                colour = _CONFIG_COLOURS[c % len(_CONFIG_COLOURS)]
+                ax.errorbar(
+                    x, y, yerr=np.vstack([low, high]), color=colour, marker="o", markersize=3.5,
+                    linewidth=1.4, capsize=2, label=setting,
+                )  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_xticks(depths, [str(d) for d in depths])
+            ax.minorticks_off()
+            ax.set_title(user)
+            ax.set_xlabel("results examined per round")
+        axes[0].set_ylabel(f"gain in {measure} over control")
+        handles, names = axes[0].get_legend_handles_labels()
+        if handles:
+            fig.legend(handles, names, loc="outside upper center", ncols=min(3, len(handles)))
+        return _svg(fig, f"Gain in {measure} over the control against the judgment budget", key)
+
+
+_SOURCE_COLOURS = {
+    "config": "#0072B2",
+    "seed": "#E69F00",
+    "query": "#8c959f",
+    "config × seed": "#D55E00",
+    "config × query": "#56B4E9",
+    "seed × query": "#F0E442",
+    "residual": "#d8dee4",
+}
+
+
+def variance_chart(variance: pd.DataFrame, key: str) -> Markup:
+    """Each user's and stage's split of the per-query gain's variance (sums of squares over
+    the total) as one stacked horizontal bar.
+
+    ``variance``: :func:`~evidence_bench.evaluation.validity.variance_components` rows."""
+    parts = variance[variance["source"] != "total"]
+    bars = list(dict.fromkeys(zip(parts["user"], parts["stage"], strict=True)))
+    sources = list(dict.fromkeys(parts["source"]))
+    with rc_context({**_RC, "axes.grid": False}):
+        fig = _figure(6.4, 0.36 * len(bars) + 1.1)
+        ax = fig.subplots()
+        for b, (user, stage) in enumerate(bars):
+            left = 0.0
+            mine = parts[(parts["user"] == user) & (parts["stage"] == stage)]
+            for source in sources:
+                share = float(mine.loc[mine["source"] == source, "share"].sum())
+                colour = _SOURCE_COLOURS.get(source, "#7f7f7f")
+                ax.barh(
+                    b, share, left=left, color=colour, height=0.6, label=source if b == 0 else None
+                )
+                left += share
+        ax.set_yticks(range(len(bars)), [f"{u} · {s}" for u, s in bars])
+        ax.set_ylim(len(bars) - 0.5, -0.5)
+        ax.set_xlim(0.0, 1.0)
+        ax.set_xlabel("share of the per-query gain's sum of squares")
+        fig.legend(loc="outside upper center", ncols=4)
+        return _svg(fig, "Share of the per-query gain's variance by source", key)

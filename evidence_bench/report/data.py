@@ -306,7 +306,12 @@ def _merged_manifest(runs: Sequence[tuple[str, RunData]], id_prefixed: bool) -> 
     dated = [r.manifest["missing_dates"] for _, r in runs if "missing_dates" in r.manifest]
     # One job run from a dirty working tree makes the whole multirun unreproducible from git.
     dirty = [r.manifest.get("git_dirty") for _, r in runs]
+    # user label -> user, seed, depth (runs over seeds or budgets); labels are not prefixed
+    variants: dict[str, Any] = {}
+    for _, run in runs:
+        variants.update(run.manifest.get("variants") or {})
     return {
+        **({"variants": variants} if variants else {}),
         **({"missing_dates": sum(int(d or 0) for d in dated)} if dated else {}),
         **({"git_dirty": True} if any(d is True for d in dirty) else {}),
         "package_version": joined("package_version"),

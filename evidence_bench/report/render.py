@@ -39,6 +39,7 @@ from evidence_bench.report.tables import (
     verdict,
 )
 from evidence_bench.report.tuning import load_tuning, tuning_view
+from evidence_bench.report.validity import validity_view
 
 __all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
 
@@ -584,6 +585,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "won": 0,
         "tuning": _tuning(analysis),
         "shares": _shares_view(analysis),
+        "validity": validity_view(analysis.validity) if analysis.validity else None,
     }
     if best is None:
         context["verdict"] = verdict(

@@ -34,7 +34,9 @@ from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, compariso
 from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare
 from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
 from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
+from evidence_bench.evaluation.validity import UserLabel, user_labels
 from evidence_bench.report.data import RunData
+from evidence_bench.report.validity import Validity, validity
 
 __all__ = [
     "ALPHA",
@@ -106,6 +108,8 @@ class Analysis:
     #: Each user's gain as a share of the oracle's, primary measure and mode, per config ×
     #: user × round × stage (:func:`oracle_shares`); empty without an oracle and another user.
     shares: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SHARE_COLUMNS))
+    #: The Validity panel (report/validity.py): a run with several users or seeds; else None.
+    validity: Validity | None = None
 
 
 def _primary(data: RunData) -> pd.DataFrame:
@@ -296,11 +300,19 @@ def summary_rows(data: RunData, *, trials: int = MIN_TRIALS) -> pd.DataFrame:
     return _summary(data, _primary(data), trials)[0]
 
 
+def _labels(data: RunData) -> list[UserLabel]:
+    return user_labels(list(data.policies), data.manifest.get("variants"))
+
+
 def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
+    # A judgment-budget variant (``oracle@d3``) is another budget, not another user: the
+    # best setting is picked at each user's own depth.
+    budgets = [label.label for label in _labels(data) if label.budget]
     compared = summary[
         summary["gain_common"].notna()
         & ~summary["fixed"].astype(bool)
         & (summary["measure"] == data.settings.primary_measure)
+        & ~summary["policy"].isin(budgets)
     ]
     if compared.empty:
         return None
@@ -312,8 +324,12 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
         return feedback if len(feedback) else rows
 
     pool = candidates(first)
-    # Mean over users of each user's gain on the common queries: every user counts once.
-    scores = pool.groupby(["config_id", "stage"], sort=False)["gain_common"].mean()
+    # Mean over users of each user's gain on the common queries: every user counts once (a
+    # user run under several seeds: the mean over its seeds, so it too counts once).
+    user_of = {label.label: label.user for label in _labels(data)}
+    per_user = pool.assign(_user=pool["policy"].map(lambda p: user_of.get(str(p), str(p))))
+    by_user = per_user.groupby(["config_id", "stage", "_user"], sort=False)["gain_common"].mean()
+    scores = by_user.groupby(level=["config_id", "stage"], sort=False).mean()
     config_id, stage = cast(tuple[str, str], scores.idxmax())
 
     def rows(round_: int) -> pd.DataFrame:
@@ -564,15 +580,17 @@ def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
     frame = _primary(data)
     summary, tests = _summary(data, frame, trials)
     start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
+    best = _best(data, summary)
     return Analysis(
         data,
         summary,
         _means(start),
-        _best(data, summary),
+        best,
         _exclusions(data, frame),
         tests.trials,
         _missing_controls(data),
         tests.seed,
         tests.family,
         oracle_shares(data),
+        validity(data, (best.config_id, best.stage) if best is not None else None),
     )
