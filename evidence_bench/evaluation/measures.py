@@ -1,4 +1,4 @@
-"""Retrieval measures that reproduce trec_eval exactly, in pure Python for the runner's hot loop.
+"""Retrieval measures that reproduce trec_eval exactly: one ranking, or many at once with numpy.
 
 Measures are named as in ir_measures (``nDCG@10``, ``P@5``, ``P(rel=2)@5``, ``R@20``, ``AP``,
 ``RR``) and map one-to-one onto trec_eval's (``ndcg_cut_10``, ``P_5``, ``recall_20``, ``map``,

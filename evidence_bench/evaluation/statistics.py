@@ -83,8 +83,8 @@ def _check_confidence(confidence: float) -> None:
 def t_intervals(
     n: npt.ArrayLike, mean: npt.ArrayLike, std: npt.ArrayLike, confidence: float = 0.95
 ) -> tuple[Floats, Floats]:
-    """Student's t intervals mean ± t(1 − α/2, n − 1)·std/√n, element-wise, with one
-    ``scipy.stats.t.ppf`` call per distinct n (a run has few). NaN where n < 2."""
+    """Student's t intervals mean ± t(1 − α/2, n − 1)·std/√n, element-wise, from one
+    ``scipy.stats.t.ppf`` call over the distinct n only (a run has few). NaN where n < 2."""
     _check_confidence(confidence)
     size = np.asarray(n, dtype=np.float64)
     centre = np.asarray(mean, dtype=np.float64)
@@ -124,8 +124,8 @@ def summarize_groups(
     The groups of one size form one matrix (a row per group, its values in frame order), and
     numpy's mean and std along its rows add each row as they add the same values alone
     (pairwise summation runs along the contiguous axis), so a group's mean and std are
-    :func:`summarize`'s to the last bit. The t quantiles come from one ``t.ppf`` call per
-    distinct n (:func:`t_intervals`).
+    :func:`summarize`'s to the last bit. The t quantiles come from one ``t.ppf`` call over
+    the distinct n (:func:`t_intervals`).
     """
     _check_confidence(confidence)
     grouped = frame.groupby(list(keys), observed=True, sort=False)
