@@ -24,7 +24,6 @@ from evidence_bench.errors import (
 )
 from evidence_bench.evidence import Evidence
 from evidence_bench.providers import BraveProvider, RetryPolicy
-from evidence_bench.providers import brave as brave_module
 from tests.brave_bodies import (
     RATE_LIMIT_HEADERS,
     brave_body,
@@ -805,31 +804,3 @@ def test_a_key_no_header_can_carry_is_refused_without_echoing_it(key: str) -> No
 def test_an_unparseable_base_url_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="is not an http"):
         BraveProvider("k", base_url="http://[::1/res/v1")
-
-
-def test_an_answer_seen_before_is_parsed_once(
-    fake: Callable[[Respond], FakeBrave],
-    provider: Callable[..., BraveProvider],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A sweep asks for the same search once per configuration: the same bytes come back,
-    # and the page parsed the first time is reused (equal results, no second parse).
-    parsed: list[str] = []
-    parse = brave_module._parse_page
-
-    def counting(body: Any, where: str) -> Any:
-        parsed.append(where)
-        return parse(body, where)
-
-    monkeypatch.setattr(brave_module, "_parse_page", counting)
-    unique = f"https://cache-{id(parsed)}.example/"
-    body = brave_body([brave_result("Once", unique + "1"), brave_result("Twice", unique + "2")])
-    brave_ = fake(lambda request: ok(body))
-    first = provider(brave_).search("cached page", limit=2)
-    second = provider(brave_).search("cached page", limit=2)
-    assert [item.title for item in first] == ["Once", "Twice"]
-    assert second == first
-    assert len(brave_.requests) == 2 and len(parsed) == 1
-    other = brave_body([brave_result("Other", unique + "3")])
-    assert [e.title for e in provider(fake(lambda r: ok(other))).search("q", limit=1)] == ["Other"]
-    assert len(parsed) == 2

@@ -9,11 +9,9 @@ provider's repr and removed from any message built from a dependency's text.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,14 +53,6 @@ _MASK = "****"
 #: Parameters the provider sets itself; ``params`` may not override them.
 _RESERVED_PARAMS = ("q", "count", "offset", "extra_snippets")
 _T = TypeVar("_T")
-
-#: Pages already parsed in this process, by the SHA-256 of the answer's body: a sweep asks
-#: for the same search once per configuration, and parsing depends on the bytes alone.
-#: Evidence is immutable, so a page is shared; the oldest go when the table is full.
-_Page = tuple[tuple[Evidence, ...], bool | None]
-_PAGES: dict[bytes, _Page] = {}
-_PAGES_KEPT = 4096
-_PAGES_LOCK = threading.Lock()
 
 
 class HttpClient(Protocol):
@@ -212,17 +202,8 @@ class BraveProvider:
         count = min(limit, MAX_COUNT)
         found: list[Evidence] = []
         for offset in range(MAX_OFFSET + 1):
-            digest, body = self._fetch(client, self._query_params(query, count, offset))
-            if isinstance(body, tuple):  # parsed before
-                parsed = body
-            else:
-                results, flag = _parse_page(body, f"Brave's answer for offset {offset}")
-                parsed = (tuple(results), flag)
-                with _PAGES_LOCK:
-                    if len(_PAGES) >= _PAGES_KEPT:
-                        del _PAGES[next(iter(_PAGES))]
-                    _PAGES[digest] = parsed
-            page, more = list(parsed[0]), parsed[1]
+            body = self._fetch(client, self._query_params(query, count, offset))
+            page, more = _parse_page(body, f"Brave's answer for offset {offset}")
             found = dedupe([*found, *page])
             if more is None:  # Brave may omit the flag: a full page suggests another one
                 more = len(page) >= count
@@ -238,9 +219,7 @@ class BraveProvider:
         params.update(self._params)
         return params
 
-    def _fetch(
-        self, client: HttpClient, params: Mapping[str, str]
-    ) -> tuple[bytes, Mapping[str, object] | _Page]:
+    def _fetch(self, client: HttpClient, params: Mapping[str, str]) -> Mapping[str, object]:
         retry = 1
         while True:
             try:
@@ -252,11 +231,7 @@ class BraveProvider:
                 self._sleep(wait)
                 retry += 1
 
-    def _request(
-        self, client: HttpClient, params: Mapping[str, str]
-    ) -> tuple[bytes, Mapping[str, object] | _Page]:
-        """The SHA-256 of the answer's body, and the body decoded, or its page when a body
-        with that digest was parsed before (:data:`_PAGES`)."""
+    def _request(self, client: HttpClient, params: Mapping[str, str]) -> Mapping[str, object]:
         headers = {
             "X-Subscription-Token": self._key,
             "Accept": "application/json",
@@ -272,10 +247,6 @@ class BraveProvider:
             raise RequestError(f"could not reach Brave at {self.base_url}: {cause}") from exc
         if not response.is_success:
             raise self._status_error(response)
-        digest = hashlib.sha256(response.content).digest()
-        parsed = _PAGES.get(digest)
-        if parsed is not None:
-            return digest, parsed
         try:
             body = response.json()
         except ValueError as exc:
@@ -292,7 +263,7 @@ class BraveProvider:
                 f"Brave's answer from {self._endpoint} is a JSON {_json_type(body)}, "
                 "expected a JSON object"
             )
-        return digest, body
+        return body
 
     def _status_error(self, response: httpx.Response) -> ProviderStatusError:
         code, detail = _error_fields(response)
