@@ -192,15 +192,12 @@ def _scripted_episode(
 
     def recording(
         result: episode.EpisodeResult,
-        round_: int,
-        stage: str,
-        mode: str,
-        ranking: Sequence[str],
-        judgments: QueryJudgments,
+        pending: Sequence[tuple[int, str, str, Sequence[str], QueryJudgments]],
         measures_: Sequence[Measure],
     ) -> None:
-        evaluated[(round_, stage, mode)] = [key.rsplit("/", 1)[1] for key in ranking]
-        score(result, round_, stage, mode, ranking, judgments, measures_)
+        for round_, stage, mode, ranking, _ in pending:
+            evaluated[(round_, stage, mode)] = [key.rsplit("/", 1)[1] for key in ranking]
+        score(result, pending, measures_)
 
     monkeypatch.setattr(episode, "_score", recording)
     by_key = {_key(n): g for n, g in grades.items()}

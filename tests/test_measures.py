@@ -5,20 +5,24 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from pathlib import Path
 
 import pytest
 import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evidence_bench.collections.beir import load_collection
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import (
     Measure,
     evaluate,
+    evaluate_many,
     parse_measure,
     prepare,
     ranks_to_scores,
 )
+from evidence_bench.web.bm25 import BM25Index
 
 NDCG3, P5, R5, AP, RR = (parse_measure(name) for name in ("nDCG@3", "P@5", "R@5", "AP", "RR"))
 
@@ -298,3 +302,95 @@ def test_property_values_in_unit_interval(judgments: dict[str, int], ranking: li
     values = evaluate(ranking, prepare(judgments), COMPARED)
     assert all(0.0 <= value <= 1.0 + 1e-12 for value in values.values())
     assert values == evaluate(ranking, judgments, COMPARED)  # prepared or not, same result
+
+
+# --- many rankings at once (evaluate_many) -------------------------------------------------
+
+COLLECTIONS = Path(__file__).resolve().parents[1] / "collections"
+
+
+def test_batch_by_hand() -> None:
+    # qrels a=3, b=2, c=0, d=1, e=-1: 3 relevant at rel=1 (a, b, d), 2 at rel=2 (a, b).
+    # Row 0, [c, a, d]: DCG@3 = 3/log2(3) + 1/2, IDCG@3 = 3 + 2/log2(3) + 1/2; P@5 = 2/5;
+    #   R@5 = 2/3 (a, d of a, b, d); AP = (1/2 + 2/3) / 3; RR = 1/2; P(rel=2)@5 = 1/5.
+    # Row 1, [] (empty): every measure 0.
+    # Row 2, [e, x, b, a, d]: the negative grade gains nothing; DCG@3 = 2/log2(4);
+    #   P@5 = 3/5; R@5 = 1; AP = (1/3 + 2/4 + 3/5) / 3; RR = 1/3; P(rel=2)@5 = 2/5.
+    # Row 3, [a]: shorter than the others (the padding adds nothing); nDCG@3 = 3 / IDCG@3.
+    qrels = {"a": 3, "b": 2, "c": 0, "d": 1, "e": -1}
+    measures = [NDCG3, P5, R5, AP, RR, parse_measure("P(rel=2)@5")]
+    got = evaluate_many([["c", "a", "d"], [], ["e", "x", "b", "a", "d"], ["a"]], qrels, measures)
+    ideal = 3 + 2 / math.log2(3) + 1 / 2
+    expected = [
+        [(3 / math.log2(3) + 1 / 2) / ideal, 2 / 5, 2 / 3, (1 / 2 + 2 / 3) / 3, 1 / 2, 1 / 5],
+        [0.0] * 6,
+        [(2 / 2) / ideal, 3 / 5, 1.0, (1 / 3 + 2 / 4 + 3 / 5) / 3, 1 / 3, 2 / 5],
+        [3 / ideal, 1 / 5, 1 / 3, 1 / 3, 1.0, 1 / 5],
+    ]
+    assert got.shape == (4, 6)
+    for row, want in zip(got.tolist(), expected, strict=True):
+        assert row == pytest.approx(want, abs=1e-12)
+
+
+def test_batch_edges() -> None:
+    assert evaluate_many([], {"a": 1}, COMPARED).shape == (0, len(COMPARED))
+    assert set(evaluate_many([["a", "b"], []], {"a": 0}, COMPARED).ravel()) == {0.0}
+    with pytest.raises(ValueError, match="'b' appears more than once"):
+        evaluate_many([["a"], ["a", "b", "c", "b"]], {"a": 1}, [P5])
+    with pytest.raises(ValueError, match="2 rankings but 1 judgments"):
+        evaluate_many([["a"], ["b"]], [prepare({"a": 1})], [P5])
+
+
+def test_batch_with_judgments_per_ranking() -> None:
+    # The residual judgments of an episode beside its full ones: a (grade 2) examined and
+    # removed. Full: [a, b] has RR 1, R@5 = 2/2; residual: [b] has RR 1, R@5 = 1/1, and
+    # nDCG@3 = 1 (b is the only relevant document left); [c] scores 0 under both.
+    full, residual = prepare({"a": 2, "b": 1}), prepare({"b": 1})
+    got = evaluate_many([["a", "b"], ["b"], ["c"]], [full, residual, residual], [RR, R5, NDCG3])
+    assert got.tolist() == [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]
+    assert got[1].tolist() == list(evaluate(["b"], residual, [RR, R5, NDCG3]).values())
+
+
+def test_batch_gives_evaluates_floats_exactly() -> None:
+    # Bit for bit, not approximately: a run's stored numbers must not move.
+    rng = random.Random(13)
+    measures = [
+        *COMPARED,
+        *(parse_measure(name) for name in ("P(rel=2)@5", "R(rel=3)@10", "AP(rel=2)", "RR(rel=2)")),
+    ]
+    for i in range(300):
+        qrels, _ = random_query(rng, f"q{i}")
+        qrels.update({doc: -1 for doc in rng.sample(sorted(qrels), min(2, len(qrels)))})
+        pool = [*qrels, "https://example.org/unjudged"]
+        rankings = [rng.sample(pool, rng.randint(0, len(pool))) for _ in range(rng.randint(1, 6))]
+        prepared = prepare(qrels)
+        got = evaluate_many(rankings, prepared, measures).tolist()
+        for ranking, row in zip(rankings, got, strict=True):
+            assert dict(zip(map(str, measures), row, strict=True)) == evaluate(
+                ranking, prepared, measures
+            )
+
+
+def test_batch_agrees_with_pytrec_eval_on_cranfield() -> None:
+    # Real runs: BM25's top 100 of each judged Cranfield query, its reverse and its top 7,
+    # scored together as one batch per query (as an episode scores its stages).
+    collection = load_collection(COLLECTIONS / "cranfield")
+    index = BM25Index({doc_id: doc.text for doc_id, doc in collection.documents.items()})
+    qrels = {q: collection.qrels[q] for q in collection.judged_query_ids()}
+    variants: dict[str, list[str]] = {}
+    for query_id in qrels:
+        top = [doc_id for doc_id, _ in index.search(collection.queries[query_id].text, 100)]
+        variants[f"{query_id}.top"], variants[f"{query_id}.reverse"] = top, top[::-1]
+        variants[f"{query_id}.short"] = top[:7]
+    run = {name: scored(ranking) for name, ranking in variants.items()}
+    kinds = ("top", "reverse", "short")
+    expanded = {f"{q}.{kind}": grades for q, grades in qrels.items() for kind in kinds}
+    for level in (1, 2):
+        measures = [m if m.name == "nDCG" else Measure(m.name, m.cutoff, level) for m in COMPARED]
+        expected = trec_eval_scores(expanded, run, measures, relevance_level=level)
+        for query_id, grades in qrels.items():
+            names = [f"{query_id}.{kind}" for kind in kinds]
+            got = evaluate_many([variants[name] for name in names], grades, measures)
+            for name, row in zip(names, got.tolist(), strict=True):
+                values = dict(zip(map(str, measures), row, strict=True))
+                assert values == pytest.approx(expected[name], abs=1e-12), name

@@ -604,3 +604,24 @@ def test_run_server_prints_one_line_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             process.wait()
     assert process.returncode == 0
     assert (stdout, stderr) == ("", "")
+
+
+def test_snippet_window_by_hand() -> None:
+    # Words: heat, 60 fillers, flux, 60 fillers, heat, flux (positions 0, 61, 122, 123).
+    # A window holds at most 60 five-character words (60 · 5 − 1 = 299 ≤ 300 characters),
+    # so no window holds heat@0 with flux@61, or flux@61 with heat@122. The most distinct
+    # terms (2) are first reached by the window starting at 64, which ends with heat, flux
+    # at 122, 123: 58 fillers, then the two terms. The next best window (an extra snippet)
+    # holds one term and comes first among those: start 0, heat and 59 fillers.
+    fillers = ["abcd"] * 60
+    text = " ".join(["heat", *fillers, "flux", *fillers, "heat", "flux"])
+    documents = {"1": Document("1", "Heat flux", text)}
+    collection = Collection("Window", documents, {"q": Query("q", "heat flux")}, {"q": {"1": 1}})
+    simulator = BraveSimulator(collection, extra_snippet_count=1)
+    params = {"q": "heat flux", "count": "1", "extra_snippets": "true"}
+    body = simulator.handle("GET", SEARCH_PATH, params, {"X-Subscription-Token": "t"}).json()
+    result = body["web"]["results"][0]
+    assert result["description"] == " ".join(
+        ["abcd"] * 58 + ["<strong>heat</strong>", "<strong>flux</strong>"]
+    )
+    assert result["extra_snippets"] == [" ".join(["heat", *["abcd"] * 59])]

@@ -97,6 +97,39 @@ def test_summarize_groups_matches_summarize() -> None:
     assert out.loc["b", "n"] == 1 and math.isnan(out.loc["b", "ci_low"])
 
 
+@pytest.mark.parametrize("size", [1, 2, 7, 8, 9, 127, 128, 129, 225, 300])
+def test_summarize_groups_gives_summarizes_floats_exactly(size: int) -> None:
+    # Bit for bit, across numpy's pairwise-summation block sizes (8, 128): summary.csv must
+    # not move when it is computed per group size instead of per group.
+    rng = np.random.default_rng(size)
+    values = rng.random((5, size))
+    frame = pd.DataFrame(
+        {"k": np.repeat([f"g{i}" for i in range(5)], size), "value": values.ravel()}
+    ).sample(frac=1.0, random_state=1)  # groups interleaved; each keeps its row order
+    out = summarize_groups(frame, ["k"]).set_index("k")
+    for key, group in frame.groupby("k")["value"]:
+        expected = summarize(group.tolist())
+        row = out.loc[key]
+        got = Summary(int(row["n"]), row["mean"], row["std"], row["ci_low"], row["ci_high"])
+        assert got == expected or (size == 1 and got.mean == expected.mean), key
+
+
+def test_t_intervals_call_t_ppf_once_per_distinct_n(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    ppf = stats.t.ppf
+
+    def counting(q: float, df: np.ndarray) -> np.ndarray:
+        calls.append(np.size(df))
+        return ppf(q, df)
+
+    monkeypatch.setattr(stats.t, "ppf", counting)
+    low, _ = t_intervals([10, 225, 10, 1, 225] * 1000, [0.5] * 5000, [0.1] * 5000)
+    assert calls == [3]  # one call; df 1 (a placeholder for n = 1), 9 and 224
+    # t(0.975, 9) = 2.2622 (t tables)
+    assert low[0] == pytest.approx(0.5 - 2.2622 * 0.1 / math.sqrt(10), abs=1e-4)
+    assert math.isnan(low[3])
+
+
 def test_selection_intervals_are_bonferroni_widened() -> None:
     # Picked from 10 candidates: each interval at 1 − 0.05/10 = 99.5%; n = 10 gives
     # t(0.9975, 9) = 3.690 (t tables) instead of t(0.975, 9) = 2.262.

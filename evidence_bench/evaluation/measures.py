@@ -1,4 +1,4 @@
-"""Retrieval measures that reproduce trec_eval exactly, in pure Python for the runner's hot loop.
+"""Retrieval measures that reproduce trec_eval exactly: one ranking, or many at once with numpy.
 
 Measures are named as in ir_measures (``nDCG@10``, ``P@5``, ``P(rel=2)@5``, ``R@20``, ``AP``,
 ``RR``) and map one-to-one onto trec_eval's (``ndcg_cut_10``, ``P_5``, ``recall_20``, ``map``,
@@ -18,6 +18,10 @@ trec_eval's conventions, kept here:
 trec_eval ranks a run by score, descending, and breaks ties by docno, descending, whatever the
 file's rank column says. :func:`ranks_to_scores` gives strictly decreasing scores so an exported
 run is read back in exactly our order.
+
+:func:`evaluate_many` scores many rankings of one query at once (every stage of a round) from
+a grade matrix, one row per ranking: the same sums in the same order as :func:`evaluate`, so
+the same floats, bit for bit.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from evidence_bench.errors import ConfigurationError
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "Measure",
     "QueryJudgments",
     "evaluate",
+    "evaluate_many",
     "parse_measure",
     "prepare",
     "ranks_to_scores",
@@ -114,6 +122,7 @@ class QueryJudgments:
     #: Ideal DCG at depth i for i = 0 .. number of documents with grade > 0.
     ideal_dcg: tuple[float, ...]
     _num_relevant: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    _positive: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_relevant(self) -> int:
@@ -132,6 +141,9 @@ class QueryJudgments:
 #: 1 / log2(rank + 1) for rank 1, 2, ...; replaced whole (never mutated) when it grows, so
 #: concurrent evaluations never see a half-built table.
 _DISCOUNT: tuple[float, ...] = tuple(1.0 / math.log2(i + 2) for i in range(1024))
+
+
+_DISCOUNT_ARRAY: npt.NDArray[np.float64] = np.asarray(_DISCOUNT, dtype=np.float64)
 
 
 def _discounts(n: int) -> tuple[float, ...]:
@@ -205,6 +217,135 @@ def evaluate(
                 value = 1.0 / hits.index(1) if hits[n] else 0.0
         results[measure._key] = value
     return results
+
+
+def evaluate_many(
+    rankings: Sequence[Sequence[str]],
+    judgments: Mapping[str, int] | QueryJudgments | Sequence[QueryJudgments],
+    measures: Sequence[Measure],
+) -> npt.NDArray[np.float64]:
+    """Score many rankings of one query at once: row i holds :func:`evaluate` of
+    ``rankings[i]``, one column per measure in ``measures``' order, the same floats.
+
+    ``judgments``: one query's, or a sequence of one :class:`QueryJudgments` per ranking
+    (an episode's full and residual judgments side by side). A document that appears twice
+    in a ranking is a ValueError, as in :func:`evaluate`.
+
+    The rankings become one grade matrix G (rankings × the longest length; unjudged
+    documents, negative grades and the padding past a ranking's end are 0), and every
+    measure is read from running sums along its rows (``numpy.cumsum`` adds in rank order,
+    as :func:`evaluate` does; padding adds exactly 0, so a sum at depth k past a ranking's
+    length is its sum at that length, trec_eval's cut at min(k, n)):
+
+    * DCG@k = Σ_{i ≤ k} G_i / log2(i + 1) (Järvelin & Kekäläinen 2002), over the ideal
+      DCG at k (over every relevant document when uncut);
+    * with hits H_k = #{i ≤ k : G_i ≥ rel}: P@k = H_k / k, R@k = H_k / |rel|,
+      AP@k = Σ_{i ≤ k, G_i ≥ rel} (H_i / i) / |rel|, RR = 1 / (first i with G_i ≥ rel).
+    """
+    count = len(rankings)
+    if isinstance(judgments, QueryJudgments):
+        distinct, which = [judgments], [0] * count
+    elif isinstance(judgments, Mapping):
+        distinct, which = [prepare(judgments)], [0] * count
+    else:
+        if len(judgments) != count:
+            raise ValueError(f"{count} rankings but {len(judgments)} judgments")
+        slot: dict[int, int] = {}
+        distinct, which = [], []
+        for prepared in judgments:
+            if id(prepared) not in slot:
+                slot[id(prepared)] = len(distinct)
+                distinct.append(prepared)
+            which.append(slot[id(prepared)])
+    width = max((len(ranking) for ranking in rankings), default=0)
+    positives = [_positive(prepared) for prepared in distinct]
+    rows: list[int] = []
+    columns: list[int] = []
+    gains: list[int] = []
+    for row, ranking in enumerate(rankings):
+        present = set(ranking)
+        if len(present) != len(ranking):
+            _raise_duplicate(ranking)
+        # Only documents with a positive grade change a sum; a query has few of them.
+        positive = positives[which[row]]
+        for doc in present.intersection(positive):
+            rows.append(row)
+            columns.append(ranking.index(doc))
+            gains.append(positive[doc])
+    grades = np.zeros((count, width), dtype=np.int64)
+    grades[rows, columns] = gains
+    values = np.zeros((count, len(measures)), dtype=np.float64)
+    if not count:
+        return values
+    of_row = np.asarray(which, dtype=np.intp)
+    dcg: npt.NDArray[np.float64] | None = None
+    by_rel: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+    for column, measure in enumerate(measures):
+        cutoff = measure.cutoff
+        k = width if cutoff is None or cutoff > width else cutoff
+        out = values[:, column]
+        if measure.name == "nDCG":
+            if dcg is None:
+                dcg = _running(grades * _discount_array(width))
+            best = np.asarray(
+                [
+                    j.ideal_dcg[-1]
+                    if cutoff is None
+                    else j.ideal_dcg[min(cutoff, len(j.ideal_dcg) - 1)]
+                    for j in distinct
+                ],
+                dtype=np.float64,
+            )[of_row]
+            np.divide(dcg[:, k], best, out=out, where=best > 0.0)
+            continue
+        rel = measure.rel
+        if rel not in by_rel:
+            relevant = grades >= rel
+            hits = np.zeros((count, width + 1), dtype=np.int64)
+            np.cumsum(relevant, axis=1, out=hits[:, 1:])
+            depth = np.arange(1, width + 1, dtype=np.int64)
+            by_rel[rel] = hits, _running(relevant * (hits[:, 1:] / depth))
+        hits, precisions = by_rel[rel]
+        if measure.name == "P":
+            np.divide(hits[:, k], cutoff or 1, out=out)
+            continue
+        num_rel = np.asarray([j.count_relevant(rel) for j in distinct], dtype=np.int64)[of_row]
+        judged = num_rel > 0
+        if measure.name == "R":
+            np.divide(hits[:, k], num_rel, out=out, where=judged)
+        elif measure.name == "AP":
+            np.divide(precisions[:, k], num_rel, out=out, where=judged)
+        else:  # RR: the hits reach 1 at the first relevant document's rank
+            first = np.argmax(hits >= 1, axis=1)
+            np.divide(1.0, first, out=out, where=judged & (hits[:, width] > 0))
+    return values
+
+
+def _positive(prepared: QueryJudgments) -> Mapping[str, int]:
+    """The judgments with a positive grade (computed once per :class:`QueryJudgments`)."""
+    positive = prepared._positive
+    if positive is None:
+        positive = {doc: grade for doc, grade in prepared.grades.items() if grade > 0}
+        object.__setattr__(prepared, "_positive", positive)
+    return positive
+
+
+def _discount_array(width: int) -> npt.NDArray[np.float64]:
+    """1 / log2(rank + 1) for ranks 1..width, from the same table :func:`evaluate` uses."""
+    global _DISCOUNT_ARRAY
+    table = _DISCOUNT_ARRAY
+    if len(table) < width:
+        table = np.asarray(_discounts(width), dtype=np.float64)
+        table.flags.writeable = False
+        _DISCOUNT_ARRAY = table
+    return table[:width]
+
+
+def _running(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Running sums along each row at depth 0..width (a leading column of zeros)."""
+    sums = np.zeros((terms.shape[0], terms.shape[1] + 1), dtype=np.float64)
+    np.cumsum(terms, axis=1, out=sums[:, 1:])
+    return sums
 
 
 def _raise_duplicate(ranking: Sequence[str]) -> None:

@@ -32,7 +32,7 @@ import pandas as pd
 from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.frozen import fixed_measures
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.evaluation.statistics import summarize
+from evidence_bench.evaluation.statistics import summarize_groups
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 __all__ = [
@@ -268,11 +268,10 @@ def summarize_scores(
     everywhere without them.
     """
     fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
-    rows = []
-    for key, values in per_query.groupby(SUMMARY_KEYS, sort=False)["value"]:
-        s = summarize(values.to_numpy().tolist())
-        rows.append((*key, s.n, s.mean, s.std, s.ci_low, s.ci_high, fixed.get(key, False)))
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    summary = summarize_groups(per_query, SUMMARY_KEYS)
+    cells = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
+    summary["fixed"] = [fixed.get(key, False) for key in cells] if fixed else False
+    return summary[SUMMARY_COLUMNS]
 
 
 def _fixed_cells(

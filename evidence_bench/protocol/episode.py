@@ -49,7 +49,7 @@ from typing import Any
 from evidence_bench.engine.base import Feedback, Label, Ranker, Refiner, SearchProvider
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import FeedbackError
-from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
+from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate_many, prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.seeding import derived_random
 from evidence_bench.users.policies import UserPolicy
@@ -177,17 +177,18 @@ def _shuffled(
     return {key: label for key, label in zip(keys, labels, strict=True) if label is not None}
 
 
-def _score(
-    result: EpisodeResult,
-    round_: int,
-    stage: str,
-    mode: str,
-    ranking: Sequence[str],
-    judgments: QueryJudgments,
-    measures: Sequence[Measure],
-) -> None:
-    for name, value in evaluate(ranking, judgments, measures).items():
-        result.scores.append((round_, stage, mode, name, value))
+#: One ranking to score: (round, stage, eval_mode, ranked keys, the judgments it is scored on).
+_Pending = tuple[int, str, str, Sequence[str], QueryJudgments]
+
+
+def _score(result: EpisodeResult, pending: Sequence[_Pending], measures: Sequence[Measure]) -> None:
+    """Every ranking of the episode, scored in one batch, in the order they were queued."""
+    names = [str(measure) for measure in measures]
+    values = evaluate_many([p[3] for p in pending], [p[4] for p in pending], measures)
+    for (round_, stage, mode, _, _), row in zip(pending, values.tolist(), strict=True):
+        result.scores.extend(
+            (round_, stage, mode, name, value) for name, value in zip(names, row, strict=True)
+        )
 
 
 def run_episode(
@@ -223,9 +224,10 @@ def run_episode(
     )
     initial_keys = [item.key for item in initial]
     control_keys = [item.key for item in control.rank(query, initial, {})]
+    pending: list[_Pending] = []  # scored together when the episode ends
     for mode in modes:
-        _score(result, 0, "initial", mode, initial_keys, judgments.prepared, measures)
-        _score(result, 0, "control", mode, control_keys, judgments.prepared, measures)
+        pending.append((0, "initial", mode, initial_keys, judgments.prepared))
+        pending.append((0, "control", mode, control_keys, judgments.prepared))
     result.rankings[(0, "initial")] = initial_keys
     result.rankings[(0, "control")] = control_keys
 
@@ -327,6 +329,7 @@ def run_episode(
                 partner = PARTNERS.get(stage)
                 if partner in shaped:  # equal depth after removal too
                     keys = keys[: len(shaped[partner])]
-                _score(result, round_, stage, mode, keys, graded, measures)
+                pending.append((round_, stage, mode, keys, graded))
+    _score(result, pending, measures)
     result.no_usable_feedback = tolerant.fallbacks
     return result

@@ -13,15 +13,24 @@ with Lucene's non-negative idf (``BM25Similarity``)::
 A query term that occurs twice counts twice (Robertson's query-term weight with k3 -> inf,
 as Lucene's Boolean query does). Document lengths are exact (Lucene rounds them to one byte),
 so scores can differ from Anserini's in the last digits; ``k1=0.9, b=0.4`` are its defaults.
+
+Each document is analyzed once, when the index is built. A term's BM25 weight in every
+document that holds it is computed once, the first time a query asks for the term (a numpy
+array per term, the same floats as the formula term by term); a search then adds the arrays
+of its query terms in query order (the same sums, in the same order, as adding term by term)
+and sorts the documents it reached by score, ties by doc id.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
+
+import numpy as np
+import numpy.typing as npt
 
 __all__ = ["STOP_WORDS", "BM25Index", "doc_id_order", "tokenize"]
 
@@ -85,7 +94,14 @@ class BM25Index:
         avgdl = total / len(lengths) if total else 1.0
         # k1 * (1 - b + b * |D| / avgdl), the length normalization, once per document.
         self._norms = [k1 * (1 - b + b * length / avgdl) for length in lengths]
-        self._order = [doc_id_order(doc_id) for doc_id in self._doc_ids]
+        self._norm_array = np.asarray(self._norms, dtype=np.float64)
+        # Each document's place in the tie-break order (doc_id_order), as one int per doc.
+        order = sorted(range(len(self._doc_ids)), key=lambda i: doc_id_order(self._doc_ids[i]))
+        self._tie_rank = np.empty(len(order), dtype=np.int64)
+        self._tie_rank[order] = np.arange(len(order), dtype=np.int64)
+        self._weights: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._weights_lock = threading.Lock()
+        self._terms_of: dict[str, frozenset[str]] = {}
 
     def __len__(self) -> int:
         return len(self._doc_ids)
@@ -94,30 +110,53 @@ class BM25Index:
         """The terms this index sees in ``text`` (for query-biased snippets)."""
         return self.analyzer(text)
 
+    def terms_of(self, word: str) -> frozenset[str]:
+        """The distinct terms of one word, remembered: a collection has few distinct words,
+        and snippets ask for the same ones again and again."""
+        terms = self._terms_of.get(word)
+        if terms is None:
+            terms = frozenset(self.analyzer(word))
+            self._terms_of[word] = terms
+        return terms
+
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of ``term``: ln(1 + (N - df + 0.5) / (df + 0.5))."""
         df = len(self._postings.get(term, ()))
         return math.log(1 + (len(self._doc_ids) - df + 0.5) / (df + 0.5))
 
+    def _term_weights(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The documents holding ``term`` and its BM25 weight in each (computed once):
+        idf · tf · (k1 + 1) / (tf + norm), in that order of operations."""
+        found = self._weights.get(term)
+        if found is None:
+            postings = self._postings[term]
+            docs = np.fromiter((index for index, _ in postings), np.int64, len(postings))
+            tf = np.fromiter((tf for _, tf in postings), np.int64, len(postings))
+            gains = self.idf(term) * tf * (self.k1 + 1) / (tf + self._norm_array[docs])
+            found = (docs, gains)
+            with self._weights_lock:
+                self._weights.setdefault(term, found)
+        return found
+
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best ``(doc_id, score)`` pairs with score > 0, by score then doc id."""
         if k <= 0:
             return []
-        scores: dict[int, float] = {}
-        k1_plus_1 = self.k1 + 1
-        for term in self.analyzer(query):
-            postings = self._postings.get(term)
-            if not postings:
-                continue
-            idf = self.idf(term)
-            norms = self._norms
-            for index, tf in postings:
-                gain = idf * tf * k1_plus_1 / (tf + norms[index])
-                scores[index] = scores.get(index, 0.0) + gain
-        order = self._order
-        best = heapq.nsmallest(
-            k,
-            ((index, score) for index, score in scores.items() if score > 0),
-            key=lambda item: (-item[1], order[item[0]]),
-        )
-        return [(self._doc_ids[index], score) for index, score in best]
+        weights = [self._term_weights(t) for t in self.analyzer(query) if t in self._postings]
+        if not weights:
+            return []
+        docs = np.concatenate([found[0] for found in weights])
+        gains = np.concatenate([found[1] for found in weights])
+        # Each document's gains summed in query-term order (np.add.at adds element by
+        # element, in order), starting from 0.0 as a term-by-term sum does.
+        reached, where = np.unique(docs, return_inverse=True)
+        scores = np.zeros(len(reached), dtype=np.float64)
+        np.add.at(scores, where, gains)
+        positive = scores > 0
+        reached, scores = reached[positive], scores[positive]
+        best = np.lexsort((self._tie_rank[reached], -scores))[:k]
+        ids = self._doc_ids
+        return [
+            (ids[index], score)
+            for index, score in zip(reached[best].tolist(), scores[best].tolist(), strict=True)
+        ]

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
+import numpy as np
 
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
@@ -120,7 +122,7 @@ class BraveSimulator:
         self._lock = threading.Lock()
         self._window_start: float | None = None
         self._window_used = 0
-        self._index = _index_for(collection)
+        self._index, self._words = _index_for(collection)
 
     def __repr__(self) -> str:
         token = "None" if self._token is None else "'***'"
@@ -269,17 +271,14 @@ class BraveSimulator:
     ) -> dict[str, Any]:
         host = self.collection.host
         favicon = f"https://{host}/favicon.ico"
-        words = (doc.text or doc.title).split()
-        hits = [frozenset(self._index.analyze(word)) & terms for word in words]
+        words = self._words.of(doc)
         windows = _windows(
-            words, hits, 1 + (self.extra_snippet_count if request.extra_snippets else 0)
+            words, terms, 1 + (self.extra_snippet_count if request.extra_snippets else 0)
         )
         description = ""
         if windows:
             lo, hi = windows[0]
-            description = _render(
-                words[lo:hi], terms, self._index.analyze, request.text_decorations
-            )
+            description = _render(words, lo, hi, terms, self._words, request.text_decorations)
         result: dict[str, Any] = {
             "title": html.escape(_title(doc)),
             "url": self.collection.url_for(doc.doc_id),
@@ -308,32 +307,34 @@ class BraveSimulator:
         if request.extra_snippets and len(windows) > 1:
             # Brave's extra snippets are plain excerpts, without <strong> decorations.
             result["extra_snippets"] = [
-                _render(words[lo:hi], terms, self._index.analyze, False) for lo, hi in windows[1:]
+                _render(words, lo, hi, terms, self._words, False) for lo, hi in windows[1:]
             ]
         return result
 
 
-_INDEXES: dict[str, BM25Index] = {}
+_INDEXES: dict[str, tuple[BM25Index, _SnippetWords]] = {}
 _INDEXES_LOCK = threading.Lock()
 _INDEXES_KEPT = 4
 
 
-def _index_for(collection: Collection) -> BM25Index:
-    """The BM25 index over title + text, shared by simulators of the same checksum.
+def _index_for(collection: Collection) -> tuple[BM25Index, _SnippetWords]:
+    """The BM25 index over title + text, and the documents' snippet words, shared by
+    simulators of the same checksum.
 
     A runner may build a simulator per worker or per replay miss; indexing once per
     collection keeps that cheap. The few most recent collections are kept.
     """
     with _INDEXES_LOCK:
-        index = _INDEXES.get(collection.checksum)
-        if index is None:
+        found = _INDEXES.get(collection.checksum)
+        if found is None:
             index = BM25Index(
                 {doc.doc_id: f"{doc.title} {doc.text}" for doc in collection.documents.values()}
             )
+            found = (index, _SnippetWords(index))
             if len(_INDEXES) >= _INDEXES_KEPT:
                 del _INDEXES[next(iter(_INDEXES))]
-            _INDEXES[collection.checksum] = index
-        return index
+            _INDEXES[collection.checksum] = found
+        return found
 
 
 # -- request parsing (Brave's rules, pydantic-style messages) ------------------------------------
@@ -440,16 +441,74 @@ def _title(doc: Document) -> str:
     return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
 
 
-def _windows(words: list[str], hits: list[frozenset[str]], n: int) -> list[tuple[int, int]]:
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """A document's snippet text split into words, analyzed once: what every snippet of it
+    is cut from."""
+
+    words: list[str]
+    #: fits[s]: the most words from word s on (as an end index) that joined by spaces fit
+    #: in SNIPPET_CHARS; at least s + 1 (a word longer than a snippet is cut when rendered)
+    fits: list[int]
+    #: term -> the indices of the words whose analysis holds it
+    positions: dict[str, list[int]]
+    #: each word HTML-escaped
+    escaped: list[str]
+    #: term -> the indices of the words with a run of letters or digits whose analysis
+    #: holds it (the runs a decorated snippet puts in <strong>)
+    runs: dict[str, list[int]]
+
+
+class _SnippetWords:
+    """Each document's :class:`_Words`, made the first time the document is shown, and
+    each word's rendering."""
+
+    def __init__(self, index: BM25Index) -> None:
+        self._index = index
+        self.terms_of = index.terms_of
+        self._words: dict[str, _Words] = {}
+
+    def of(self, doc: Document) -> _Words:
+        found = self._words.get(doc.doc_id)
+        if found is None:
+            words = (doc.text or doc.title).split()
+            # starts[i] = Σ_{j < i} (len(words[j]) + 1): words[a:b] joined is
+            # starts[b] - starts[a] - 1 characters long.
+            starts = np.zeros(len(words) + 1, dtype=np.int64)
+            np.cumsum([len(word) + 1 for word in words], out=starts[1:])
+            fits = np.searchsorted(starts, starts[:-1] + SNIPPET_CHARS + 1, side="right") - 1
+            first = np.arange(1, len(words) + 1)
+            positions: dict[str, list[int]] = {}
+            runs: dict[str, list[int]] = {}
+            terms_of = self.terms_of
+            for i, word in enumerate(words):
+                for term in terms_of(word):
+                    positions.setdefault(term, []).append(i)
+                for term in frozenset().union(*map(terms_of, _SPAN.findall(word))):
+                    runs.setdefault(term, []).append(i)
+            escaped = [html.escape(word) for word in words]
+            found = _Words(words, np.maximum(fits, first).tolist(), positions, escaped, runs)
+            self._words[doc.doc_id] = found
+        return found
+
+
+def _windows(words: _Words, terms: frozenset[str], n: int) -> list[tuple[int, int]]:
     """Up to ``n`` disjoint word windows of at most SNIPPET_CHARS, best first.
 
-    The best window has the most distinct query terms, then the most term hits, then comes
-    first; each next one is the best among the words no earlier window holds.
+    The best window has the most distinct query terms, then the most term hits (a word's
+    hits: the query terms its analysis holds), then comes first; each next one is the best
+    among the words no earlier window holds.
     """
+    hits: dict[int, set[str]] = {}
+    for term in terms:
+        for i in words.positions.get(term, ()):
+            hits.setdefault(i, set()).add(term)
+    at = sorted(hits)
+    held = [hits[i] for i in at]
     chosen: list[tuple[int, int]] = []
-    gaps = [(0, len(words))] if words else []
+    gaps = [(0, len(words.words))] if words.words else []
     while gaps and len(chosen) < n:
-        candidates = [_best_window(words, hits, lo, hi) for lo, hi in gaps]
+        candidates = [_best_window(words.fits, at, held, lo, hi) for lo, hi in gaps]
         _, lo, hi = max(candidates, key=lambda c: (c[0], -c[1]))
         chosen.append((lo, hi))
         gaps = [g for gap in gaps for g in _split_gap(gap, lo, hi)]
@@ -463,47 +522,79 @@ def _split_gap(gap: tuple[int, int], lo: int, hi: int) -> list[tuple[int, int]]:
 
 
 def _best_window(
-    words: list[str], hits: list[frozenset[str]], lo: int, hi: int
+    fits: list[int], at: list[int], held: list[set[str]], lo: int, hi: int
 ) -> tuple[tuple[int, int], int, int]:
-    """The best ``(score, start, end)`` window within ``words[lo:hi]`` (two pointers, O(n))."""
+    """The best ``(score, start, end)`` window within words lo..hi-1.
+
+    Each start's window is as long as fits (:attr:`_Words.fits`, cut at ``hi``); its score
+    is (distinct query terms, term hits) in it, from the words with hits (``at``, each
+    holding the terms ``held``); the first start with the highest score wins. The score
+    changes only where a word with hits leaves the window (the start passes it) or enters
+    it (the end passes it), so the first best start is ``lo`` or one of those places.
+    """
+    first, last = bisect_left(at, lo), bisect_left(at, hi)
+    starts = {lo}
+    for position in at[first:last]:
+        if position + 1 < hi:
+            starts.add(position + 1)  # it leaves
+        # it enters at the first start whose window reaches it (fits only grows)
+        starts.add(max(lo, bisect_right(fits, position)))
     best: tuple[tuple[int, int], int, int] | None = None
-    end = lo
-    length = -1  # len(" ".join(words[start:end])), and -1 while the window is empty
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {}  # the window's query terms, with their hits
     total = 0
-    for start in range(lo, hi):
-        while end < hi and (end == start or length + 1 + len(words[end]) <= SNIPPET_CHARS):
-            length += 1 + len(words[end])
-            for term in hits[end]:
+    entered = left = first  # the hits the window has reached, and those it has passed
+    for start in sorted(starts):  # both ends only move forward: each hit enters, leaves once
+        stop = min(fits[start], hi)
+        while entered < last and at[entered] < stop:
+            for term in held[entered]:
                 counts[term] = counts.get(term, 0) + 1
-            total += len(hits[end])
-            end += 1
+            total += len(held[entered])
+            entered += 1
+        while left < entered and at[left] < start:
+            for term in held[left]:
+                counts[term] -= 1
+                if not counts[term]:
+                    del counts[term]
+            total -= len(held[left])
+            left += 1
         score = (len(counts), total)
         if best is None or score > best[0]:
-            best = (score, start, end)
-        length -= 1 + len(words[start])
-        for term in hits[start]:
-            counts[term] -= 1
-            if not counts[term]:
-                del counts[term]
-        total -= len(hits[start])
-    assert best is not None  # lo < hi: the loop ran
+            best = (score, start, stop)
+    assert best is not None  # lo is a start
     return best
 
 
 def _render(
-    words: list[str], terms: frozenset[str], analyze: Callable[[str], list[str]], decorate: bool
+    words: _Words, lo: int, hi: int, terms: frozenset[str], snippets: _SnippetWords, decorate: bool
 ) -> str:
-    """The words HTML-escaped, joined by spaces; query terms in ``<strong>`` if ``decorate``."""
-    text = " ".join(words)
+    """Words lo..hi-1 HTML-escaped, joined by spaces; query terms in ``<strong>`` if
+    ``decorate``: each run of letters or digits whose analysis holds a query term.
+
+    Runs never cross a space and escaping is character by character, so only the words with
+    such a run (:attr:`_Words.runs`) are rendered here; the others are already escaped.
+    """
+    text = " ".join(words.words[lo:hi])
     if len(text) > SNIPPET_CHARS:  # one word longer than a snippet
-        text = text[:SNIPPET_CHARS]
+        return _render_text(text[:SNIPPET_CHARS], terms, snippets.terms_of, decorate)
+    if not decorate:
+        return html.escape(text)
+    pieces = words.escaped[lo:hi]
+    marked = {i for term in terms for i in words.runs.get(term, ()) if lo <= i < hi}
+    for i in marked:
+        pieces[i - lo] = _render_text(words.words[i], terms, snippets.terms_of, True)
+    return " ".join(pieces)
+
+
+def _render_text(
+    text: str, terms: frozenset[str], terms_of: Callable[[str], frozenset[str]], decorate: bool
+) -> str:
+    """``text`` HTML-escaped, each run whose analysis holds a query term in ``<strong>``."""
     if not decorate:
         return html.escape(text)
     parts: list[str] = []
     position = 0
     for match in _SPAN.finditer(text):
-        if terms.intersection(analyze(match.group())):
+        if not terms.isdisjoint(terms_of(match.group())):
             parts.append(html.escape(text[position : match.start()]))
             parts.append(f"<strong>{html.escape(match.group())}</strong>")
             position = match.end()
