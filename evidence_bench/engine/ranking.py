@@ -2,24 +2,36 @@
 
 :class:`TfidfRocchioRanker` runs about 100k times in a parameter sweep on 20-60 candidates,
 so vectors are plain ``dict[str, float]``, term counts are cached per text and idf and
-document vectors per candidate set; no numpy or scikit-learn.
+document vectors per candidate set.
+
+A sweep asks many rankers (one per (alpha, beta, gamma)) to order the same candidates under
+the same feedback: :func:`score_many` scores them all at once with numpy, one row per
+ranker, and :func:`order_many` sorts every row. Both give exactly what :meth:`score` and
+:meth:`rank` give, to the last bit: each score is the same sequence of float operations in
+the same order (numpy's ``cumsum`` adds left to right, as Python's ``sum`` does; an absent
+term's product is 0.0, and adding 0.0 to a sum of non-negative terms changes nothing), and
+the 12-digit tie rule is applied by Python's own ``round`` wherever two scores are close
+enough for it to matter.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence, renumber
 
-__all__ = ["ProviderOrderRanker", "TfidfRocchioRanker"]
+__all__ = ["ProviderOrderRanker", "TfidfRocchioRanker", "order_many", "score_many"]
 
 _Vector = dict[str, float]
 
@@ -27,6 +39,9 @@ _Vector = dict[str, float]
 # arithmetic, but differ in the last bits from summation order, still tie and keep the
 # candidates' order.
 _TIE_DIGITS = 12
+# Two scores further apart than this never round to one 12-digit value (each moves by at
+# most half of 1e-12), so only closer pairs need Python's round to order them.
+_TIE_GAP = 1.5 * 10.0**-_TIE_DIGITS
 
 
 @dataclass(frozen=True)
@@ -201,3 +216,127 @@ class TfidfRocchioRanker:
             for term, weight in _centroid(vectors).items():
                 modified[term] = modified.get(term, 0.0) + coefficient * weight
         return {term: weight for term, weight in modified.items() if weight > 0.0}
+
+
+def _rocchio_inputs(
+    analyzer: Analyzer, query: str, candidates: Sequence[Evidence], feedback: Feedback
+) -> tuple[tuple[_Vector, ...], _Vector, list[_Vector], list[_Vector]]:
+    """The document vectors, the query vector and the pulled and pushed documents, as
+    :meth:`TfidfRocchioRanker.score` builds them."""
+    idf, documents = _index(analyzer, tuple(item.text for item in candidates))
+    query_vector = _normalized(
+        {
+            term: (1.0 + math.log(tf)) * idf[term]
+            for term, tf in _term_counts(analyzer, query)
+            if term in idf
+        }
+    )
+    pull: list[_Vector] = []
+    push: list[_Vector] = []
+    if feedback:
+        for item, document in zip(candidates, documents, strict=True):
+            label = feedback.get(item.key)
+            if label is None:
+                continue
+            if label.polarity > 0:
+                pull.append(document)
+            elif label.polarity < 0:
+                push.append(document)
+    return documents, query_vector, pull, push
+
+
+def _stacked_centroid(vectors: Sequence[_Vector], column: Mapping[str, int]) -> npt.NDArray[Any]:
+    """:func:`_centroid` as one row over ``column``'s terms: each term's weights summed in
+    the documents' order (cumsum adds left to right, 0.0 where a document lacks the term)
+    and divided by their number."""
+    if not vectors:
+        return np.zeros(len(column))
+    rows = np.zeros((len(vectors), len(column)))
+    for i, vector in enumerate(vectors):
+        for term, weight in vector.items():
+            rows[i, column[term]] = weight
+    summed: npt.NDArray[Any] = np.cumsum(rows, axis=0)[-1] / len(vectors)
+    return summed
+
+
+def score_many(
+    rankers: Sequence[TfidfRocchioRanker],
+    query: str,
+    candidates: Sequence[Evidence],
+    feedback: Feedback,
+) -> npt.NDArray[np.float64]:
+    """``rankers[i].score(query, candidates, feedback)`` as row i, bit for bit; every ranker
+    must share one analyzer.
+
+    q' of every ranker is one row over the terms of q, then the pulled centroid's new terms,
+    then the pushed centroid's (the order :meth:`TfidfRocchioRanker._rocchio` inserts them,
+    so a row's squared norm is summed in the same order; a term a ranker's q' clamps away
+    or never adds is 0.0 there). A document's score sums its own terms' products in its
+    vector's order, as :meth:`TfidfRocchioRanker.score` does.
+    """
+    analyzers = {ranker.analyzer for ranker in rankers}
+    if len(analyzers) > 1:
+        raise ValueError("score_many: the rankers must share one analyzer")
+    n = len(candidates)
+    if not rankers:
+        return np.zeros((0, n))
+    documents, query_vector, pull, push = _rocchio_inputs(
+        next(iter(analyzers)), query, candidates, feedback
+    )
+    column: dict[str, int] = {}
+    for source in (query_vector, *pull, *push):
+        for term in source:
+            column.setdefault(term, len(column))
+    width = len(column)
+    q = np.zeros(width)
+    for term, weight in query_vector.items():
+        q[column[term]] = weight
+    alpha = np.array([[ranker.alpha] for ranker in rankers], dtype=float)
+    beta = np.array([[ranker.beta] for ranker in rankers], dtype=float)
+    gamma = np.array([[ranker.gamma] for ranker in rankers], dtype=float)
+    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0;
+    # each added in the order _rocchio adds it (an absent part adds 0.0, which is exact).
+    modified = alpha * q
+    modified = modified + beta * _stacked_centroid(pull, column)
+    modified = modified + (-gamma) * _stacked_centroid(push, column)
+    modified = np.where(modified > 0.0, modified, 0.0)
+    norm = (
+        np.sqrt(np.cumsum(modified * modified, axis=1)[:, -1]) if width else np.zeros(len(rankers))
+    )
+    # Each document's terms that q' can weigh, in the document's order; the others multiply
+    # by 0.0 and leave the sum as it is. Padding points at an extra column of zeros.
+    indices = [[column[t] for t in document if t in column] for document in documents]
+    depth = max((len(row) for row in indices), default=0)
+    scores = np.zeros((len(rankers), n))
+    if depth:
+        where = np.full((n, depth), width)
+        weights = np.zeros((n, depth))
+        for d, (row, document) in enumerate(zip(indices, documents, strict=True)):
+            where[d, : len(row)] = row
+            weights[d, : len(row)] = [document[t] for t in document if t in column]
+        padded = np.concatenate([modified, np.zeros((len(rankers), 1))], axis=1)
+        products = weights[None, :, :] * padded[:, where]
+        sums = np.cumsum(products, axis=2)[:, :, -1]
+        live = norm != 0.0
+        scores[live] = sums[live] / norm[live, None]
+    return scores
+
+
+def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
+    """Each row's candidate indices as :meth:`TfidfRocchioRanker.rank` orders them: score
+    rounded to 12 digits, descending, ties by index.
+
+    A stable sort of the raw scores gives that order except where two scores differ by less
+    than the rounding can join; such a row is sorted with Python's ``round`` itself.
+    """
+    if scores.size == 0:
+        return [[] for _ in range(scores.shape[0])]
+    orders = np.argsort(-scores, axis=1, kind="stable")
+    ranked = np.take_along_axis(scores, orders, axis=1)
+    gaps = ranked[:, :-1] - ranked[:, 1:]
+    close = ((gaps > 0.0) & (gaps < _TIE_GAP)).any(axis=1)
+    result: list[list[int]] = orders.tolist()
+    for row in np.flatnonzero(close):
+        values = scores[row].tolist()
+        result[row] = sorted(range(len(values)), key=lambda i: (-round(values[i], _TIE_DIGITS), i))
+    return result

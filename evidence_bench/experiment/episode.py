@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from evidence_bench.engine.base import Feedback, Label, Ranker, Refiner, SearchProvider
 from evidence_bench.engine.session import SearchSession
@@ -54,6 +55,9 @@ from evidence_bench.evidence import Evidence
 from evidence_bench.fixtures.cassettes import SkippedRequest
 from evidence_bench.seeding import derived_random
 from evidence_bench.simulation.users import UserPolicy
+
+if TYPE_CHECKING:
+    from evidence_bench.experiment.memo import QueryMemo
 
 __all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
 
@@ -185,9 +189,14 @@ def _score(
     ranking: Sequence[str],
     judgments: QueryJudgments,
     measures: Sequence[Measure],
+    memo: QueryMemo | None = None,
 ) -> None:
-    for name, value in evaluate(ranking, judgments, measures).items():
-        result.scores.append((round_, stage, mode, name, value))
+    values = (
+        evaluate(ranking, judgments, measures).items()
+        if memo is None
+        else memo.evaluate(ranking, judgments)
+    )
+    result.scores.extend([(round_, stage, mode, name, value) for name, value in values])
 
 
 def run_episode(
@@ -208,14 +217,19 @@ def run_episode(
     depth: int,
     seed: int,
     policy: str,
+    memo: QueryMemo | None = None,
 ) -> EpisodeResult:
     """Run one episode from the provider's ``initial`` results; see the module docstring.
 
     ``deep`` is the provider's list for the original query fetched deeper than ``initial``
     (at least as long as any expanded list can grow), for the equal-depth controls; None
     leaves them out. ``seed`` (the run's) and ``policy`` (the user's name in the run) seed
-    the shuffled control.
+    the shuffled control. ``memo`` (:class:`evidence_bench.experiment.memo.QueryMemo`, one
+    per query, its measures ``measures``) shares the steps whose inputs coincide with the
+    query's other episodes; the result is the same with it or without.
     """
+    if memo is not None and memo.measures != tuple(measures):
+        raise ValueError("run_episode: the memo was made for other measures")
     result = EpisodeResult()
     tolerant = _Tolerant(ranker)
     session = SearchSession(
@@ -224,8 +238,8 @@ def run_episode(
     initial_keys = [item.key for item in initial]
     control_keys = [item.key for item in control.rank(query, initial, {})]
     for mode in modes:
-        _score(result, 0, "initial", mode, initial_keys, judgments.prepared, measures)
-        _score(result, 0, "control", mode, control_keys, judgments.prepared, measures)
+        _score(result, 0, "initial", mode, initial_keys, judgments.prepared, measures, memo)
+        _score(result, 0, "control", mode, control_keys, judgments.prepared, measures, memo)
     result.rankings[(0, "initial")] = initial_keys
     result.rankings[(0, "control")] = control_keys
 
@@ -256,9 +270,20 @@ def run_episode(
                 session.mark(mark.label, mark.key)
         pool = list(session.candidates)  # what rerank and its controls all order
         reranked = [item.key for item in session.show()]
-        dealt = _shuffled(
-            session.feedback, examined, seed=seed, policy=policy, query_id=query_id, round_=round_
+        deal = partial(
+            _shuffled,
+            session.feedback,
+            examined,
+            seed=seed,
+            policy=policy,
+            query_id=query_id,
+            round_=round_,
         )
+        if memo is None:
+            dealt = deal()
+        else:
+            key = (seed, policy, round_, frozenset(session.feedback.items()), frozenset(examined))
+            dealt = memo.shuffled(key, deal)
         stages: dict[str, list[str]] = {
             "initial": _provider_order(deep, initial, len(pool)),
             "control": [item.key for item in control.rank(query, pool, {})],
@@ -310,7 +335,11 @@ def run_episode(
 
         residual: QueryJudgments | None = None
         if "residual" in modes:
-            residual = prepare({k: g for k, g in judgments.grades.items() if k not in examined})
+            residual = (
+                prepare({k: g for k, g in judgments.grades.items() if k not in examined})
+                if memo is None
+                else memo.residual(judgments.grades, examined)
+            )
         for mode in modes:
             if mode == "residual":
                 assert residual is not None
@@ -327,6 +356,6 @@ def run_episode(
                 partner = PARTNERS.get(stage)
                 if partner in shaped:  # equal depth after removal too
                     keys = keys[: len(shaped[partner])]
-                _score(result, round_, stage, mode, keys, graded, measures)
+                _score(result, round_, stage, mode, keys, graded, measures, memo)
     result.no_usable_feedback = tolerant.fallbacks
     return result

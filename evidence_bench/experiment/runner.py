@@ -42,6 +42,7 @@ from evidence_bench.experiment.components import (
     make_user,
 )
 from evidence_bench.experiment.episode import EpisodeResult, Judgments, run_episode
+from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.experiment.queryset import QuerySet, load_query_set
 from evidence_bench.fixtures.cassettes import (
@@ -182,9 +183,16 @@ def query_episodes(
     rounds: int | None = None,
     modes: Sequence[str] | None = None,
 ) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
-    """Every (engine config, user) episode of one query, in plan order."""
-    for engine, ranker, control, refiner in engines:
-        for user_name, user in users:
+    """Every (engine config, user) episode of one query, in plan order; they share the
+    steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`)."""
+    memo = QueryMemo(query, plan.measures)
+    shared = [
+        (engine, memo.ranker(ranker), memo.ranker(control), memo.refiner(refiner))
+        for engine, ranker, control, refiner in engines
+    ]
+    judged = [(name, memo.user(name, user)) for name, user in users]
+    for engine, ranker, control, refiner in shared:
+        for user_name, user in judged:
             yield (
                 engine,
                 user_name,
@@ -205,6 +213,7 @@ def query_episodes(
                     depth=plan.depth,
                     seed=plan.seed,
                     policy=user_name,
+                    memo=memo,
                 ),
             )
 
