@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -218,44 +218,49 @@ class TfidfRocchioRanker:
         return {term: weight for term, weight in modified.items() if weight > 0.0}
 
 
-def _rocchio_inputs(
-    analyzer: Analyzer, query: str, candidates: Sequence[Evidence], feedback: Feedback
-) -> tuple[tuple[_Vector, ...], _Vector, list[_Vector], list[_Vector]]:
-    """The document vectors, the query vector and the pulled and pushed documents, as
-    :meth:`TfidfRocchioRanker.score` builds them."""
-    idf, documents = _index(analyzer, tuple(item.text for item in candidates))
-    query_vector = _normalized(
-        {
-            term: (1.0 + math.log(tf)) * idf[term]
-            for term, tf in _term_counts(analyzer, query)
-            if term in idf
-        }
-    )
-    pull: list[_Vector] = []
-    push: list[_Vector] = []
-    if feedback:
-        for item, document in zip(candidates, documents, strict=True):
-            label = feedback.get(item.key)
-            if label is None:
-                continue
-            if label.polarity > 0:
-                pull.append(document)
-            elif label.polarity < 0:
-                push.append(document)
-    return documents, query_vector, pull, push
+@dataclass(frozen=True, slots=True)
+class _PoolMatrix:
+    """A candidate set's tf-idf vectors (those of :func:`_index`) as arrays, for
+    :func:`score_many`: ``dense[d, c]`` is document d's weight of the term in column c
+    (columns in order of first occurrence), and ``terms[d]`` / ``weights[d]`` list document
+    d's columns and weights in its vector's order, padded with the column ``len(columns)``
+    (always 0.0 in a query) and the weight 0.0."""
+
+    idf: dict[str, float]
+    columns: dict[str, int]
+    dense: npt.NDArray[np.float64]
+    terms: npt.NDArray[np.intp]
+    weights: npt.NDArray[np.float64]
 
 
-def _stacked_centroid(vectors: Sequence[_Vector], column: Mapping[str, int]) -> npt.NDArray[Any]:
-    """:func:`_centroid` as one row over ``column``'s terms: each term's weights summed in
-    the documents' order (cumsum adds left to right, 0.0 where a document lacks the term)
+@lru_cache(maxsize=1024)
+def _pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> _PoolMatrix:
+    idf, documents = _index(analyzer, texts)
+    columns: dict[str, int] = {}
+    for document in documents:
+        for term in document:
+            columns.setdefault(term, len(columns))
+    n, width = len(documents), len(columns)
+    depth = max((len(document) for document in documents), default=0)
+    dense = np.zeros((n, width + 1))
+    terms = np.full((n, depth), width, dtype=np.intp)
+    weights = np.zeros((n, depth))
+    for d, document in enumerate(documents):
+        where = [columns[term] for term in document]
+        values = list(document.values())
+        dense[d, where] = values
+        terms[d, : len(where)] = where
+        weights[d, : len(where)] = values
+    return _PoolMatrix(idf, columns, dense, terms, weights)
+
+
+def _centroid_row(matrix: _PoolMatrix, rows: list[int]) -> npt.NDArray[np.float64]:
+    """:func:`_centroid` of the documents ``rows`` over every column: each column summed in
+    the documents' order (cumsum adds left to right; a document without the term adds 0.0)
     and divided by their number."""
-    if not vectors:
-        return np.zeros(len(column))
-    rows = np.zeros((len(vectors), len(column)))
-    for i, vector in enumerate(vectors):
-        for term, weight in vector.items():
-            rows[i, column[term]] = weight
-    summed: npt.NDArray[Any] = np.cumsum(rows, axis=0)[-1] / len(vectors)
+    if not rows:
+        return np.zeros(matrix.dense.shape[1])
+    summed: npt.NDArray[np.float64] = np.cumsum(matrix.dense[rows], axis=0)[-1] / len(rows)
     return summed
 
 
@@ -268,57 +273,69 @@ def score_many(
     """``rankers[i].score(query, candidates, feedback)`` as row i, bit for bit; every ranker
     must share one analyzer.
 
-    q' of every ranker is one row over the terms of q, then the pulled centroid's new terms,
-    then the pushed centroid's (the order :meth:`TfidfRocchioRanker._rocchio` inserts them,
-    so a row's squared norm is summed in the same order; a term a ranker's q' clamps away
-    or never adds is 0.0 there). A document's score sums its own terms' products in its
-    vector's order, as :meth:`TfidfRocchioRanker.score` does.
+    Every float is computed as :meth:`TfidfRocchioRanker.score` computes it, in the same
+    order: q' = alpha·q + beta·mean(pull) − gamma·mean(push) term by term (an absent part
+    adds 0.0, which changes nothing), clamped at 0; its squared norm summed over the terms
+    in the order :meth:`TfidfRocchioRanker._rocchio` inserts them (q's, then the pulled
+    documents' new terms, then the pushed ones'; a term clamped away adds 0.0); and each
+    document's dot product summed over its own vector's terms in order.
     """
     analyzers = {ranker.analyzer for ranker in rankers}
     if len(analyzers) > 1:
         raise ValueError("score_many: the rankers must share one analyzer")
     n = len(candidates)
-    if not rankers:
-        return np.zeros((0, n))
-    documents, query_vector, pull, push = _rocchio_inputs(
-        next(iter(analyzers)), query, candidates, feedback
+    if not rankers or not n:
+        return np.zeros((len(rankers), n))
+    analyzer = next(iter(analyzers))
+    matrix = _pool_matrix(analyzer, tuple(item.text for item in candidates))
+    columns, idf = matrix.columns, matrix.idf
+    query_vector = _normalized(
+        {
+            term: (1.0 + math.log(tf)) * idf[term]
+            for term, tf in _term_counts(analyzer, query)
+            if term in idf
+        }
     )
-    column: dict[str, int] = {}
-    for source in (query_vector, *pull, *push):
-        for term in source:
-            column.setdefault(term, len(column))
-    width = len(column)
-    q = np.zeros(width)
-    for term, weight in query_vector.items():
-        q[column[term]] = weight
+    q = np.zeros(matrix.dense.shape[1])
+    query_columns = [columns[term] for term in query_vector]
+    q[query_columns] = list(query_vector.values())
+    pull: list[int] = []
+    push: list[int] = []
+    if feedback:
+        for d, item in enumerate(candidates):
+            label = feedback.get(item.key)
+            if label is None:
+                continue
+            if label.polarity > 0:
+                pull.append(d)
+            elif label.polarity < 0:
+                push.append(d)
     alpha = np.array([[ranker.alpha] for ranker in rankers], dtype=float)
     beta = np.array([[ranker.beta] for ranker in rankers], dtype=float)
     gamma = np.array([[ranker.gamma] for ranker in rankers], dtype=float)
-    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0;
-    # each added in the order _rocchio adds it (an absent part adds 0.0, which is exact).
+    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0.
     modified = alpha * q
-    modified = modified + beta * _stacked_centroid(pull, column)
-    modified = modified + (-gamma) * _stacked_centroid(push, column)
+    modified = modified + beta * _centroid_row(matrix, pull)
+    modified = modified + (-gamma) * _centroid_row(matrix, push)
     modified = np.where(modified > 0.0, modified, 0.0)
-    norm = (
-        np.sqrt(np.cumsum(modified * modified, axis=1)[:, -1]) if width else np.zeros(len(rankers))
-    )
-    # Each document's terms that q' can weigh, in the document's order; the others multiply
-    # by 0.0 and leave the sum as it is. Padding points at an extra column of zeros.
-    indices = [[column[t] for t in document if t in column] for document in documents]
-    depth = max((len(row) for row in indices), default=0)
+    # The terms of q' in the order _rocchio inserts them: first occurrences in q, then in
+    # the pulled documents, then in the pushed ones (other columns are 0.0 in every row).
+    sequence = np.concatenate(
+        [query_columns, matrix.terms[pull].ravel(), matrix.terms[push].ravel()]
+    ).astype(np.intp)
+    sequence = sequence[sequence != len(columns)]
+    present, first = np.unique(sequence, return_index=True)
+    inserted = present[np.argsort(first, kind="stable")]
+    if not len(inserted):
+        return np.zeros((len(rankers), n))
+    picked = modified[:, inserted]
+    squares = picked * picked
+    norm = np.sqrt(np.cumsum(squares, axis=1)[:, -1])
+    products = matrix.weights[None, :, :] * modified[:, matrix.terms]
+    sums = np.cumsum(products, axis=2)[:, :, -1]
     scores = np.zeros((len(rankers), n))
-    if depth:
-        where = np.full((n, depth), width)
-        weights = np.zeros((n, depth))
-        for d, (row, document) in enumerate(zip(indices, documents, strict=True)):
-            where[d, : len(row)] = row
-            weights[d, : len(row)] = [document[t] for t in document if t in column]
-        padded = np.concatenate([modified, np.zeros((len(rankers), 1))], axis=1)
-        products = weights[None, :, :] * padded[:, where]
-        sums = np.cumsum(products, axis=2)[:, :, -1]
-        live = norm != 0.0
-        scores[live] = sums[live] / norm[live, None]
+    live = norm != 0.0
+    scores[live] = sums[live] / norm[live, None]
     return scores
 
 
