@@ -31,7 +31,18 @@ from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence, renumber
 
-__all__ = ["ProviderOrderRanker", "TfidfRocchioRanker", "order_many", "score_many"]
+__all__ = [
+    "PoolMatrix",
+    "ProviderOrderRanker",
+    "TfidfRocchioRanker",
+    "marked_positions",
+    "order_many",
+    "pool_matrix",
+    "pool_scores",
+    "query_weights",
+    "rocchio_weights",
+    "score_many",
+]
 
 _Vector = dict[str, float]
 
@@ -219,7 +230,7 @@ class TfidfRocchioRanker:
 
 
 @dataclass(frozen=True, slots=True)
-class _PoolMatrix:
+class PoolMatrix:
     """A candidate set's tf-idf vectors (those of :func:`_index`) as arrays, for
     :func:`score_many`: ``dense[d, c]`` is document d's weight of the term in column c
     (columns in order of first occurrence), and ``terms[d]`` / ``weights[d]`` list document
@@ -231,10 +242,13 @@ class _PoolMatrix:
     dense: npt.NDArray[np.float64]
     terms: npt.NDArray[np.intp]
     weights: npt.NDArray[np.float64]
+    #: ``terms`` and ``weights`` transposed (a document's k-th term in row k), contiguous
+    terms_t: npt.NDArray[np.intp]
+    weights_t: npt.NDArray[np.float64]
 
 
 @lru_cache(maxsize=1024)
-def _pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> _PoolMatrix:
+def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
     idf, documents = _index(analyzer, texts)
     columns: dict[str, int] = {}
     for document in documents:
@@ -251,17 +265,15 @@ def _pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> _PoolMatrix:
         dense[d, where] = values
         terms[d, : len(where)] = where
         weights[d, : len(where)] = values
-    return _PoolMatrix(idf, columns, dense, terms, weights)
-
-
-def _centroid_row(matrix: _PoolMatrix, rows: list[int]) -> npt.NDArray[np.float64]:
-    """:func:`_centroid` of the documents ``rows`` over every column: each column summed in
-    the documents' order (cumsum adds left to right; a document without the term adds 0.0)
-    and divided by their number."""
-    if not rows:
-        return np.zeros(matrix.dense.shape[1])
-    summed: npt.NDArray[np.float64] = np.cumsum(matrix.dense[rows], axis=0)[-1] / len(rows)
-    return summed
+    return PoolMatrix(
+        idf,
+        columns,
+        dense,
+        terms,
+        weights,
+        np.ascontiguousarray(terms.T),
+        np.ascontiguousarray(weights.T),
+    )
 
 
 def score_many(
@@ -283,60 +295,113 @@ def score_many(
     analyzers = {ranker.analyzer for ranker in rankers}
     if len(analyzers) > 1:
         raise ValueError("score_many: the rankers must share one analyzer")
-    n = len(candidates)
-    if not rankers or not n:
-        return np.zeros((len(rankers), n))
+    if not rankers or not candidates:
+        return np.zeros((len(rankers), len(candidates)))
     analyzer = next(iter(analyzers))
-    matrix = _pool_matrix(analyzer, tuple(item.text for item in candidates))
-    columns, idf = matrix.columns, matrix.idf
-    query_vector = _normalized(
+    matrix = pool_matrix(analyzer, tuple(item.text for item in candidates))
+    pull, push = marked_positions([item.key for item in candidates], feedback)
+    return pool_scores(
+        rocchio_weights(rankers), query_weights(analyzer, matrix, query), matrix, pull, push
+    )
+
+
+def rocchio_weights(rankers: Sequence[TfidfRocchioRanker]) -> npt.NDArray[np.float64]:
+    """Each ranker's (alpha, beta, gamma), a row each."""
+    return np.array([[r.alpha, r.beta, r.gamma] for r in rankers], dtype=float).reshape(-1, 3)
+
+
+def query_weights(analyzer: Analyzer, matrix: PoolMatrix, query: str) -> _Vector:
+    """The query's L2-normalized tf-idf vector in a candidate set's space, as
+    :meth:`TfidfRocchioRanker.score` builds it."""
+    idf = matrix.idf
+    return _normalized(
         {
             term: (1.0 + math.log(tf)) * idf[term]
             for term, tf in _term_counts(analyzer, query)
             if term in idf
         }
     )
-    q = np.zeros(matrix.dense.shape[1])
-    query_columns = [columns[term] for term in query_vector]
-    q[query_columns] = list(query_vector.values())
+
+
+def marked_positions(keys: Sequence[str], feedback: Feedback) -> tuple[list[int], list[int]]:
+    """The positions of the pulled (MORE, RELEVANT) and pushed (LESS, IRRELEVANT) keys."""
     pull: list[int] = []
     push: list[int] = []
     if feedback:
-        for d, item in enumerate(candidates):
-            label = feedback.get(item.key)
+        for d, key in enumerate(keys):
+            label = feedback.get(key)
             if label is None:
                 continue
             if label.polarity > 0:
                 pull.append(d)
             elif label.polarity < 0:
                 push.append(d)
-    alpha = np.array([[ranker.alpha] for ranker in rankers], dtype=float)
-    beta = np.array([[ranker.beta] for ranker in rankers], dtype=float)
-    gamma = np.array([[ranker.gamma] for ranker in rankers], dtype=float)
-    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0.
-    modified = alpha * q
-    modified = modified + beta * _centroid_row(matrix, pull)
-    modified = modified + (-gamma) * _centroid_row(matrix, push)
-    modified = np.where(modified > 0.0, modified, 0.0)
+    return pull, push
+
+
+def pool_scores(
+    weights: npt.NDArray[np.float64],
+    query_vector: _Vector,
+    matrix: PoolMatrix,
+    pull: list[int],
+    push: list[int],
+) -> npt.NDArray[np.float64]:
+    """:func:`score_many` on a candidate set's arrays; ``weights`` holds (alpha, beta,
+    gamma) per row, ``pull`` and ``push`` the marked documents' positions."""
+    rows, n = len(weights), matrix.dense.shape[0]
+    columns = matrix.columns
     # The terms of q' in the order _rocchio inserts them: first occurrences in q, then in
-    # the pulled documents, then in the pushed ones (other columns are 0.0 in every row).
+    # the pulled documents, then in the pushed ones; every other term is 0.0 in every row.
+    query_columns = [columns[term] for term in query_vector]
     sequence = np.concatenate(
-        [query_columns, matrix.terms[pull].ravel(), matrix.terms[push].ravel()]
-    ).astype(np.intp)
+        [
+            np.array(query_columns, dtype=np.intp),
+            matrix.terms[pull].ravel(),
+            matrix.terms[push].ravel(),
+        ]
+    )
     sequence = sequence[sequence != len(columns)]
     present, first = np.unique(sequence, return_index=True)
     inserted = present[np.argsort(first, kind="stable")]
-    if not len(inserted):
-        return np.zeros((len(rankers), n))
-    picked = modified[:, inserted]
-    squares = picked * picked
-    norm = np.sqrt(np.cumsum(squares, axis=1)[:, -1])
-    products = matrix.weights[None, :, :] * modified[:, matrix.terms]
-    sums = np.cumsum(products, axis=2)[:, :, -1]
-    scores = np.zeros((len(rankers), n))
+    width = len(inserted)
+    if not width:
+        return np.zeros((rows, n))
+    # q' transposed: a term per row, a ranker per column. q's terms come first in
+    # ``inserted``, in q's order.
+    q = np.zeros(width)
+    q[: len(query_columns)] = list(query_vector.values())
+    alpha, beta, gamma = weights[:, 0], weights[:, 1], weights[:, 2]
+    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0.
+    modified = np.zeros((width + 1, rows))  # the last row: padding, always 0.0
+    part = q[:, None] * alpha[None, :]
+    part = part + _centroid_part(matrix, pull, inserted)[:, None] * beta[None, :]
+    part = part + _centroid_part(matrix, push, inserted)[:, None] * (-gamma)[None, :]
+    modified[:width] = np.where(part > 0.0, part, 0.0)
+    # Sums run down axis 0 (cumsum adds left to right; its last row is the sum), term by
+    # term, over every ranker at once.
+    squares = modified[:width] * modified[:width]
+    norm = np.sqrt(np.cumsum(squares, axis=0)[-1])
+    position = np.full(len(columns) + 1, width, dtype=np.intp)
+    position[inserted] = np.arange(width)
+    products = matrix.weights_t[:, :, None] * modified[position[matrix.terms_t]]
+    sums = np.cumsum(products, axis=0)[-1].T
+    scores = np.zeros((rows, n))
     live = norm != 0.0
     scores[live] = sums[live] / norm[live, None]
     return scores
+
+
+def _centroid_part(
+    matrix: PoolMatrix, rows: list[int], inserted: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64]:
+    """:func:`_centroid` of the documents ``rows`` over the terms ``inserted``: each term
+    summed in the documents' order (cumsum adds left to right; a document without the term
+    adds 0.0) and divided by their number."""
+    if not rows:
+        return np.zeros(len(inserted))
+    picked = matrix.dense[np.ix_(np.array(rows, dtype=np.intp), inserted)]
+    summed: npt.NDArray[np.float64] = np.cumsum(picked, axis=0)[-1] / len(rows)
+    return summed
 
 
 def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:

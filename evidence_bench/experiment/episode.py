@@ -132,6 +132,14 @@ def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]
     With A1..A10 pinned at 1..10 and B1, B2 at 11, 12, the ranking [B2, X, A3, B1, Y]
     gives [A1, ..., A10, B1, B2, X, Y]. Two keys pinned at one position are a ValueError.
     """
+    if not pinned:
+        return list(ranking)
+    positions = pinned.values()
+    if max(positions) == len(pinned) and min(positions) >= 1 and len(set(positions)) == len(pinned):
+        # distinct positions 1..p (an episode's pins): the pinned keys in position order,
+        # then the others, which is what the general rule below gives
+        prefix = sorted(pinned, key=pinned.__getitem__)
+        return prefix + [key for key in ranking if key not in pinned]
     slots: dict[int, str] = {}
     for key, position in pinned.items():
         if position < 1:
@@ -189,13 +197,24 @@ def _score(
     ranking: Sequence[str],
     judgments: QueryJudgments,
     measures: Sequence[Measure],
-    memo: QueryMemo | None = None,
 ) -> None:
-    values = (
-        evaluate(ranking, judgments, measures).items()
-        if memo is None
-        else memo.evaluate(ranking, judgments)
-    )
+    for name, value in evaluate(ranking, judgments, measures).items():
+        result.scores.append((round_, stage, mode, name, value))
+
+
+def _score_shared(
+    result: EpisodeResult,
+    round_: int,
+    stage: str,
+    mode: str,
+    ranking: Sequence[str],
+    judgments: QueryJudgments,
+    measures: Sequence[Measure],
+    *,
+    memo: QueryMemo,
+) -> None:
+    """:func:`_score` with the values a query's memo holds for this ranking."""
+    values = memo.evaluate(ranking, judgments)
     result.scores.extend([(round_, stage, mode, name, value) for name, value in values])
 
 
@@ -231,6 +250,7 @@ def run_episode(
     if memo is not None and memo.measures != tuple(measures):
         raise ValueError("run_episode: the memo was made for other measures")
     result = EpisodeResult()
+    score = _score if memo is None else partial(_score_shared, memo=memo)
     tolerant = _Tolerant(ranker)
     session = SearchSession(
         query, provider, ranker=tolerant, refiner=refiner, limit=depth, candidates=initial
@@ -238,8 +258,8 @@ def run_episode(
     initial_keys = [item.key for item in initial]
     control_keys = [item.key for item in control.rank(query, initial, {})]
     for mode in modes:
-        _score(result, 0, "initial", mode, initial_keys, judgments.prepared, measures, memo)
-        _score(result, 0, "control", mode, control_keys, judgments.prepared, measures, memo)
+        score(result, 0, "initial", mode, initial_keys, judgments.prepared, measures)
+        score(result, 0, "control", mode, control_keys, judgments.prepared, measures)
     result.rankings[(0, "initial")] = initial_keys
     result.rankings[(0, "control")] = control_keys
 
@@ -356,6 +376,6 @@ def run_episode(
                 partner = PARTNERS.get(stage)
                 if partner in shaped:  # equal depth after removal too
                     keys = keys[: len(shaped[partner])]
-                _score(result, round_, stage, mode, keys, graded, measures, memo)
+                score(result, round_, stage, mode, keys, graded, measures)
     result.no_usable_feedback = tolerant.fallbacks
     return result

@@ -21,8 +21,8 @@ exactly the rows it gives without one. Only the parts whose purity is known are 
 (the TF-IDF and provider-order rankers, the lexical and term-Rocchio refiners, the shipped
 user policies); any other ranker or refiner is called as it is.
 
-A memo lives for one query: candidates are told apart by content (canonical URL, title,
-snippet, extra snippets), and the objects a memo has seen are kept alive with it so that
+A memo lives for one query: candidate lists are told apart by content (every field of each
+result but its ``rank``), and the objects a memo has seen are kept alive with it so that
 an ``id`` it remembers cannot be reused.
 """
 
@@ -35,16 +35,21 @@ from typing import Any
 from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
 from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import (
+    PoolMatrix,
     ProviderOrderRanker,
     TfidfRocchioRanker,
+    marked_positions,
     order_many,
-    score_many,
+    pool_matrix,
+    pool_scores,
+    query_weights,
+    rocchio_weights,
 )
 from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.term_rocchio import TermRocchioRefiner
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate, prepare
-from evidence_bench.evidence import Evidence, renumber
+from evidence_bench.evidence import Evidence
 from evidence_bench.simulation.users import POLICIES, Mark, UserPolicy
 
 __all__ = ["QueryMemo"]
@@ -54,18 +59,41 @@ _FeedbackKey = frozenset[tuple[str, Label]]
 
 @dataclass(slots=True)
 class _Pool:
-    """One list of candidate objects: its content id, and the rankings built from it."""
+    """One content of a candidate list: its number, and the rankings built from it."""
 
-    objects: tuple[Evidence, ...]  # kept alive: their ids are the key
+    objects: tuple[Evidence, ...]  # the first objects seen with this content
     content: int
     ranked: dict[tuple[int, ...], list[Evidence]] = field(default_factory=dict)
+    placed: dict[tuple[int, int], Evidence] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    #: per analyzer: the tf-idf arrays and the query's vector
+    spaces: dict[Analyzer, tuple[PoolMatrix, dict[str, float]]] = field(default_factory=dict)
+
+    def space(self, analyzer: Analyzer, query: str) -> tuple[PoolMatrix, dict[str, float]]:
+        """The candidates' tf-idf arrays under ``analyzer``, and ``query``'s vector there."""
+        space = self.spaces.get(analyzer)
+        if space is None:
+            matrix = pool_matrix(analyzer, tuple(item.text for item in self.objects))
+            space = self.spaces[analyzer] = (matrix, query_weights(analyzer, matrix, query))
+        return space
 
     def ranking(self, order: Sequence[int]) -> list[Evidence]:
-        """The candidates in ``order`` with rank renumbered (built once per order)."""
+        """The candidates in ``order`` with rank renumbered, as
+        :func:`~evidence_bench.evidence.renumber` gives them; built once per order, and each
+        (candidate, rank) copy once."""
         key = tuple(order)
         ranked = self.ranked.get(key)
         if ranked is None:
-            ranked = renumber([self.objects[i] for i in order])
+            placed = self.placed
+            ranked = []
+            for position, index in enumerate(key, start=1):
+                item = placed.get((index, position))
+                if item is None:
+                    item = self.objects[index]
+                    if item.rank != position:
+                        item = item.with_rank(position)
+                    placed[(index, position)] = item
+                ranked.append(item)
             self.ranked[key] = ranked
         return list(ranked)
 
@@ -74,12 +102,17 @@ class _Pool:
 class _Family:
     """The TF-IDF Rocchio rankers of one analyzer, a row each, scored together."""
 
+    analyzer: Analyzer
     rows: dict[TfidfRocchioRanker, int] = field(default_factory=dict)
+    weights: Any = None  # rocchio_weights of the rows, once they are all known
     #: (content id, feedback) -> each row's order
     orders: dict[tuple[int, _FeedbackKey], list[list[int]]] = field(default_factory=dict)
 
     def row(self, ranker: TfidfRocchioRanker) -> int:
-        return self.rows.setdefault(ranker, len(self.rows))
+        if ranker not in self.rows:
+            self.rows[ranker] = len(self.rows)
+            self.weights = None
+        return self.rows[ranker]
 
 
 class QueryMemo:
@@ -89,7 +122,8 @@ class QueryMemo:
         self.query = query
         self.measures = tuple(measures)
         self._by_ids: dict[tuple[int, ...], _Pool] = {}
-        self._contents: dict[tuple[Hashable, ...], int] = {}
+        self._contents: dict[tuple[Hashable, ...], _Pool] = {}
+        self._alive: list[tuple[Evidence, ...]] = []  # every list whose ids are keys
         self._families: dict[Analyzer, _Family] = {}
         self._refined: dict[tuple[Hashable, int, _FeedbackKey], RefinedQuery] = {}
         self._marks: dict[tuple[Hashable, ...], list[Mark]] = {}
@@ -101,15 +135,33 @@ class QueryMemo:
     # --- candidates -----------------------------------------------------------------------
 
     def pool(self, candidates: Sequence[Evidence]) -> _Pool:
-        """The pool of these candidate objects (told apart by content, see the docstring)."""
+        """The pool of these candidates: one per content (every field but ``rank``), so
+        content-equal lists of other objects (each session renumbers its own) share their
+        scores and rankings."""
         ids = tuple(map(id, candidates))
         pool = self._by_ids.get(ids)
         if pool is None:
             content = tuple(
-                (item.key, item.title, item.snippet, item.extra_snippets) for item in candidates
+                (
+                    item.url,
+                    item.title,
+                    item.snippet,
+                    item.source,
+                    item.page_age,
+                    item.age,
+                    item.domain,
+                    item.language,
+                    item.extra_snippets,
+                )
+                for item in candidates
             )
-            number = self._contents.setdefault(content, len(self._contents))
-            pool = self._by_ids[ids] = _Pool(tuple(candidates), number)
+            pool = self._contents.get(content)
+            if pool is None:
+                pool = _Pool(tuple(candidates), len(self._contents))
+                pool.keys = [item.key for item in candidates]
+                self._contents[content] = pool
+            self._by_ids[ids] = pool
+            self._alive.append(tuple(candidates))
         return pool
 
     # --- engine parts ---------------------------------------------------------------------
@@ -117,7 +169,7 @@ class QueryMemo:
     def ranker(self, ranker: Ranker) -> Ranker:
         """``ranker`` answering from the memo where its output is known to be pure."""
         if type(ranker) is TfidfRocchioRanker:
-            family = self._families.setdefault(ranker.analyzer, _Family())
+            family = self._families.setdefault(ranker.analyzer, _Family(ranker.analyzer))
             return _MemoTfidf(self, family, ranker)
         if type(ranker) is ProviderOrderRanker:
             return _MemoProviderOrder(self, ranker)
@@ -143,7 +195,11 @@ class QueryMemo:
         key = (pool.content, frozenset(feedback.items()))
         orders = family.orders.get(key)
         if orders is None or len(orders) < len(family.rows):
-            scores = score_many(list(family.rows), self.query, pool.objects, feedback)
+            if family.weights is None:
+                family.weights = rocchio_weights(list(family.rows))
+            matrix, query_vector = pool.space(family.analyzer, self.query)
+            pull, push = marked_positions(pool.keys, feedback)
+            scores = pool_scores(family.weights, query_vector, matrix, pull, push)
             orders = family.orders[key] = order_many(scores)
         return pool, orders
 
