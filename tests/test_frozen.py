@@ -31,6 +31,7 @@ from evidence_bench.evaluation.measures import (
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.protocol import episode
 from evidence_bench.protocol.episode import Judgments, frozen_order, run_episode
@@ -194,10 +195,11 @@ def _scripted_episode(
         result: episode.EpisodeResult,
         pending: Sequence[tuple[int, str, str, Sequence[str], QueryJudgments]],
         measures_: Sequence[Measure],
+        memo: QueryMemo | None = None,
     ) -> None:
         for round_, stage, mode, ranking, _ in pending:
             evaluated[(round_, stage, mode)] = [key.rsplit("/", 1)[1] for key in ranking]
-        score(result, pending, measures_)
+        score(result, pending, measures_, memo)
 
     monkeypatch.setattr(episode, "_score", recording)
     by_key = {_key(n): g for n, g in grades.items()}

@@ -2,7 +2,16 @@
 
 :class:`TfidfRocchioRanker` runs about 100k times in a parameter sweep on 20-60 candidates,
 so vectors are plain ``dict[str, float]``, term counts are cached per text and idf and
-document vectors per candidate set; no numpy or scikit-learn.
+document vectors per candidate set.
+
+A sweep asks many rankers (one per (alpha, beta, gamma)) to order the same candidates under
+the same feedback: :func:`score_many` scores them all at once with numpy, one row per
+ranker, and :func:`order_many` sorts every row. Both give exactly what :meth:`score` and
+:meth:`rank` give, to the last bit: each score is the same sequence of float operations in
+the same order (numpy's ``cumsum`` adds left to right, as Python's ``sum`` does; an absent
+term's product is 0.0, and adding 0.0 to a sum of non-negative terms changes nothing), and
+the 12-digit tie rule is applied by Python's own ``round`` wherever two scores are close
+enough for it to matter.
 """
 
 from __future__ import annotations
@@ -14,12 +23,26 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence, renumber
 
-__all__ = ["ProviderOrderRanker", "TfidfRocchioRanker"]
+__all__ = [
+    "PoolMatrix",
+    "ProviderOrderRanker",
+    "TfidfRocchioRanker",
+    "marked_positions",
+    "order_many",
+    "pool_matrix",
+    "pool_scores",
+    "query_weights",
+    "rocchio_weights",
+    "score_many",
+]
 
 _Vector = dict[str, float]
 
@@ -27,6 +50,9 @@ _Vector = dict[str, float]
 # arithmetic, but differ in the last bits from summation order, still tie and keep the
 # candidates' order.
 _TIE_DIGITS = 12
+# Two scores further apart than this never round to one 12-digit value (each moves by at
+# most half of 1e-12), so only closer pairs need Python's round to order them.
+_TIE_GAP = 1.5 * 10.0**-_TIE_DIGITS
 
 
 @dataclass(frozen=True)
@@ -201,3 +227,198 @@ class TfidfRocchioRanker:
             for term, weight in _centroid(vectors).items():
                 modified[term] = modified.get(term, 0.0) + coefficient * weight
         return {term: weight for term, weight in modified.items() if weight > 0.0}
+
+
+@dataclass(frozen=True, slots=True)
+class PoolMatrix:
+    """A candidate set's tf-idf vectors (those of :func:`_index`) as arrays, for
+    :func:`score_many`: ``dense[d, c]`` is document d's weight of the term in column c
+    (columns in order of first occurrence), and ``terms[d]`` / ``weights[d]`` list document
+    d's columns and weights in its vector's order, padded with the column ``len(columns)``
+    (always 0.0 in a query) and the weight 0.0."""
+
+    idf: dict[str, float]
+    columns: dict[str, int]
+    dense: npt.NDArray[np.float64]
+    terms: npt.NDArray[np.intp]
+    weights: npt.NDArray[np.float64]
+    #: ``terms`` and ``weights`` transposed (a document's k-th term in row k), contiguous
+    terms_t: npt.NDArray[np.intp]
+    weights_t: npt.NDArray[np.float64]
+
+
+@lru_cache(maxsize=1024)
+def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
+    idf, documents = _index(analyzer, texts)
+    columns: dict[str, int] = {}
+    for document in documents:
+        for term in document:
+            columns.setdefault(term, len(columns))
+    n, width = len(documents), len(columns)
+    depth = max((len(document) for document in documents), default=0)
+    dense = np.zeros((n, width + 1))
+    terms = np.full((n, depth), width, dtype=np.intp)
+    weights = np.zeros((n, depth))
+    for d, document in enumerate(documents):
+        where = [columns[term] for term in document]
+        values = list(document.values())
+        dense[d, where] = values
+        terms[d, : len(where)] = where
+        weights[d, : len(where)] = values
+    return PoolMatrix(
+        idf,
+        columns,
+        dense,
+        terms,
+        weights,
+        np.ascontiguousarray(terms.T),
+        np.ascontiguousarray(weights.T),
+    )
+
+
+def score_many(
+    rankers: Sequence[TfidfRocchioRanker],
+    query: str,
+    candidates: Sequence[Evidence],
+    feedback: Feedback,
+) -> npt.NDArray[np.float64]:
+    """``rankers[i].score(query, candidates, feedback)`` as row i, bit for bit; every ranker
+    must share one analyzer.
+
+    Every float is computed as :meth:`TfidfRocchioRanker.score` computes it, in the same
+    order: q' = alpha·q + beta·mean(pull) − gamma·mean(push) term by term (an absent part
+    adds 0.0, which changes nothing), clamped at 0; its squared norm summed over the terms
+    in the order :meth:`TfidfRocchioRanker._rocchio` inserts them (q's, then the pulled
+    documents' new terms, then the pushed ones'; a term clamped away adds 0.0); and each
+    document's dot product summed over its own vector's terms in order.
+    """
+    analyzers = {ranker.analyzer for ranker in rankers}
+    if len(analyzers) > 1:
+        raise ValueError("score_many: the rankers must share one analyzer")
+    if not rankers or not candidates:
+        return np.zeros((len(rankers), len(candidates)))
+    analyzer = next(iter(analyzers))
+    matrix = pool_matrix(analyzer, tuple(item.text for item in candidates))
+    pull, push = marked_positions([item.key for item in candidates], feedback)
+    return pool_scores(
+        rocchio_weights(rankers), query_weights(analyzer, matrix, query), matrix, pull, push
+    )
+
+
+def rocchio_weights(rankers: Sequence[TfidfRocchioRanker]) -> npt.NDArray[np.float64]:
+    """Each ranker's (alpha, beta, gamma), a row each."""
+    return np.array([[r.alpha, r.beta, r.gamma] for r in rankers], dtype=float).reshape(-1, 3)
+
+
+def query_weights(analyzer: Analyzer, matrix: PoolMatrix, query: str) -> _Vector:
+    """The query's L2-normalized tf-idf vector in a candidate set's space, as
+    :meth:`TfidfRocchioRanker.score` builds it."""
+    idf = matrix.idf
+    return _normalized(
+        {
+            term: (1.0 + math.log(tf)) * idf[term]
+            for term, tf in _term_counts(analyzer, query)
+            if term in idf
+        }
+    )
+
+
+def marked_positions(keys: Sequence[str], feedback: Feedback) -> tuple[list[int], list[int]]:
+    """The positions of the pulled (MORE, RELEVANT) and pushed (LESS, IRRELEVANT) keys."""
+    pull: list[int] = []
+    push: list[int] = []
+    if feedback:
+        for d, key in enumerate(keys):
+            label = feedback.get(key)
+            if label is None:
+                continue
+            if label.polarity > 0:
+                pull.append(d)
+            elif label.polarity < 0:
+                push.append(d)
+    return pull, push
+
+
+def pool_scores(
+    weights: npt.NDArray[np.float64],
+    query_vector: _Vector,
+    matrix: PoolMatrix,
+    pull: list[int],
+    push: list[int],
+) -> npt.NDArray[np.float64]:
+    """:func:`score_many` on a candidate set's arrays; ``weights`` holds (alpha, beta,
+    gamma) per row, ``pull`` and ``push`` the marked documents' positions."""
+    rows, n = len(weights), matrix.dense.shape[0]
+    columns = matrix.columns
+    # The terms of q' in the order _rocchio inserts them: first occurrences in q, then in
+    # the pulled documents, then in the pushed ones; every other term is 0.0 in every row.
+    query_columns = [columns[term] for term in query_vector]
+    sequence = np.concatenate(
+        [
+            np.array(query_columns, dtype=np.intp),
+            matrix.terms[pull].ravel(),
+            matrix.terms[push].ravel(),
+        ]
+    )
+    sequence = sequence[sequence != len(columns)]
+    present, first = np.unique(sequence, return_index=True)
+    inserted = present[np.argsort(first, kind="stable")]
+    width = len(inserted)
+    if not width:
+        return np.zeros((rows, n))
+    # q' transposed: a term per row, a ranker per column. q's terms come first in
+    # ``inserted``, in q's order.
+    q = np.zeros(width)
+    q[: len(query_columns)] = list(query_vector.values())
+    alpha, beta, gamma = weights[:, 0], weights[:, 1], weights[:, 2]
+    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0.
+    modified = np.zeros((width + 1, rows))  # the last row: padding, always 0.0
+    part = q[:, None] * alpha[None, :]
+    part = part + _centroid_part(matrix, pull, inserted)[:, None] * beta[None, :]
+    part = part + _centroid_part(matrix, push, inserted)[:, None] * (-gamma)[None, :]
+    modified[:width] = np.where(part > 0.0, part, 0.0)
+    # Sums run down axis 0 (cumsum adds left to right; its last row is the sum), term by
+    # term, over every ranker at once.
+    squares = modified[:width] * modified[:width]
+    norm = np.sqrt(np.cumsum(squares, axis=0)[-1])
+    position = np.full(len(columns) + 1, width, dtype=np.intp)
+    position[inserted] = np.arange(width)
+    products = matrix.weights_t[:, :, None] * modified[position[matrix.terms_t]]
+    sums = np.cumsum(products, axis=0)[-1].T
+    scores = np.zeros((rows, n))
+    live = norm != 0.0
+    scores[live] = sums[live] / norm[live, None]
+    return scores
+
+
+def _centroid_part(
+    matrix: PoolMatrix, rows: list[int], inserted: npt.NDArray[np.intp]
+) -> npt.NDArray[np.float64]:
+    """:func:`_centroid` of the documents ``rows`` over the terms ``inserted``: each term
+    summed in the documents' order (cumsum adds left to right; a document without the term
+    adds 0.0) and divided by their number."""
+    if not rows:
+        return np.zeros(len(inserted))
+    picked = matrix.dense[np.ix_(np.array(rows, dtype=np.intp), inserted)]
+    summed: npt.NDArray[np.float64] = np.cumsum(picked, axis=0)[-1] / len(rows)
+    return summed
+
+
+def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
+    """Each row's candidate indices as :meth:`TfidfRocchioRanker.rank` orders them: score
+    rounded to 12 digits, descending, ties by index.
+
+    A stable sort of the raw scores gives that order except where two scores differ by less
+    than the rounding can join; such a row is sorted with Python's ``round`` itself.
+    """
+    if scores.size == 0:
+        return [[] for _ in range(scores.shape[0])]
+    orders = np.argsort(-scores, axis=1, kind="stable")
+    ranked = np.take_along_axis(scores, orders, axis=1)
+    gaps = ranked[:, :-1] - ranked[:, 1:]
+    close = ((gaps > 0.0) & (gaps < _TIE_GAP)).any(axis=1)
+    result: list[list[int]] = orders.tolist()
+    for row in np.flatnonzero(close):
+        values = scores[row].tolist()
+        result[row] = sorted(range(len(values)), key=lambda i: (-round(values[i], _TIE_DIGITS), i))
+    return result

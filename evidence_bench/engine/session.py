@@ -58,6 +58,7 @@ class SearchSession:
         self.limit = limit
         found = provider.search(self.query, limit=limit) if candidates is None else candidates
         self.candidates: list[Evidence] = dedupe(found)
+        self._keys: tuple[list[Evidence], int, frozenset[str]] | None = None
         self.feedback: dict[str, Label] = {}
         self.refined_queries: list[RefinedQuery] = []
         self.ranking: list[Evidence] = self.ranker.rank(self.query, self.candidates, {})
@@ -91,6 +92,15 @@ class SearchSession:
         self.refined_queries.append(refined)
         return Expansion(refined=refined, added=len(new), ranking=self.show())
 
+    def _candidate_keys(self) -> frozenset[str]:
+        """The canonical URLs of :attr:`candidates`, rebuilt when the list is replaced or
+        changes length (a session replaces it on expand)."""
+        held = self.candidates
+        cached = self._keys
+        if cached is None or cached[0] is not held or cached[1] != len(held):
+            cached = self._keys = (held, len(held), frozenset(item.key for item in held))
+        return cached[2]
+
     def _resolve(self, target: int | str) -> str:
         if isinstance(target, bool):
             raise FeedbackError(f"not a position or URL: {target!r}")
@@ -102,7 +112,7 @@ class SearchSession:
             return self.ranking[target - 1].key
         if isinstance(target, str):
             key = canonical_url(target)
-            if any(item.key == key for item in self.candidates):
+            if key in self._candidate_keys():
                 return key
             raise FeedbackError(
                 f"no result with URL {target!r} among the {len(self.candidates)} candidates"

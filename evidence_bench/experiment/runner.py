@@ -43,6 +43,7 @@ from evidence_bench.experiment.components import (
     make_user,
     user_params,
 )
+from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.protocol.episode import EpisodeResult, Judgments, run_episode
 from evidence_bench.users.policies import UserPolicy
@@ -195,9 +196,16 @@ def query_episodes(
     rounds: int | None = None,
     modes: Sequence[str] | None = None,
 ) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
-    """Every (engine config, user) episode of one query, in plan order."""
-    for engine, ranker, control, refiner in engines:
-        for user_name, user in users:
+    """Every (engine config, user) episode of one query, in plan order; they share the
+    steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`)."""
+    memo = QueryMemo(query, plan.measures)
+    shared = [
+        (engine, memo.ranker(ranker), memo.ranker(control), memo.refiner(refiner))
+        for engine, ranker, control, refiner in engines
+    ]
+    judged = [(name, memo.user(name, user)) for name, user in users]
+    for engine, ranker, control, refiner in shared:
+        for user_name, user in judged:
             yield (
                 engine,
                 user_name,
@@ -218,6 +226,7 @@ def query_episodes(
                     depth=plan.depth,
                     seed=plan.user_seed(user_name),
                     policy=plan.episode_policy(user_name),
+                    memo=memo,
                 ),
             )
 

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from evidence_bench.engine.base import Feedback, Label, Ranker, Refiner, SearchProvider
 from evidence_bench.engine.session import SearchSession
@@ -54,6 +55,9 @@ from evidence_bench.evidence import Evidence
 from evidence_bench.seeding import derived_random
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.cassettes import SkippedRequest
+
+if TYPE_CHECKING:
+    from evidence_bench.experiment.memo import QueryMemo
 
 __all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
 
@@ -128,6 +132,14 @@ def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]
     With A1..A10 pinned at 1..10 and B1, B2 at 11, 12, the ranking [B2, X, A3, B1, Y]
     gives [A1, ..., A10, B1, B2, X, Y]. Two keys pinned at one position are a ValueError.
     """
+    if not pinned:
+        return list(ranking)
+    positions = pinned.values()
+    if max(positions) == len(pinned) and min(positions) >= 1 and len(set(positions)) == len(pinned):
+        # distinct positions 1..p (an episode's pins): the pinned keys in position order,
+        # then the others, which is what the general rule below gives
+        prefix = sorted(pinned, key=pinned.__getitem__)
+        return prefix + [key for key in ranking if key not in pinned]
     slots: dict[int, str] = {}
     for key, position in pinned.items():
         if position < 1:
@@ -181,8 +193,19 @@ def _shuffled(
 _Pending = tuple[int, str, str, Sequence[str], QueryJudgments]
 
 
-def _score(result: EpisodeResult, pending: Sequence[_Pending], measures: Sequence[Measure]) -> None:
-    """Every ranking of the episode, scored in one batch, in the order they were queued."""
+def _score(
+    result: EpisodeResult,
+    pending: Sequence[_Pending],
+    measures: Sequence[Measure],
+    memo: QueryMemo | None = None,
+) -> None:
+    """Every ranking of the episode, scored in one batch, in the order they were queued;
+    with a query's memo, only the rankings it has not scored yet are computed."""
+    if memo is not None:
+        shared = memo.evaluate_many([(p[3], p[4]) for p in pending])
+        for (round_, stage, mode, _, _), pairs in zip(pending, shared, strict=True):
+            result.scores.extend((round_, stage, mode, name, value) for name, value in pairs)
+        return
     names = [str(measure) for measure in measures]
     values = evaluate_many([p[3] for p in pending], [p[4] for p in pending], measures)
     for (round_, stage, mode, _, _), row in zip(pending, values.tolist(), strict=True):
@@ -209,14 +232,19 @@ def run_episode(
     depth: int,
     seed: int,
     policy: str,
+    memo: QueryMemo | None = None,
 ) -> EpisodeResult:
     """Run one episode from the provider's ``initial`` results; see the module docstring.
 
     ``deep`` is the provider's list for the original query fetched deeper than ``initial``
     (at least as long as any expanded list can grow), for the equal-depth controls; None
     leaves them out. ``seed`` (the run's) and ``policy`` (the user's name in the run) seed
-    the shuffled control.
+    the shuffled control. ``memo`` (:class:`evidence_bench.experiment.memo.QueryMemo`, one
+    per query, its measures ``measures``) shares the steps whose inputs coincide with the
+    query's other episodes; the result is the same with it or without.
     """
+    if memo is not None and memo.measures != tuple(measures):
+        raise ValueError("run_episode: the memo was made for other measures")
     result = EpisodeResult()
     tolerant = _Tolerant(ranker)
     session = SearchSession(
@@ -258,9 +286,20 @@ def run_episode(
                 session.mark(mark.label, mark.key)
         pool = list(session.candidates)  # what rerank and its controls all order
         reranked = [item.key for item in session.show()]
-        dealt = _shuffled(
-            session.feedback, examined, seed=seed, policy=policy, query_id=query_id, round_=round_
+        deal = partial(
+            _shuffled,
+            session.feedback,
+            examined,
+            seed=seed,
+            policy=policy,
+            query_id=query_id,
+            round_=round_,
         )
+        if memo is None:
+            dealt = deal()
+        else:
+            key = (seed, policy, round_, frozenset(session.feedback.items()), frozenset(examined))
+            dealt = memo.shuffled(key, deal)
         stages: dict[str, list[str]] = {
             "initial": _provider_order(deep, initial, len(pool)),
             "control": [item.key for item in control.rank(query, pool, {})],
@@ -312,7 +351,11 @@ def run_episode(
 
         residual: QueryJudgments | None = None
         if "residual" in modes:
-            residual = prepare({k: g for k, g in judgments.grades.items() if k not in examined})
+            residual = (
+                prepare({k: g for k, g in judgments.grades.items() if k not in examined})
+                if memo is None
+                else memo.residual(judgments.grades, examined)
+            )
         for mode in modes:
             if mode == "residual":
                 assert residual is not None
@@ -330,6 +373,6 @@ def run_episode(
                 if partner in shaped:  # equal depth after removal too
                     keys = keys[: len(shaped[partner])]
                 pending.append((round_, stage, mode, keys, graded))
-    _score(result, pending, measures)
+    _score(result, pending, measures, memo)
     result.no_usable_feedback = tolerant.fallbacks
     return result

@@ -1,0 +1,372 @@
+"""What the episodes of one query share, computed once: memoized engine steps.
+
+Within one query, every (engine config, user) episode starts from the same results, and
+most of what an episode computes depends on far less than its config: the no-feedback
+control, the user's marks on the provider's first page, round 1's refined query for every
+config with the same refiner, each ranking's measures. :class:`QueryMemo` remembers each
+step by what it depends on and no more, so the episodes of a query (the runner's task) share
+every step whose inputs coincide:
+
+- a ranking by (the ranker's settings, the candidates' content, the feedback): TF-IDF Rocchio
+  rankers that share an analyzer are scored together, one row per (alpha, beta, gamma), by
+  :func:`evidence_bench.engine.ranking.score_many` (bit for bit what each ranker gives);
+- a refined query by (the refiner's effective params, the candidates, the feedback);
+- a user's marks by (the user, the round, the keys displayed, the keys examined before);
+- a ranking's measures by (its keys, the judgments), a residual's judgments by the keys
+  examined, the shuffled control's labels by (user, round, marks, examined).
+
+Each is a pure function of those inputs (rankers, refiners and users are deterministic, and
+every random draw is seeded by what it is about), so an episode run with a memo gives
+exactly the rows it gives without one. Only the parts whose purity is known are memoized
+(the TF-IDF and provider-order rankers, the lexical and term-Rocchio refiners, the shipped
+user policies); any other ranker or refiner is called as it is.
+
+A memo lives for one query: candidate lists are told apart by content (every field of each
+result but its ``rank``), and the objects a memo has seen are kept alive with it so that
+an ``id`` it remembers cannot be reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
+from evidence_bench.engine.params import part_key
+from evidence_bench.engine.ranking import (
+    PoolMatrix,
+    ProviderOrderRanker,
+    TfidfRocchioRanker,
+    marked_positions,
+    order_many,
+    pool_matrix,
+    pool_scores,
+    query_weights,
+    rocchio_weights,
+)
+from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.term_rocchio import TermRocchioRefiner
+from evidence_bench.engine.text import Analyzer
+from evidence_bench.evaluation.measures import (
+    Measure,
+    QueryJudgments,
+    evaluate,
+    evaluate_many,
+    prepare,
+)
+from evidence_bench.evidence import Evidence
+from evidence_bench.users.policies import POLICIES, Mark, UserPolicy
+
+__all__ = ["QueryMemo"]
+
+_FeedbackKey = frozenset[tuple[str, Label]]
+
+
+@dataclass(slots=True)
+class _Pool:
+    """One content of a candidate list: its number, and the rankings built from it."""
+
+    objects: tuple[Evidence, ...]  # the first objects seen with this content
+    content: int
+    ranked: dict[tuple[int, ...], list[Evidence]] = field(default_factory=dict)
+    placed: dict[tuple[int, int], Evidence] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    #: per analyzer: the tf-idf arrays and the query's vector
+    spaces: dict[Analyzer, tuple[PoolMatrix, dict[str, float]]] = field(default_factory=dict)
+
+    def space(self, analyzer: Analyzer, query: str) -> tuple[PoolMatrix, dict[str, float]]:
+        """The candidates' tf-idf arrays under ``analyzer``, and ``query``'s vector there."""
+        space = self.spaces.get(analyzer)
+        if space is None:
+            matrix = pool_matrix(analyzer, tuple(item.text for item in self.objects))
+            space = self.spaces[analyzer] = (matrix, query_weights(analyzer, matrix, query))
+        return space
+
+    def ranking(self, order: Sequence[int]) -> list[Evidence]:
+        """The candidates in ``order`` with rank renumbered, as
+        :func:`~evidence_bench.evidence.renumber` gives them; built once per order, and each
+        (candidate, rank) copy once."""
+        key = tuple(order)
+        ranked = self.ranked.get(key)
+        if ranked is None:
+            placed = self.placed
+            ranked = []
+            for position, index in enumerate(key, start=1):
+                item = placed.get((index, position))
+                if item is None:
+                    item = self.objects[index]
+                    if item.rank != position:
+                        item = item.with_rank(position)
+                    placed[(index, position)] = item
+                ranked.append(item)
+            self.ranked[key] = ranked
+        return list(ranked)
+
+
+@dataclass(slots=True)
+class _Family:
+    """The TF-IDF Rocchio rankers of one analyzer, a row each, scored together."""
+
+    analyzer: Analyzer
+    rows: dict[TfidfRocchioRanker, int] = field(default_factory=dict)
+    weights: Any = None  # rocchio_weights of the rows, once they are all known
+    #: (content id, feedback) -> each row's order
+    orders: dict[tuple[int, _FeedbackKey], list[list[int]]] = field(default_factory=dict)
+
+    def row(self, ranker: TfidfRocchioRanker) -> int:
+        if ranker not in self.rows:
+            self.rows[ranker] = len(self.rows)
+            self.weights = None
+        return self.rows[ranker]
+
+
+class QueryMemo:
+    """The memoized steps of one query's episodes (see the module docstring)."""
+
+    def __init__(self, query: str, measures: Sequence[Measure]) -> None:
+        self.query = query
+        self.measures = tuple(measures)
+        self._by_ids: dict[tuple[int, ...], _Pool] = {}
+        self._contents: dict[tuple[Hashable, ...], _Pool] = {}
+        self._alive: list[tuple[Evidence, ...]] = []  # every list whose ids are keys
+        self._families: dict[Analyzer, _Family] = {}
+        self._refined: dict[tuple[Hashable, int, _FeedbackKey], RefinedQuery] = {}
+        self._marks: dict[tuple[Hashable, ...], list[Mark]] = {}
+        self._judgments: dict[int, QueryJudgments] = {}  # kept alive: their ids are keys
+        self._values: dict[tuple[int, tuple[str, ...]], list[tuple[str, float]]] = {}
+        self._residual: dict[frozenset[str], QueryJudgments] = {}
+        self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
+
+    # --- candidates -----------------------------------------------------------------------
+
+    def pool(self, candidates: Sequence[Evidence]) -> _Pool:
+        """The pool of these candidates: one per content (every field but ``rank``), so
+        content-equal lists of other objects (each session renumbers its own) share their
+        scores and rankings."""
+        ids = tuple(map(id, candidates))
+        pool = self._by_ids.get(ids)
+        if pool is None:
+            content = tuple(
+                (
+                    item.url,
+                    item.title,
+                    item.snippet,
+                    item.source,
+                    item.page_age,
+                    item.age,
+                    item.domain,
+                    item.language,
+                    item.extra_snippets,
+                )
+                for item in candidates
+            )
+            pool = self._contents.get(content)
+            if pool is None:
+                pool = _Pool(tuple(candidates), len(self._contents))
+                pool.keys = [item.key for item in candidates]
+                self._contents[content] = pool
+            self._by_ids[ids] = pool
+            self._alive.append(tuple(candidates))
+        return pool
+
+    # --- engine parts ---------------------------------------------------------------------
+
+    def ranker(self, ranker: Ranker) -> Ranker:
+        """``ranker`` answering from the memo where its output is known to be pure."""
+        if type(ranker) is TfidfRocchioRanker:
+            family = self._families.setdefault(ranker.analyzer, _Family(ranker.analyzer))
+            return _MemoTfidf(self, family, ranker)
+        if type(ranker) is ProviderOrderRanker:
+            return _MemoProviderOrder(self, ranker)
+        return ranker
+
+    def refiner(self, refiner: Refiner) -> Refiner:
+        """``refiner`` answering from the memo where its output is known to be pure."""
+        if type(refiner) in (LexicalRefiner, TermRocchioRefiner):
+            return _MemoRefiner(self, refiner)
+        return refiner
+
+    def user(self, name: str, user: UserPolicy) -> UserPolicy:
+        """``user`` answering from the memo (the shipped policies are pure: every draw is
+        seeded by (seed, query, round, document))."""
+        if type(user) in POLICIES.values():
+            return _MemoUser(self, name, user)
+        return user
+
+    def orders(
+        self, family: _Family, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> tuple[_Pool, list[list[int]]]:
+        pool = self.pool(candidates)
+        key = (pool.content, frozenset(feedback.items()))
+        orders = family.orders.get(key)
+        if orders is None or len(orders) < len(family.rows):
+            if family.weights is None:
+                family.weights = rocchio_weights(list(family.rows))
+            matrix, query_vector = pool.space(family.analyzer, self.query)
+            pull, push = marked_positions(pool.keys, feedback)
+            scores = pool_scores(family.weights, query_vector, matrix, pull, push)
+            orders = family.orders[key] = order_many(scores)
+        return pool, orders
+
+    def refine(
+        self, refiner: _MemoRefiner, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> RefinedQuery:
+        pool = self.pool(candidates)
+        key = (refiner.key, pool.content, frozenset(feedback.items()))
+        refined = self._refined.get(key)
+        if refined is None:
+            refined = self._refined[key] = refiner.inner.refine(self.query, pool.objects, feedback)
+        return refined
+
+    def judge(
+        self,
+        user: _MemoUser,
+        query_id: str,
+        round_: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        key = (
+            user.key,
+            query_id,
+            round_,
+            tuple(item.key for item in displayed),
+            frozenset(examined),
+        )
+        marks = self._marks.get(key)
+        if marks is None:
+            marks = self._marks[key] = user.inner.judge(
+                query_id=query_id,
+                round=round_,
+                displayed=displayed,
+                judgments=judgments,
+                examined=examined,
+            )
+        return list(marks)
+
+    # --- evaluation -----------------------------------------------------------------------
+
+    def evaluate(
+        self, ranking: Sequence[str], judgments: QueryJudgments
+    ) -> list[tuple[str, float]]:
+        """``evaluate(ranking, judgments, measures)`` as (measure, value) pairs, in order."""
+        self._judgments.setdefault(id(judgments), judgments)
+        key = (id(judgments), tuple(ranking))
+        values = self._values.get(key)
+        if values is None:
+            values = self._values[key] = list(evaluate(ranking, judgments, self.measures).items())
+        return values
+
+    def evaluate_many(
+        self, pending: Sequence[tuple[Sequence[str], QueryJudgments]]
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`evaluate` of every (ranking, judgments), the ones not seen yet scored in one
+        :func:`evaluate_many` batch (the same floats as ``evaluate``, bit for bit)."""
+        keys = []
+        missing: dict[tuple[int, tuple[str, ...]], tuple[Sequence[str], QueryJudgments]] = {}
+        for ranking, judgments in pending:
+            self._judgments.setdefault(id(judgments), judgments)
+            key = (id(judgments), tuple(ranking))
+            keys.append(key)
+            if key not in self._values:
+                missing[key] = (ranking, judgments)
+        if missing:
+            names = [str(measure) for measure in self.measures]
+            rows = evaluate_many(
+                [r for r, _ in missing.values()], [j for _, j in missing.values()], self.measures
+            ).tolist()
+            for key, row in zip(missing, rows, strict=True):
+                self._values[key] = list(zip(names, row, strict=True))
+        return [self._values[key] for key in keys]
+
+    def residual(self, grades: Mapping[str, int], examined: Set[str]) -> QueryJudgments:
+        """The judgments of the documents not examined (the residual mode's qrels)."""
+        key = frozenset(examined)
+        prepared = self._residual.get(key)
+        if prepared is None:
+            prepared = prepare({k: g for k, g in grades.items() if k not in examined})
+            self._residual[key] = prepared
+        return prepared
+
+    def shuffled(self, key: tuple[Hashable, ...], make: Any) -> dict[str, Label]:
+        """The shuffled control's labels for ``key``, made by ``make()`` once."""
+        dealt = self._shuffled.get(key)
+        if dealt is None:
+            dealt = self._shuffled[key] = make()
+        return dict(dealt)
+
+
+class _MemoTfidf:
+    """A TF-IDF Rocchio ranker answering from its family's shared orders."""
+
+    def __init__(self, memo: QueryMemo, family: _Family, inner: TfidfRocchioRanker) -> None:
+        self.memo, self.family, self.inner = memo, family, inner
+        self.name = inner.name
+        self.row = family.row(inner)
+
+    def effective_params(self) -> dict[str, Any]:
+        return self.inner.effective_params()
+
+    def rank(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[Evidence]:
+        if query != self.memo.query:
+            return self.inner.rank(query, candidates, feedback)
+        pool, orders = self.memo.orders(self.family, candidates, feedback)
+        return pool.ranking(orders[self.row])
+
+
+class _MemoProviderOrder:
+    def __init__(self, memo: QueryMemo, inner: ProviderOrderRanker) -> None:
+        self.memo, self.inner = memo, inner
+        self.name = inner.name
+
+    def effective_params(self) -> dict[str, Any]:
+        return self.inner.effective_params()
+
+    def rank(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[Evidence]:
+        pool = self.memo.pool(candidates)
+        return pool.ranking(range(len(candidates)))
+
+
+class _MemoRefiner:
+    def __init__(self, memo: QueryMemo, inner: Refiner) -> None:
+        self.memo, self.inner = memo, inner
+        self.key = part_key(inner)
+
+    def refine(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> RefinedQuery:
+        if query != self.memo.query:
+            return self.inner.refine(query, candidates, feedback)
+        return self.memo.refine(self, candidates, feedback)
+
+
+class _MemoUser:
+    def __init__(self, memo: QueryMemo, name: str, inner: UserPolicy) -> None:
+        self.memo, self.inner = memo, inner
+        self.key = (name, id(inner))
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def expects(self) -> Any:
+        return self.inner.expects
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        return self.memo.judge(self, query_id, round, displayed, judgments, examined)

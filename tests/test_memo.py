@@ -1,0 +1,121 @@
+"""A query's episodes sharing one memo (the runner's path) give exactly what each episode
+gives alone: every score, mark, ranking and round record, on real Cranfield and CACM
+queries replayed from their cassettes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from evidence_bench.engine.base import Label
+from evidence_bench.engine.ranking import TfidfRocchioRanker
+from evidence_bench.evaluation.measures import parse_measure, prepare
+from evidence_bench.evidence import Evidence
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.memo import QueryMemo
+from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.runner import query_episodes, replay_query, replay_worker
+from evidence_bench.protocol.episode import run_episode
+
+RUNS = {
+    "cranfield": [
+        "+experiment=rocchio_sweep",
+        "experiment.queries=4",
+        "experiment.grid.beta=[0.25,1.0,8.0]",
+        "experiment.grid.gamma=[0.0,1.0,4.0]",
+    ],
+    "cacm": ["+experiment=ranker_compare", "experiment.queries=3", "query_set=cacm"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_shared_steps_give_each_episode_what_it_gives_alone(name: str, tmp_path: object) -> None:
+    cfg, _ = compose([*RUNS[name], f"runs_dir={tmp_path}", "progress=false", "workers=1"])
+    plan = plan_run(cfg)
+    worker = replay_worker(plan)
+    compared = 0
+    for query_id in list(worker.query_set.queries)[:3]:
+        with httpx.Client(transport=worker.store.transport(query_id)) as client:
+            replayed = replay_query(worker, query_id, client)
+            shared = query_episodes(
+                worker.engines,
+                worker.users,
+                plan,
+                query_id,
+                replayed.query,
+                replayed.judgments,
+                replayed.provider,
+                replayed.initial,
+                replayed.deep,
+            )
+            alone_parts = [(e, r, c, f) for e, r, c, f in worker.engines]
+            expected = [
+                (engine.config_id, user_name)
+                for engine, *_ in alone_parts
+                for user_name, _user in worker.users
+            ]
+            for (engine, user_name, result), key in zip(shared, expected, strict=True):
+                assert (engine.config_id, user_name) == key
+                _, ranker, control, refiner = next(
+                    p for p in alone_parts if p[0].config_id == engine.config_id
+                )
+                user = dict(worker.users)[user_name]
+                alone = run_episode(
+                    query_id=query_id,
+                    query=replayed.query,
+                    initial=replayed.initial,
+                    deep=replayed.deep,
+                    provider=replayed.provider,
+                    ranker=ranker,
+                    control=control,
+                    refiner=refiner,
+                    user=user,
+                    judgments=replayed.judgments,
+                    measures=plan.measures,
+                    modes=plan.modes,
+                    rounds=plan.rounds,
+                    depth=plan.depth,
+                    seed=plan.seed,
+                    policy=user_name,
+                )
+                assert result == alone, (query_id, engine.config_id, user_name)
+                compared += 1
+    assert compared >= 3 * len(worker.engines) * len(worker.users)
+
+
+def _ev(n: int, title: str, url: str | None = None) -> Evidence:
+    return Evidence(title=title, url=url or f"https://example.org/doc/{n}", snippet="", rank=n + 1)
+
+
+def test_rankings_are_shared_by_content_and_renumbered() -> None:
+    memo = QueryMemo("wing", [parse_measure("P@10")])
+    first = [_ev(0, "boundary layer"), _ev(1, "wing flutter"), _ev(2, "wing")]
+    again = [item.with_rank(item.rank) for item in first]  # other objects, same content
+    ranker = memo.ranker(TfidfRocchioRanker())
+    control = memo.ranker(TfidfRocchioRanker(beta=0.0, gamma=0.0))
+    ranked = ranker.rank("wing", first, {})
+    assert [item.title for item in ranked] == ["wing", "wing flutter", "boundary layer"]
+    assert [item.rank for item in ranked] == [1, 2, 3]
+    assert ranker.rank("wing", again, {}) == ranked
+    assert memo.pool(again) is memo.pool(first)
+    # with marks, each answers as the ranker alone does
+    marks = {first[2].key: Label.IRRELEVANT, first[0].key: Label.RELEVANT}
+    for memoized, alone in (
+        (ranker, TfidfRocchioRanker()),
+        (control, TfidfRocchioRanker(beta=0.0, gamma=0.0)),
+    ):
+        assert memoized.rank("wing", first, marks) == alone.rank("wing", first, marks)
+    # another URL is another document, even with the same text
+    moved = [*first[:2], _ev(2, "wing", url="https://example.org/elsewhere")]
+    assert memo.pool(moved) is not memo.pool(first)
+
+
+def test_measures_are_computed_once_per_ranking_and_judgments() -> None:
+    memo = QueryMemo("q", [parse_measure("P@2"), parse_measure("RR")])
+    judgments = prepare({"a": 1, "c": 2})
+    # P@2 of [b, a, c] is 1/2; RR is 1/2 (first relevant at rank 2)
+    assert memo.evaluate(["b", "a", "c"], judgments) == [("P@2", 0.5), ("RR", 0.5)]
+    assert memo.evaluate(["b", "a", "c"], judgments) is memo.evaluate(("b", "a", "c"), judgments)
+    residual = memo.residual({"a": 1, "c": 2}, {"a"})
+    assert residual.grades == {"c": 2}
+    assert memo.residual({"a": 1, "c": 2}, {"a"}) is residual

@@ -1,0 +1,152 @@
+"""Many TF-IDF Rocchio rankers at once (``score_many`` / ``order_many``) give, bit for bit,
+what each ranker gives alone: on the shipped collections' real result lists, and on small
+hand-checked cases of ties."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from evidence_bench.collections.beir import load_collection
+from evidence_bench.engine.base import Label
+from evidence_bench.engine.ranking import TfidfRocchioRanker, order_many, score_many
+from evidence_bench.engine.text import Analyzer
+from evidence_bench.evidence import Evidence
+from evidence_bench.web.brave import BraveProvider, RetryPolicy
+from evidence_bench.web.cassettes import REPLAY_BASE_URL
+from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The sweep's grid and its edges: alpha = 0, beta = 0, gamma = 0, and a common factor.
+WEIGHTS = [
+    (alpha, beta, gamma)
+    for alpha in (0.0, 1.0, 2.5)
+    for beta in (0.0, 0.25, 4.0, 8.0)
+    for gamma in (0.0, 0.15, 4.0)
+]
+
+
+def _ev(n: int, title: str, snippet: str = "") -> Evidence:
+    return Evidence(title=title, url=f"https://example.org/doc/{n}", snippet=snippet, rank=n + 1)
+
+
+def _pools(name: str, count: int) -> list[tuple[str, list[Evidence], dict[str, int]]]:
+    """The first ``count`` judged queries' result lists (depth 50) as a run sees them."""
+    collection = load_collection(ROOT / "collections" / name, name=name)
+    client = httpx.Client(transport=SimulatorTransport(BraveSimulator(collection)))
+    provider = BraveProvider(
+        "test", base_url=REPLAY_BASE_URL, http_client=client, retry=RetryPolicy(attempts=1)
+    )
+    pools = []
+    with client:
+        for query_id in collection.judged_query_ids()[:count]:
+            text = collection.queries[query_id].text
+            found = provider.search(text, limit=50)
+            grades = {
+                item.key: collection.qrels[query_id].get(collection.doc_id_for(item.key) or "", 0)
+                for item in found
+            }
+            pools.append((text, found, grades))
+    return pools
+
+
+def _feedbacks(found: list[Evidence], grades: dict[str, int]) -> list[dict[str, Label]]:
+    """No marks; an oracle's marks on the top 10 (relevant MORE/RELEVANT, the rest
+    IRRELEVANT); positives only; negatives only; UNSURE only; a mark on a key not held."""
+    top = found[:10]
+    oracle = {
+        item.key: (
+            Label.MORE
+            if grades[item.key] >= 2
+            else Label.RELEVANT
+            if grades[item.key] > 0
+            else Label.IRRELEVANT
+        )
+        for item in top
+    }
+    return [
+        {},
+        oracle,
+        {k: v for k, v in oracle.items() if v.polarity > 0},
+        {k: v for k, v in oracle.items() if v.polarity < 0},
+        {item.key: Label.UNSURE for item in top[:3]},
+        {"https://elsewhere.invalid/": Label.MORE, found[-1].key: Label.LESS},
+        {item.key: Label.MORE for item in found[::7]},
+    ]
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_many_rankers_score_and_order_as_each_alone_on_real_result_lists(name: str) -> None:
+    checked = 0
+    for analyzer in (Analyzer(), Analyzer(stemmer=None, stop_words=None)):
+        rankers = [TfidfRocchioRanker(a, b, g, analyzer=analyzer) for a, b, g in WEIGHTS]
+        for query, found, grades in _pools(name, 6):
+            for depth in (10, len(found)):
+                pool = found[:depth]
+                for feedback in _feedbacks(pool, grades):
+                    scores = score_many(rankers, query, pool, feedback)
+                    orders = order_many(scores)
+                    for ranker, row, order in zip(rankers, scores, orders, strict=True):
+                        # the same floats, not merely close ones
+                        assert row.tolist() == ranker.score(query, pool, feedback)
+                        ranked = ranker.rank(query, pool, feedback)
+                        assert [pool[i].key for i in order] == [item.key for item in ranked]
+                        checked += 1
+    assert checked > 5_000
+
+
+def test_exact_ties_keep_the_candidates_order() -> None:
+    # Documents 0, 2 and 3 have the same text, so the same score: they stay in the
+    # candidates' order (0, 2, 3), after document 1, which holds "wing" twice.
+    pool = [
+        _ev(0, "wing flutter"),
+        _ev(1, "wing wing"),
+        _ev(2, "wing flutter"),
+        _ev(3, "wing flutter"),
+        _ev(4, "boundary layer"),
+    ]
+    rankers = [TfidfRocchioRanker(1.0, 0.0, 0.0), TfidfRocchioRanker(1.0, 0.75, 0.15)]
+    scores = score_many(rankers, "wing", pool, {})
+    # cos with q = (wing): tf-idf of "wing" over the document's norm; "boundary layer" 0.
+    idf_wing = math.log(6 / 5) + 1.0
+    idf_flutter = math.log(6 / 4) + 1.0
+    flutter = idf_wing / math.hypot(idf_wing, idf_flutter)
+    assert scores[0].tolist() == pytest.approx([flutter, 1.0, flutter, flutter, 0.0])
+    assert order_many(scores) == [[1, 0, 2, 3, 4], [1, 0, 2, 3, 4]]
+
+
+def test_scores_that_round_to_one_value_tie_by_the_candidates_order() -> None:
+    # 0.3 and 0.1 + 0.2 differ in the last bit (0.30000000000000004) but are one value at
+    # 12 digits: the rank rule orders them by index, not by the raw floats.
+    scores = np.array([[0.3, 0.1 + 0.2, 0.5], [0.1 + 0.2, 0.3, 0.0]])
+    assert scores[0, 1] > scores[0, 0]
+    assert order_many(scores) == [[2, 0, 1], [0, 1, 2]]
+    # 1e-12 apart is two values at 12 digits: the higher first.
+    assert order_many(np.array([[0.25, 0.25 + 1e-12]])) == [[1, 0]]
+
+
+def test_no_candidates_and_no_rankers() -> None:
+    ranker = TfidfRocchioRanker()
+    assert score_many([ranker], "wing", [], {}).shape == (1, 0)
+    assert order_many(score_many([ranker], "wing", [], {})) == [[]]
+    assert score_many([], "wing", [_ev(0, "wing")], {}).shape == (0, 1)
+
+
+def test_a_query_outside_the_candidates_vocabulary_keeps_their_order() -> None:
+    pool = [_ev(n, title) for n, title in enumerate(["wing flutter", "boundary layer"])]
+    rankers = [TfidfRocchioRanker(1.0, b, g) for b, g in itertools.product((0.0, 1.0), (0.0, 1.0))]
+    scores = score_many(rankers, "supersonic", pool, {pool[1].key: Label.IRRELEVANT})
+    assert scores.tolist() == [[0.0, 0.0]] * 4
+    assert order_many(scores) == [[0, 1]] * 4
+
+
+def test_rankers_with_different_analyzers_are_refused() -> None:
+    rankers = [TfidfRocchioRanker(), TfidfRocchioRanker(analyzer=Analyzer(stemmer=None))]
+    with pytest.raises(ValueError, match="one analyzer"):
+        score_many(rankers, "wing", [_ev(0, "wing")], {})
