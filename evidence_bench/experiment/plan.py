@@ -25,6 +25,7 @@ from evidence_bench.experiment.components import (
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
 from evidence_bench.fixtures.cassettes import OnMiss
+from evidence_bench.simulation.pages import check_failure_rate
 
 __all__ = ["EVAL_MODES", "RunPlan", "alias_groups", "deep_limit", "plan_run", "record_command"]
 
@@ -56,6 +57,13 @@ class RunPlan:
     asked: tuple[EngineConfig, ...] = ()
     #: alias config_id -> config_id of the config in ``engines`` it shares every result with
     aliases: Mapping[str, str] = field(default_factory=dict)
+    #: ``pages.failure_rate``: the share of pages the simulator fails (evidence=page|both)
+    page_failure_rate: float = 0.05
+
+    @property
+    def reads_pages(self) -> bool:
+        """Whether some engine config reads the pages behind the results."""
+        return any(engine.reads_pages for engine in self.engines)
 
     def __post_init__(self) -> None:
         if not self.asked:
@@ -172,6 +180,7 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
         aliases=aliases,
         shards=shards,
         shard=shard,
+        page_failure_rate=check_failure_rate((cfg.get("pages") or {}).get("failure_rate", 0.05)),
     )
 
 

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
+from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.queryset import (
     PROJECT_ROOT,
@@ -266,7 +267,7 @@ def _perform(
                     e.role,
                     plan.aliases.get(e.config_id, ""),
                 ]
-                + [e.params().get(k, "") for k in params]
+                + [e.params().get(k, PARAM_DEFAULTS.get(k, "")) for k in params]
                 for e in plan.asked
             ),
         )
