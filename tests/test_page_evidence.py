@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 import socket
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -214,9 +214,7 @@ def test_replay_reads_pages_with_no_socket(
     assert any(refined[("c00", q)] != refined[("c01", q)] for q in ("1", "2", "3", "4"))
 
 
-def test_replay_of_a_changed_page_cassette_stops_naming_it(
-    recorded: Path, tmp_path: Path
-) -> None:
+def test_replay_of_a_changed_page_cassette_stops_naming_it(recorded: Path, tmp_path: Path) -> None:
     path = tmp_path / "cassettes" / PAGES_NAME
     path.write_text(path.read_text().replace("measured", "measureD", 1))
     cfg, text = compose(overrides(recorded, tmp_path))
@@ -242,7 +240,8 @@ def test_a_missing_page_under_on_miss_error_names_the_url(tiny_collection: Path,
 
 def test_write_page_cassette_scrubs_every_form_of_the_key(tmp_path: Path) -> None:
     key = "sk/live+key"
-    records = [PageRecord("https://ex.test/1", 200, "text/html", f"<p>{key} sk%2Flive%2Bkey</p>".encode())]
+    body = f"<p>{key} sk%2Flive%2Bkey</p>".encode()
+    records = [PageRecord("https://ex.test/1", 200, "text/html", body)]
     path = tmp_path / PAGES_NAME
     write_page_cassette(path, records, header={}, secrets=[key])
     text = path.read_text()

@@ -40,7 +40,8 @@ def test_a_page_carries_the_document_boilerplate_and_a_date(cranfield: Collectio
     html = page.body.decode()
     assert (page.status, page.content_type) == (200, "text/html; charset=utf-8")
     doc = cranfield.documents["1"]
-    assert "<h1>experimental investigation of the aerodynamics of a wing in a slipstream .</h1>" in html
+    heading = "experimental investigation of the aerodynamics of a wing in a slipstream ."
+    assert f"<h1>{heading}</h1>" in html
     assert "propeller slipstream was made in order to determine the spanwise" in html
     for boilerplate in ('id="cookie-consent"', '<nav class="main-nav"', '<aside class="related">',
                         '<footer class="site-footer">', "All rights reserved."):  # fmt: skip
@@ -97,7 +98,7 @@ def test_failure_share_is_deterministic_and_nested(cranfield: Collection, cacm: 
 
 @pytest.mark.parametrize("rate", [-0.1, 1.5, "half", True])
 def test_a_bad_failure_rate_names_the_key(rate: object) -> None:
-    with pytest.raises(ConfigurationError, match=r"pages.failure_rate must be a number in \[0, 1\]"):
+    with pytest.raises(ConfigurationError, match=r"failure_rate must be a number in \[0, 1\]"):
         page_failure("1", rate)  # type: ignore[arg-type]
 
 
