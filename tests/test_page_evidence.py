@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -34,8 +34,12 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.fixtures.pages import PAGES_NAME, PageRecord, write_page_cassette
 from evidence_bench.fixtures.record import record
+from evidence_bench.report.data import RunData, Settings
+from evidence_bench.report.evidence import evidence_table
+from evidence_bench.report.render import render_report
 from evidence_bench.simulation.collections import load_collection
 from evidence_bench.simulation.pages import page_failure
+from tests.report_fixtures import STAGES
 
 
 class FakePages:
@@ -212,6 +216,9 @@ def test_replay_reads_pages_with_no_socket(
     refined = {(e["config_id"], e["query_id"]): e["rounds"][0]["refined_query"] for e in episodes
                if e["policy"] == "oracle"}  # fmt: skip
     assert any(refined[("c00", q)] != refined[("c01", q)] for q in ("1", "2", "3", "4"))
+    html = render_report(path).read_text()
+    assert '<section id="evidence">' in html
+    assert html.count('data-evidence="page"') == 2 * 2 * 2  # 2 configs x 2 users x 2 stages
 
 
 def test_replay_of_a_changed_page_cassette_stops_naming_it(recorded: Path, tmp_path: Path) -> None:
@@ -247,3 +254,63 @@ def test_write_page_cassette_scrubs_every_form_of_the_key(tmp_path: Path) -> Non
     text = path.read_text()
     assert "sk/live" not in text and "sk%2Flive" not in text
     assert text.count("REDACTED-API-KEY") == 2
+
+
+# -- the report's Evidence section -------------------------------------------------------------
+
+
+def _tiny_run(tmp_path: Path) -> RunData:
+    configs = pd.DataFrame(
+        {
+            "config_id": ["c00", "c01"],
+            "label": ["tfidf", "tfidf · page evidence"],
+            "ranker": ["tfidf_rocchio"] * 2,
+            "refiner": ["lexical"] * 2,
+            "role": ["feedback"] * 2,
+            "alias_of": ["", ""],
+            "beta": [0.75, 0.75],
+            "evidence": ["snippet", "page"],
+            "refiner_evidence": ["snippet", "page"],
+        }
+    )
+    stages = ("initial", "rerank", "control", "expand", "deep_control")
+    values = {  # (config, query) -> nDCG@10 of each stage, residual, round 1
+        ("c00", "q1"): (0.2, 0.2, 0.2, 0.3, 0.1),
+        ("c00", "q2"): (0.4, 0.4, 0.4, 0.3, 0.3),
+        ("c01", "q1"): (0.2, 0.2, 0.2, 0.5, 0.2),
+        ("c01", "q2"): (0.4, 0.4, 0.4, 0.7, 0.3),
+    }
+    rows = [
+        (cid, "oracle", qid, 1, stage, "residual", "nDCG@10", value)
+        for (cid, qid), row in values.items()
+        for stage, value in zip(stages, row, strict=True)
+    ]
+    per_query = pd.DataFrame(rows, columns=["config_id", "policy", "query_id", "round", "stage",
+                                            "eval_mode", "measure", "value"])  # fmt: skip
+    settings = Settings("e", "tiny", ("nDCG@10",), ("residual",), "residual", "nDCG@10", 1)
+    return RunData(tmp_path, settings, {}, configs, per_query, pd.DataFrame(), pd.DataFrame(),
+                   (), (), ("oracle",), tuple(STAGES))  # fmt: skip
+
+
+def test_the_evidence_table_by_hand(tmp_path: Path) -> None:
+    table = evidence_table(_tiny_run(tmp_path))
+    assert table is not None
+    expand = table[table.stage == "expand"].set_index("config_id")
+    # snippet: expand mean 0.3 over initial mean 0.3; own gain mean(0.3-0.1, 0.3-0.3) = 0.1
+    assert expand.loc["c00", "relative_gain"] == pytest.approx(0.0)
+    assert expand.loc["c00", "gain"] == pytest.approx(0.1)
+    # page: expand mean 0.6 over 0.3 = +100%; own gain mean(0.3, 0.4) = 0.35
+    assert expand.loc["c01", "relative_gain"] == pytest.approx(1.0)
+    assert expand.loc["c01", "gain"] == pytest.approx(0.35)
+    # vs snippet: differences 0.2 and 0.4, mean 0.3, sd 0.1414; t(0.975, 1) = 12.706
+    assert expand.loc["c01", "vs_snippet"] == pytest.approx(0.3)
+    half = 12.7062 * (0.02**0.5) / 2**0.5
+    assert expand.loc["c01", "vs_snippet_low"] == pytest.approx(0.3 - half, abs=1e-3)
+    assert expand.loc["c01", "vs_snippet_high"] == pytest.approx(0.3 + half, abs=1e-3)
+    assert list(table.evidence) == ["snippet", "page"] * 2
+
+
+def test_no_evidence_table_for_a_snippet_only_run(tmp_path: Path) -> None:
+    data = _tiny_run(tmp_path)
+    configs = data.configs.drop(columns=["evidence", "refiner_evidence"])
+    assert evidence_table(replace(data, configs=configs)) is None

@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 _ROCCHIO = ("alpha", "beta", "gamma")
+_MAX_TERMS = 4
 #: configs.csv's value of a parameter a config does not list (evidence is listed only
 #: where some part reads pages, so snippet-only runs keep their columns)
 PARAM_DEFAULTS = {"evidence": "snippet", "refiner_evidence": "snippet"}
@@ -159,10 +160,12 @@ class EngineConfig:
         ranker = dict(self.ranker_params)
         parts = [self.ranker + ("+boost" if self.boost_relevant else "")]
         parts += [f"{key}={_show(ranker[key])}" for key in RANKERS[self.ranker].label]
+        refiner = dict(self.refiner_params)
         if self.refiner != "lexical":
-            refiner = dict(self.refiner_params)
             shown = " ".join(f"{k}={_show(refiner[k])}" for k in REFINERS[self.refiner].label)
             parts.append(f"· {self.refiner} {shown}".rstrip())
+        if refiner.get("max_terms", _MAX_TERMS) != _MAX_TERMS:  # the default is not shown
+            parts.append(f"· max_terms={refiner['max_terms']}")
         if self.reads_pages:
             same = self.evidence == self.refiner_evidence
             parts.append(

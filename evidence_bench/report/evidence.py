@@ -60,12 +60,12 @@ def evidence_table(data: RunData, *, round_: int = 1) -> pd.DataFrame | None:
     )
     rows: list[dict[str, Any]] = []
     for _group, members in configs.groupby("group", sort=False):
-        modes = {cid: _mode(row) for cid, row in members.set_index("config_id").iterrows()}
+        modes = {str(cid): _mode(row) for cid, row in members.set_index("config_id").iterrows()}
         base = next((cid for cid, mode in modes.items() if mode == "snippet"), None)
         if base is None or len(modes) < 2:
             continue
-        base_label = str(members.set_index("config_id").loc[base, "label"])
-        for policy in data.policies:
+        base_label = str(members.loc[members["config_id"] == base, "label"].iloc[0])
+        for policy in map(str, data.policies):
             for stage, control in _CONTROLS.items():
                 for cid, mode in modes.items():
                     rows.append(
@@ -79,9 +79,10 @@ def evidence_table(data: RunData, *, round_: int = 1) -> pd.DataFrame | None:
 
 def _frame(wide: pd.DataFrame, cid: str, policy: str) -> pd.DataFrame:
     try:
-        return wide.loc[(cid, policy)]
+        found = wide.loc[(cid, policy)]
     except KeyError:
         return pd.DataFrame(columns=wide.columns)
+    return found if isinstance(found, pd.DataFrame) else pd.DataFrame(columns=wide.columns)
 
 
 def _row(
