@@ -96,6 +96,16 @@ def test_failure_share_is_deterministic_and_nested(cranfield: Collection, cacm: 
     assert all(page_failure(d, 1.0) is not None for d in cranfield.documents)
 
 
+def test_a_page_with_a_heading_alone_gives_no_text(cacm: Collection) -> None:
+    # CACM's document 1 is a title alone: its page's article is a heading and a byline, and
+    # what is left is boilerplate, which must not pass for the page's text
+    assert cacm.documents["1"].text == ""
+    assert page_text(render_page(cacm, "1").body, url=cacm.url_for("1")) == ""
+    text = page_text(render_page(cacm, "1410").body, url=cacm.url_for("1410"))
+    assert text.startswith("Interarrival Statistics for Time Sharing Systems\nThe optimization")
+    assert "Archive" not in text
+
+
 @pytest.mark.parametrize("rate", [-0.1, 1.5, "half", True])
 def test_a_bad_failure_rate_names_the_key(rate: object) -> None:
     with pytest.raises(ConfigurationError, match=r"failure_rate must be a number in \[0, 1\]"):

@@ -2,7 +2,12 @@
 
 :func:`page_text` extracts a page's main text with trafilatura (fast mode: its own
 algorithm, without the jusText and readability fallbacks), so navigation, cookie banners,
-related links and footers do not count as the page's words. LiveFetch's extractor
+related links and footers do not count as the page's words. ``favor_precision``: without
+it, a page whose article holds a heading and no paragraph (half of CACM's documents are a
+title alone) came back as its navigation, breadcrumbs and byline; with it such a page gives
+no text, so the reader falls back to the snippet, and pages with an article keep all of it
+(measured on every 8th Cranfield and CACM document: every word of the document kept,
+boilerplate words in 11 of 401 CACM pages instead of 222). LiveFetch's extractor
 (``evidence_bench.livefetch.extract.extract_page``: trafilatura, then readability-lxml)
 does the same job for the LiveFetch pipeline; when both live on one branch, point
 :data:`EXTRACT` at ``lambda html, url, content_type: extract_page(html, url=url,
@@ -34,6 +39,7 @@ def trafilatura_text(html: bytes | str, url: str, content_type: str | None) -> s
         html,
         url=url,
         fast=True,
+        favor_precision=True,
         include_comments=False,
         include_tables=True,
         deduplicate=False,
