@@ -1,8 +1,8 @@
 """What reading the page buys: each configuration that reads pages beside its snippet twin.
 
-A run whose configurations differ only in what the ranker and refiner read
-(``evidence=snippet|page|both``, configs.csv's ``evidence`` and ``refiner_evidence``) gets
-a table per feedback stage of the first round, in the primary measure and mode: the mean
+A run with configurations that read pages (``evidence=page|both``, configs.csv's
+``evidence`` and ``refiner_evidence``) beside ones that read snippets gets a table per
+feedback stage of the first round, in the primary measure and mode: the mean
 with feedback, its no-feedback control (``rerank``: ``control``; ``expand``:
 ``deep_control``, at equal depth), feedback's own gain (the difference), the relative
 gain over the initial ranking (the provider's order, residual: its ranks 11-20 for a
@@ -24,7 +24,7 @@ __all__ = ["EVIDENCE_COLUMNS", "evidence_table"]
 _CONTROLS = {"rerank": "control", "expand": "deep_control"}
 _NOT_TWIN = frozenset({"config_id", "label", "alias_of", "evidence", "refiner_evidence"})
 EVIDENCE_COLUMNS = [
-    "group", "snippet_label", "config_id", "evidence", "policy", "stage", "n", "initial",
+    "group", "snippet_label", "config_id", "label", "evidence", "policy", "stage", "n", "initial",
     "control", "feedback", "gain", "relative_gain", "vs_snippet", "vs_snippet_low",
     "vs_snippet_high", "vs_snippet_n",
 ]  # fmt: skip
@@ -45,9 +45,21 @@ def evidence_table(data: RunData, *, round_: int = 1) -> pd.DataFrame | None:
     configs["refiner_evidence"] = configs.get("refiner_evidence", "snippet")
     configs["prefix"] = [c.rpartition(":")[0] for c in configs["config_id"]]
     twin = [c for c in configs.columns if c not in _NOT_TWIN]
-    configs["group"] = [
-        "|".join(str(v) for v in row) for row in configs[twin].itertuples(index=False)
-    ]
+    loose = [c for c in ("prefix", "ranker", "refiner", "boost_relevant") if c in configs.columns]
+    configs["mode"] = [_mode(row) for _, row in configs.iterrows()]
+    configs["exact"] = ["|".join(map(str, r)) for r in configs[twin].itertuples(index=False)]
+    configs["loose"] = ["|".join(map(str, r)) for r in configs[loose].itertuples(index=False)]
+    snippets = configs[configs["mode"] == "snippet"]
+    # each configuration that reads pages, under its snippet twin: the configuration equal
+    # in every other setting, else the first snippet one of the same ranker and refiner
+    members: dict[str, list[str]] = {str(cid): [str(cid)] for cid in snippets["config_id"]}
+    for row in configs[configs["mode"] != "snippet"].itertuples(index=False):
+        exact = snippets[snippets["exact"] == row.exact]
+        same = exact if len(exact) else snippets[snippets["loose"] == row.loose]
+        if len(same):
+            members[str(same["config_id"].iloc[0])].append(str(row.config_id))
+    modes = dict(zip(configs["config_id"].astype(str), configs["mode"], strict=True))
+    labels = dict(zip(configs["config_id"].astype(str), configs["label"], strict=True))
     s = data.settings
     pq = data.per_query
     pq = pq[
@@ -59,18 +71,20 @@ def evidence_table(data: RunData, *, round_: int = 1) -> pd.DataFrame | None:
         index=["config_id", "policy", "query_id"], columns="stage", values="value", aggfunc="first"
     )
     rows: list[dict[str, Any]] = []
-    for _group, members in configs.groupby("group", sort=False):
-        modes = {str(cid): _mode(row) for cid, row in members.set_index("config_id").iterrows()}
-        base = next((cid for cid, mode in modes.items() if mode == "snippet"), None)
-        if base is None or len(modes) < 2:
+    for base, group in members.items():
+        if len(group) < 2:
             continue
-        base_label = str(members.loc[members["config_id"] == base, "label"].iloc[0])
         for policy in map(str, data.policies):
             for stage, control in _CONTROLS.items():
-                for cid, mode in modes.items():
+                for cid in group:
                     rows.append(
                         _row(wide, cid, base, policy, stage, control)
-                        | {"group": base, "snippet_label": base_label, "evidence": mode}
+                        | {
+                            "group": base,
+                            "snippet_label": labels[base],
+                            "label": labels[cid],
+                            "evidence": modes[cid],
+                        }
                     )
     if not rows:
         return None
