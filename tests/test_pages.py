@@ -142,3 +142,24 @@ def test_the_loopback_server_serves_pages_and_times_out(cranfield: Collection) -
         with pytest.raises(httpx.ReadTimeout):
             client.get(base + _one_of(cranfield, PageFailure.TIMEOUT, 0.05))
         assert time.monotonic() - start < 0.6
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_the_committed_page_cassettes_hold_what_the_simulator_serves(name: str) -> None:
+    # replay.on_miss=simulate answers a page the cassette lacks: it must be the recorded page
+    from evidence_bench.fixtures.pages import PAGES_NAME, read_page_cassette
+
+    collection = load_collection(ROOT / "collections" / name)
+    header, records = read_page_cassette(ROOT / "cassettes" / name / PAGES_NAME)
+    assert header["failure_rate"] == 0.05
+    assert header["collection_checksum"] == collection.checksum
+    for url in sorted(records)[::50]:
+        record, doc_id = records[url], collection.doc_id_for(url)
+        assert doc_id is not None
+        page = render_page(collection, doc_id, failure_rate=0.05)
+        if page.stall:
+            assert record.error == "timeout"
+        else:
+            assert (record.status, record.content_type, record.body) == (
+                page.status, page.content_type, page.body
+            )  # fmt: skip
