@@ -148,6 +148,8 @@ def _record(cfg: Any) -> None:
             provider=str(plain.get("provider", "simulator")),
             rounds=int(plain.get("record_rounds", 1)),
             deep=bool(plain.get("record_deep", True)),
+            searches=bool(plain.get("record_searches", True)),
+            page_timeout_s=float((plain.get("pages") or {}).get("timeout_s", 5.0)),
         )
     except EvidenceBenchError as exc:
         _fail(str(exc))
@@ -157,6 +159,9 @@ def _record(cfg: Any) -> None:
         f"recorded {summary.interactions} interactions for {summary.queries} queries "
         f"in {summary.directory}; manifest {summary.manifest}"
     )
+    if summary.pages is not None:
+        failed = ", ".join(f"{n} {reason}" for reason, n in summary.page_failures.items())
+        print(f"recorded {summary.pages} new pages{f' ({failed})' if failed else ''}")
 
 
 def _key_values(argv: list[str], allowed: dict[str, str]) -> dict[str, str]:

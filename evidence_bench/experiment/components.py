@@ -14,6 +14,14 @@ from typing import Any
 
 from evidence_bench.engine.base import Ranker, Refiner
 from evidence_bench.engine.boost import BoostRelevant
+from evidence_bench.engine.evidence_mode import (
+    NO_PAGES,
+    EvidenceMode,
+    PageEvidenceRanker,
+    PageEvidenceRefiner,
+    PageSource,
+    evidence_mode,
+)
 from evidence_bench.engine.livefetch import LiveFetchRanker
 from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
@@ -26,6 +34,7 @@ from evidence_bench.users.clicks import CLICK_MODELS
 from evidence_bench.users.policies import POLICIES, UserPolicy
 
 __all__ = [
+    "PARAM_DEFAULTS",
     "RANKERS",
     "REFINERS",
     "USERS",
@@ -40,6 +49,10 @@ __all__ = [
 ]
 
 _ROCCHIO = ("alpha", "beta", "gamma")
+_MAX_TERMS = 4
+#: configs.csv's value of a parameter a config does not list (evidence is listed only
+#: where some part reads pages, so snippet-only runs keep their columns)
+PARAM_DEFAULTS = {"evidence": "snippet", "refiner_evidence": "snippet"}
 _NO_FEEDBACK = {"beta": 0.0, "gamma": 0.0}
 
 
@@ -125,6 +138,14 @@ class EngineConfig:
     stemmer: str | None = None
     stop_words: bool = True
     boost_relevant: bool = False
+    #: what the ranker and the refiner read of a result (engine/evidence_mode.py)
+    evidence: str = "snippet"
+    refiner_evidence: str = "snippet"
+
+    @property
+    def reads_pages(self) -> bool:
+        """Whether the ranker or the refiner reads the pages behind the results."""
+        return self.evidence != "snippet" or self.refiner_evidence != "snippet"
 
     @property
     def analyzer(self) -> Analyzer:
@@ -144,20 +165,36 @@ class EngineConfig:
         ranker = dict(self.ranker_params)
         parts = [self.ranker + ("+boost" if self.boost_relevant else "")]
         parts += [f"{key}={_show(ranker[key])}" for key in RANKERS[self.ranker].label]
+        refiner = dict(self.refiner_params)
         if self.refiner != "lexical":
-            refiner = dict(self.refiner_params)
             shown = " ".join(f"{k}={_show(refiner[k])}" for k in REFINERS[self.refiner].label)
             parts.append(f"· {self.refiner} {shown}".rstrip())
+        if refiner.get("max_terms", _MAX_TERMS) != _MAX_TERMS:  # the default is not shown
+            parts.append(f"· max_terms={refiner['max_terms']}")
+        if self.reads_pages:
+            same = self.evidence == self.refiner_evidence
+            parts.append(
+                f"· {self.evidence} evidence"
+                if same
+                else f"· ranker reads {self.evidence}, refiner {self.refiner_evidence}"
+            )
         return " ".join(parts)
 
     def params(self) -> dict[str, Any]:
-        """Every parameter, refiner ones prefixed ``refiner_`` (configs.csv columns)."""
+        """Every parameter, refiner ones prefixed ``refiner_`` (configs.csv columns); the
+        evidence modes only where some part reads pages (else see :data:`PARAM_DEFAULTS`)."""
+        pages = (
+            {"evidence": self.evidence, "refiner_evidence": self.refiner_evidence}
+            if self.reads_pages
+            else {}
+        )
         return {
             **dict(self.ranker_params),
             "boost_relevant": self.boost_relevant,
             **{f"refiner_{key}": value for key, value in self.refiner_params},
             "stemmer": self.stemmer or "none",
             "stop_words": self.stop_words,
+            **pages,
         }
 
 
@@ -193,14 +230,24 @@ def engine_config(
         stemmer=stemmer,
         stop_words=bool(analyzer.get("stop_words", True)),
         boost_relevant=bool(ranker.get("boost_relevant", False)),
+        evidence=evidence_mode("ranker.evidence", ranker.get("evidence", "snippet")).value,
+        refiner_evidence=evidence_mode(
+            "refiner.evidence", refiner.get("evidence", "snippet")
+        ).value,
     )
     make_ranker(config)  # a bad parameter value fails now, not in a worker
     make_refiner(config)
     return config
 
 
-def make_ranker(config: EngineConfig, *, feedback: bool = True) -> Ranker:
-    """The configured ranker; ``feedback=False`` switches its feedback terms off (the control)."""
+def make_ranker(
+    config: EngineConfig, *, feedback: bool = True, pages: PageSource | None = None
+) -> Ranker:
+    """The configured ranker; ``feedback=False`` switches its feedback terms off (the control).
+
+    ``pages``: where a ranker with ``evidence`` page or both reads them (the run's page
+    cassette); without it such a ranker can be built and keyed but not run.
+    """
     part = RANKERS[config.ranker]
     params: dict[str, Any] = dict(config.ranker_params)
     if not feedback:
@@ -211,15 +258,22 @@ def make_ranker(config: EngineConfig, *, feedback: bool = True) -> Ranker:
         ranker: Ranker = part.factory(**params)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"ranker {config.ranker!r}: {exc}") from exc
+    mode = EvidenceMode(config.evidence)
+    if mode is not EvidenceMode.SNIPPET:
+        ranker = PageEvidenceRanker(ranker, mode, pages or NO_PAGES)
     return BoostRelevant(ranker) if config.boost_relevant and feedback else ranker
 
 
-def make_refiner(config: EngineConfig) -> Refiner:
+def make_refiner(config: EngineConfig, *, pages: PageSource | None = None) -> Refiner:
+    """The configured refiner; ``pages`` as for :func:`make_ranker`."""
     part = REFINERS[config.refiner]
     try:
         refiner: Refiner = part.factory(**dict(config.refiner_params), analyzer=config.analyzer)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"refiner {config.refiner!r}: {exc}") from exc
+    mode = EvidenceMode(config.refiner_evidence)
+    if mode is not EvidenceMode.SNIPPET:
+        refiner = PageEvidenceRefiner(refiner, mode, pages or NO_PAGES)
     return refiner
 
 

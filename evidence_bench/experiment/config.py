@@ -25,6 +25,7 @@ __all__ = [
     "AnalyzerConf",
     "EvalConf",
     "ExperimentConf",
+    "PagesConf",
     "PolicyConf",
     "QuerySetConf",
     "RankerConf",
@@ -93,6 +94,11 @@ class RankerConf:
     embedder: str = "lsa"
     #: vector_rocchio with embedder=lsa: the number of LSA dimensions
     dimensions: int = 16
+    #: What the ranker reads of each result: snippet (title + snippet), page (title + the
+    #: page's extracted text, clipped to 12,000 characters; the snippet where the page
+    #: failed) or both (title, snippet and page). page and both replay the query set's page
+    #: cassette (``record`` writes it).
+    evidence: str = "snippet"
 
 
 @dataclass
@@ -118,6 +124,9 @@ class RefinerConf:
     beta: float = 0.75
     #: term_rocchio: the weight of the mean frequency in irrelevant results
     gamma: float = 0.15
+    #: What the refiner reads of each result: snippet (title, snippet, extra snippets),
+    #: page (title + the page's extracted text, clipped to 12,000 characters) or both.
+    evidence: str = "snippet"
 
 
 @dataclass
@@ -187,6 +196,19 @@ class ReplayConf:
 
 
 @dataclass
+class PagesConf:
+    """The pages behind the results, for ``evidence=page|both``: how the simulator serves
+    them and how ``record`` fetches them (``web/page_cassettes.py``)."""
+
+    #: The share of a collection's pages that fail, in equal parts 404, timeout and
+    #: non-HTML, chosen by a hash of the document id; recorded in the page cassette, and a
+    #: run asking another share than its cassette's stops.
+    failure_rate: float = 0.05
+    #: Seconds ``record`` waits for a page before recording a timeout.
+    timeout_s: float = 5.0
+
+
+@dataclass
 class TuneConf:
     """Cross-validated tuning of ranker weights (``+experiment=rocchio_tune``,
     :mod:`evidence_bench.experiment.tune`)."""
@@ -247,12 +269,16 @@ class RunConf:
     #: The simulated users, by the label reports show; each entry from ``conf/policy/``.
     policies: dict[str, PolicyConf] = field(default_factory=dict)
     replay: ReplayConf = field(default_factory=ReplayConf)
+    pages: PagesConf = field(default_factory=PagesConf)
     #: The provider ``record`` talks to: ``simulator`` (loopback) or ``brave_live``.
     provider: str = "simulator"
     #: Feedback rounds ``record`` captures (0: all rounds of the experiment).
     record_rounds: int = 1
     #: Record the provider's next pages for the equal-depth controls too.
     record_deep: bool = True
+    #: Record the searches too (false: answer them from the cassettes, or the simulator
+    #: where they lack one, and record only the page cassette).
+    record_searches: bool = True
     #: Where runs are written: ``<runs_dir>/<experiment>/<run id>/``.
     runs_dir: str = "runs"
     #: The run's seed, recorded in the manifest.

@@ -25,6 +25,7 @@ from evidence_bench.experiment.components import (
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
 from evidence_bench.web.cassettes import OnMiss
+from evidence_bench.web.pages import check_failure_rate
 
 __all__ = [
     "EVAL_MODES",
@@ -97,6 +98,14 @@ class RunPlan:
         """The name ``label``'s shuffled control is dealt under."""
         variant = self.variants.get(label)
         return label if variant is None else variant.episode_policy
+
+    #: ``pages.failure_rate``: the share of pages the simulator fails (evidence=page|both)
+    page_failure_rate: float = 0.05
+
+    @property
+    def reads_pages(self) -> bool:
+        """Whether some engine config reads the pages behind the results."""
+        return any(engine.reads_pages for engine in self.engines)
 
     def __post_init__(self) -> None:
         if not self.asked:
@@ -221,6 +230,7 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
         shard=shard,
         seeds=tuple(seeds),
         variants=variants,
+        page_failure_rate=check_failure_rate((cfg.get("pages") or {}).get("failure_rate", 0.05)),
     )
 
 

@@ -22,6 +22,7 @@ from evidence_bench.collections.queryset import (
 )
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
+from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.rundir import (
     FEEDBACK_COLUMNS,
@@ -275,7 +276,7 @@ def _perform(
                     e.role,
                     plan.aliases.get(e.config_id, ""),
                 ]
-                + [e.params().get(k, "") for k in params]
+                + [e.params().get(k, PARAM_DEFAULTS.get(k, "")) for k in params]
                 for e in plan.asked
             ),
         )

@@ -28,6 +28,7 @@ import httpx
 
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
+from evidence_bench.engine.evidence_mode import PageSource
 from evidence_bench.errors import (
     EvidenceBenchError,
     RequestError,
@@ -55,6 +56,7 @@ from evidence_bench.web.cassettes import (
     SkippedRequest,
     cassette_path,
 )
+from evidence_bench.web.page_cassettes import PageStore
 from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport
 
 __all__ = [
@@ -127,6 +129,8 @@ class ReplayWorker:
     store: CassetteStore
     engines: EngineParts
     users: list[tuple[str, UserPolicy]]
+    #: the page cassette, where some engine config reads pages
+    pages: PageStore | None = None
 
 
 _WORKER: ReplayWorker | None = None
@@ -148,17 +152,39 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
             ),
             record_hint=plan.record_command,
         )
-        _WORKER = ReplayWorker(plan, query_set, store, engine_parts(plan), plan_users(plan))
+        pages = None
+        if plan.reads_pages:
+            rate = plan.page_failure_rate
+            pages = PageStore(
+                query_set.cassettes,
+                on_miss=plan.on_miss,
+                failure_rate=rate,
+                fallback=(
+                    (lambda: SimulatorTransport(BraveSimulator(collection, page_failure_rate=rate)))
+                    if plan.on_miss is OnMiss.SIMULATE
+                    else None
+                ),
+                record_hint=plan.record_command,
+            )
+        engines = engine_parts(plan, pages=pages)
+        _WORKER = ReplayWorker(plan, query_set, store, engines, plan_users(plan), pages)
     return _WORKER
 
 
 EngineParts = list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
 
 
-def engine_parts(plan: RunPlan) -> EngineParts:
-    """Each engine config with its ranker, its no-feedback control and its refiner."""
+def engine_parts(plan: RunPlan, *, pages: PageSource | None = None) -> EngineParts:
+    """Each engine config with its ranker, its no-feedback control and its refiner; those
+    that read pages read them from ``pages``."""
     return [
-        (e, make_ranker(e), make_ranker(e, feedback=False), make_refiner(e)) for e in plan.engines
+        (
+            e,
+            make_ranker(e, pages=pages),
+            make_ranker(e, feedback=False, pages=pages),
+            make_refiner(e, pages=pages),
+        )
+        for e in plan.engines
     ]
 
 

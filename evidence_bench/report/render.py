@@ -27,6 +27,7 @@ from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
 from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
+from evidence_bench.report.evidence import evidence_table
 from evidence_bench.report.labels import labels_view
 from evidence_bench.report.tables import (
     ALPHA,
@@ -586,6 +587,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "tuning": _tuning(analysis),
         "shares": _shares_view(analysis),
         "validity": validity_view(analysis.validity) if analysis.validity else None,
+        "evidence": _evidence_view(analysis),
     }
     if best is None:
         context["verdict"] = verdict(
@@ -642,6 +644,17 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "rounds",
     )
     return context
+
+
+def _evidence_view(analysis: Analysis) -> dict[str, Any] | None:
+    """The Evidence section's rows (report/evidence.py), a configuration's name on its first."""
+    table = evidence_table(analysis.data)
+    if table is None:
+        return None
+    rows = table.to_dict("records")
+    for i, row in enumerate(rows):
+        row["first"] = i == 0 or rows[i - 1]["group"] != row["group"]
+    return {"round": 1, "rows": rows}
 
 
 def _write_atomic(path: Path, text: str) -> None:

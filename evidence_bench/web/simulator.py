@@ -7,6 +7,10 @@ provider code under test is the code that talks to Brave. It runs in-process
 (:class:`SimulatorTransport`, no socket) or over HTTP on 127.0.0.1 only (:func:`serve`,
 :func:`run_server`).
 
+It also serves every document as a web page at its URL's path (``GET /doc/<id>``, no
+token: :mod:`evidence_bench.web.pages`), with a deterministic share of failing pages
+(``page_failure_rate``); a page that times out never answers (``SimResponse.stall``).
+
 Success bodies are a pure function of the request (same query, same bytes), so cassettes
 recorded against the simulator never change between recordings; only error ids and times and,
 with ``rate_limit`` set, the per-second rate-limit headers vary.
@@ -38,6 +42,7 @@ from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from evidence_bench.web.bm25 import BM25Index
+from evidence_bench.web.pages import PAGE_PATH, check_failure_rate, render_page
 
 __all__ = [
     "SEARCH_PATH",
@@ -68,14 +73,18 @@ _BOOLEANS = {"true": True, "false": False}
 
 @dataclass(frozen=True, slots=True)
 class SimResponse:
-    """One answer: status, headers (canonical case) and the exact body bytes."""
+    """One answer: status, headers (canonical case) and the exact body bytes.
+
+    ``stall``: send nothing at all (a page that times out); status and body are unused.
+    """
 
     status: int
     headers: dict[str, str]
     body: bytes
+    stall: bool = False
 
     def json(self) -> Any:
-        """The body decoded (every answer is JSON)."""
+        """The body decoded (every search answer is JSON)."""
         return json.loads(self.body)
 
 
@@ -94,7 +103,10 @@ class BraveSimulator:
     ``token``: the only accepted ``X-Subscription-Token`` (None accepts any non-empty one).
     ``rate_limit``: successful requests allowed per 1-second window (None: unlimited, and
     the rate-limit headers are constants). ``clock`` (monotonic seconds) drives the window;
-    ``wall_clock`` (Unix seconds) stamps error bodies.
+    ``wall_clock`` (Unix seconds) stamps error bodies. ``page_failure_rate``: the share of
+    document pages that fail (404, timeout or non-HTML, by a hash of the document id);
+    ``page_stall_s``: how long the HTTP server holds a timing-out page's connection before
+    closing it unanswered.
     """
 
     def __init__(
@@ -106,6 +118,8 @@ class BraveSimulator:
         extra_snippet_count: int = 3,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        page_failure_rate: float = 0.0,
+        page_stall_s: float = 30.0,
     ) -> None:
         if rate_limit is not None and rate_limit < 1:
             raise ConfigurationError(f"rate_limit must be at least 1 or None, got {rate_limit}")
@@ -114,6 +128,8 @@ class BraveSimulator:
                 f"extra_snippet_count must be 0-5 (Brave sends up to 5), got {extra_snippet_count}"
             )
         self.collection = collection
+        self.page_failure_rate = check_failure_rate(page_failure_rate)
+        self.page_stall_s = page_stall_s
         self.extra_snippet_count = extra_snippet_count
         self._token = token
         self._rate_limit = rate_limit
@@ -135,6 +151,8 @@ class BraveSimulator:
         self, method: str, path: str, params: Mapping[str, str], headers: Mapping[str, str]
     ) -> SimResponse:
         """Answer one request; ``params`` are the query parameters, ``headers`` any case."""
+        if path.startswith(PAGE_PATH) and method.upper() in ("GET", "HEAD"):
+            return self.page(path[len(PAGE_PATH) :])
         if path != SEARCH_PATH:
             return self._error(404, "RESOURCE_NOT_FOUND", "Resource not found.", {"path": path})
         if method.upper() != "GET":
@@ -179,6 +197,13 @@ class BraveSimulator:
             )
         body = _encode(self._search_body(request))
         return SimResponse(200, {"Content-Type": "application/json", **rate_headers}, body)
+
+    def page(self, doc_id: str) -> SimResponse:
+        """The web page of ``doc_id`` (:func:`~evidence_bench.web.pages.render_page`)."""
+        page = render_page(self.collection, doc_id, failure_rate=self.page_failure_rate)
+        if page.stall:
+            return SimResponse(0, {}, b"", stall=True)
+        return SimResponse(page.status, {"Content-Type": page.content_type}, page.body)
 
     # -- authentication and rate limit -------------------------------------------------------
 
@@ -617,6 +642,8 @@ class SimulatorTransport(httpx.BaseTransport):
         answer = self.simulator.handle(
             request.method, request.url.path, params, dict(request.headers.items())
         )
+        if answer.stall:
+            raise httpx.ReadTimeout("the simulated page never answers", request=request)
         return httpx.Response(
             answer.status, headers=answer.headers, content=answer.body, request=request
         )
@@ -672,6 +699,10 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self.simulator.handle(
             self.command, unquote(split.path), params, dict(self.headers.items())
         )
+        if answer.stall:  # a page that times out: hold the connection, then hang up
+            time.sleep(self.simulator.page_stall_s)
+            self.close_connection = True
+            return
         # send_response_only: no Date header, so recorded cassettes stay byte-stable.
         self.send_response_only(answer.status)
         for name, value in answer.headers.items():

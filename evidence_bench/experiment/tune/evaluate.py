@@ -98,7 +98,9 @@ class _Replayer:
 
     def _engines(self, engines: tuple[EngineConfig, ...]) -> EngineParts:
         if engines not in self._parts:
-            self._parts[engines] = engine_parts(replace(self.plan, engines=engines))
+            self._parts[engines] = engine_parts(
+                replace(self.plan, engines=engines), pages=self.worker.pages
+            )
         return self._parts[engines]
 
     def handle(self, request: _Request) -> tuple[Any, Counter[str]]:

@@ -1,0 +1,339 @@
+"""Page cassettes: the pages behind a query set's results, fetched once and replayed.
+
+A ranker or refiner with ``evidence=page`` or ``both`` reads the page at each result's URL.
+``record`` fetches every page its episodes read, each URL once, and writes them to one page
+cassette beside the query set's search cassettes, ``@pages.json`` (no query id can take a
+name beginning with ``@``: :func:`~evidence_bench.web.cassettes.cassette_path`). Its
+sha256 is in the directory's manifest, and replay checks it before the first page is read,
+as for the search cassettes. Replay opens no socket.
+
+The format is JSON rather than vcrpy's, because vcrpy records answers only and a page that
+times out has none; every fetch is recorded with what the reader needs (status, content
+type, body) or the error that ended it (``timeout``, ``connect``, ``too_large``,
+``redirects``). The same hygiene as the search cassettes: only the content type of the
+response headers is kept, no request header is kept at all, and every form of the API key is
+replaced by :data:`~evidence_bench.web.cassettes.KEY_PLACEHOLDER` in every body before
+anything is written (a body that still holds it is refused). The file is written whole or
+not at all, its pages sorted by URL, so recording the same pages gives the same bytes.
+
+:class:`PageStore` is the replaying :class:`~evidence_bench.engine.evidence_mode.PageSource`:
+each URL's text is extracted once per process (:data:`_TEXTS`, shared by every store over
+the same cassette bytes). :class:`LivePages` is the recording one.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from evidence_bench._atomic import write_atomic
+from evidence_bench.engine.page_text import page_text
+from evidence_bench.errors import DataError, ReplayMissError, WriteError
+from evidence_bench.evidence import canonical_url
+from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
+from evidence_bench.web.cassettes import KEY_PLACEHOLDER, OnMiss, secret_forms
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "PAGES_NAME",
+    "DirectTransport",
+    "LivePages",
+    "LoopbackRouter",
+    "PageRecord",
+    "PageStore",
+    "fetch_page",
+    "read_page_cassette",
+    "write_page_cassette",
+]
+
+PAGES_NAME = "@pages.json"
+FORMAT = 1
+#: A page body larger than this is not read (recorded as ``too_large``).
+MAX_BODY_BYTES = 5_000_000
+MAX_REDIRECTS = 5
+USER_AGENT = "evidence_bench-page-recorder/1 (+offline relevance-feedback benchmark)"
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+@dataclass(frozen=True, slots=True)
+class PageRecord:
+    """One fetch of a page: the answer (``status``, ``content_type``, ``body``) or the
+    ``error`` that ended the fetch before one came (``status`` 0)."""
+
+    url: str
+    status: int = 0
+    content_type: str = ""
+    body: bytes = b""
+    error: str = ""
+
+    @property
+    def failure(self) -> str | None:
+        """Why the page gives no text (``timeout``, ``http 404``, ``non_html``, …), or None."""
+        if self.error:
+            return self.error
+        if not 200 <= self.status < 300:
+            return f"http {self.status}"
+        if self.content_type.split(";")[0].strip().lower() not in _HTML_TYPES:
+            return "non_html"
+        return None
+
+    def text(self) -> str | None:
+        """The extracted text; None when the fetch failed or the page holds no text."""
+        if self.failure is not None:
+            return None
+        return page_text(self.body, url=self.url, content_type=self.content_type) or None
+
+    def to_json(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"url": self.url, "status": self.status}
+        if self.error:
+            entry["error"] = self.error
+            return entry
+        entry["content_type"] = self.content_type
+        try:
+            entry["body"] = self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            entry["body_base64"] = base64.b64encode(self.body).decode("ascii")
+        return entry
+
+
+def _record(entry: object, where: str) -> PageRecord:
+    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+        raise ValueError(f"{where} is not a page record with a url")
+    status = entry.get("status")
+    if not isinstance(status, int) or isinstance(status, bool):
+        raise ValueError(f"{where} has no integer status")
+    if "error" in entry:
+        return PageRecord(entry["url"], status, error=str(entry["error"]))
+    if isinstance(entry.get("body"), str):
+        body = entry["body"].encode("utf-8")
+    elif isinstance(entry.get("body_base64"), str):
+        body = base64.b64decode(entry["body_base64"])
+    else:
+        raise ValueError(f"{where} has no body")
+    return PageRecord(entry["url"], status, str(entry.get("content_type", "")), body)
+
+
+def fetch_page(client: httpx.Client, url: str) -> PageRecord:
+    """GET ``url`` through ``client``: at most :data:`MAX_REDIRECTS` redirects and
+    :data:`MAX_BODY_BYTES`; a timeout or transport failure is recorded, never raised."""
+    key = canonical_url(url)
+    try:
+        with client.stream(
+            "GET", url, headers={"User-Agent": USER_AGENT}, follow_redirects=True
+        ) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    return PageRecord(key, response.status_code, error="too_large")
+            return PageRecord(
+                key, response.status_code, response.headers.get("content-type", ""), bytes(body)
+            )
+    except httpx.TimeoutException:
+        return PageRecord(key, error="timeout")
+    except httpx.TooManyRedirects:
+        return PageRecord(key, error="redirects")
+    except httpx.TransportError:
+        return PageRecord(key, error="connect")
+
+
+#: httpx's own socket transport, as imported: vcrpy's recorder patches
+#: ``HTTPTransport.handle_request`` for the length of a search recording, and the pages a
+#: ranker reads meanwhile belong in the page cassette, not in the query's search cassette.
+_SEND = httpx.HTTPTransport.handle_request
+
+
+class DirectTransport(httpx.BaseTransport):
+    """httpx's socket transport, out of reach of a search recording's vcrpy patch."""
+
+    def __init__(self, *, timeout: float) -> None:
+        self._inner = httpx.HTTPTransport()
+        self._timeout = httpx.Timeout(timeout).as_dict()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.extensions["timeout"] = self._timeout
+        return _SEND(self._inner, request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class LoopbackRouter(DirectTransport):
+    """Sends every request to the simulator on 127.0.0.1:``port`` instead of its host (a
+    collection's ``*.evidence-bench.test`` addresses resolve nowhere); the page is recorded
+    under its own URL all the same."""
+
+    def __init__(self, port: int, *, timeout: float) -> None:
+        super().__init__(timeout=timeout)
+        self._port = port
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self._port)
+        return super().handle_request(request)
+
+
+class LivePages:
+    """A page source that fetches each URL once through ``client`` and keeps the record
+    (``record`` writes :attr:`records` to the page cassette)."""
+
+    def __init__(self, client: httpx.Client, known: Mapping[str, PageRecord] | None = None):
+        self._client = client
+        self.records: dict[str, PageRecord] = dict(known or {})
+        self._texts: dict[str, str | None] = {}
+
+    def page_text(self, url: str) -> str | None:
+        key = canonical_url(url)
+        if key not in self._texts:
+            if key not in self.records:
+                self.records[key] = fetch_page(self._client, url)
+            self._texts[key] = self.records[key].text()
+        return self._texts[key]
+
+
+def read_page_cassette(path: Path) -> tuple[dict[str, Any], dict[str, PageRecord]]:
+    """The header and the records (by canonical URL) of the page cassette at ``path``.
+
+    Raises ValueError saying what is wrong with it; OSError as the file system does.
+    """
+    data = path.read_bytes()
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not valid JSON ({exc})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("pages"), list):
+        raise ValueError("no 'pages' list")
+    records = {}
+    for index, entry in enumerate(document["pages"]):
+        record = _record(entry, f"pages[{index}]")
+        records[record.url] = record
+    header = {key: value for key, value in document.items() if key != "pages"}
+    return header, records
+
+
+def write_page_cassette(
+    path: Path,
+    records: Iterable[PageRecord],
+    *,
+    header: Mapping[str, Any],
+    secrets: Sequence[str] = (),
+) -> None:
+    """Write the page cassette: the records sorted by URL, every form of each secret
+    replaced, whole or not at all."""
+    pages = [record.to_json() for record in sorted(records, key=lambda r: r.url)]
+    text = json.dumps({**header, "format": FORMAT, "pages": pages}, indent=1, sort_keys=True)
+    # Scrub at the JSON level too: a body's key may be JSON-escaped in the file.
+    for form in secret_forms(secrets):
+        text = text.replace(form, KEY_PLACEHOLDER)
+    if any(secret and secret in text for secret in secrets):
+        raise WriteError(f"refusing to write {path}: it would hold the API key")
+    write_atomic(path, text + "\n")
+
+
+#: Extracted texts by (page cassette sha256, canonical URL): each page is extracted once
+#: per process, whichever store (or plan) asks.
+_TEXTS: dict[tuple[str, str], str | None] = {}
+_TEXTS_LOCK = threading.Lock()
+
+
+class PageStore:
+    """The pages of one query set's page cassette, replayed; a page it lacks is answered by
+    ``on_miss``: ``simulate`` fetches it from ``fallback`` (an in-process simulator
+    transport), ``skip`` reads it as failed, ``error`` stops naming the URL and the
+    ``record`` command."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        on_miss: OnMiss,
+        failure_rate: float | None = None,
+        fallback: Callable[[], httpx.BaseTransport] | None = None,
+        record_hint: str = "",
+    ) -> None:
+        self.path = directory / PAGES_NAME
+        self.on_miss = on_miss
+        self._failure_rate = failure_rate
+        self._fallback_factory = fallback
+        self._client: httpx.Client | None = None
+        self._hint = record_hint or RECORD_COMMAND
+        self._loaded: tuple[str, dict[str, PageRecord]] | None = None
+        self._misses: dict[str, PageRecord] = {}
+
+    def _load(self) -> tuple[str, dict[str, PageRecord]]:
+        if self._loaded is None:
+            self._loaded = self._verified()
+        return self._loaded
+
+    def _verified(self) -> tuple[str, dict[str, PageRecord]]:
+        again = f"record it with: {self._hint}"
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            if self.on_miss is OnMiss.ERROR:
+                raise ReplayMissError(
+                    f"no page cassette {self.path} for evidence=page; {again}"
+                ) from None
+            return "", {}  # every page a miss, answered by on_miss
+        except OSError as exc:
+            raise DataError(f"page cassette {self.path} cannot be read ({exc.strerror})") from exc
+        manifest = find_manifest(self.path.parent)
+        expected = read_page_entry(manifest, self._hint) if manifest else None
+        if manifest is None or expected is None:
+            raise DataError(
+                f"page cassette {self.path} cannot be verified: no manifest lists it; {again}"
+            )
+        sha = hashlib.sha256(data).hexdigest()
+        if sha != expected:
+            raise DataError(
+                f"page cassette {self.path} was changed since it was recorded (its sha256 "
+                f"differs from {manifest}); restore it, or delete it and {again}"
+            )
+        try:
+            header, records = read_page_cassette(self.path)
+        except ValueError as exc:
+            raise DataError(f"page cassette {self.path} is damaged ({exc}); {again}") from None
+        recorded = header.get("failure_rate")
+        if self._failure_rate is not None and recorded not in (None, self._failure_rate):
+            raise DataError(
+                f"page cassette {self.path} was recorded with pages.failure_rate={recorded}, "
+                f"the run asks pages.failure_rate={self._failure_rate}; set it, or {again}"
+            )
+        return sha, records
+
+    def _miss(self, url: str, key: str) -> PageRecord:
+        if self.on_miss is OnMiss.SIMULATE and self._fallback_factory is not None:
+            if key not in self._misses:
+                if self._client is None:
+                    self._client = httpx.Client(transport=self._fallback_factory())
+                self._misses[key] = fetch_page(self._client, url)
+            return self._misses[key]
+        if self.on_miss is OnMiss.SKIP or self.on_miss is OnMiss.SIMULATE:
+            return PageRecord(key, error="skipped")
+        raise ReplayMissError(
+            f"no recorded page for {url} in {self.path} (record mode none); "
+            f"record it with: {self._hint}"
+        )
+
+    def page_text(self, url: str) -> str | None:
+        """The page's extracted text, once per process and URL (None: the page failed)."""
+        sha, records = self._load()
+        key = canonical_url(url)
+        cache_key = (sha or f"missing:{self.path}", key)
+        with _TEXTS_LOCK:
+            if cache_key in _TEXTS:
+                return _TEXTS[cache_key]
+        record = records.get(key) or self._miss(url, key)
+        text = record.text()
+        with _TEXTS_LOCK:
+            _TEXTS[cache_key] = text
+        return text
