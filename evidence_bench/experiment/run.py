@@ -34,7 +34,7 @@ from evidence_bench.experiment.rundir import (
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
-from evidence_bench.experiment.store import TableBuilder, write_tables
+from evidence_bench.experiment.store import TableBuilder, as_stored, write_tables
 from evidence_bench.fixtures.cassettes import file_sha256
 from evidence_bench.fixtures.manifest import find_manifest
 from evidence_bench.seeding import derivation
@@ -194,7 +194,7 @@ def _perform(
     tables = builder.tables(query_set.qrels)
     per_query = tables.scores
     summary = summarize_scores(per_query, feedback, query_set.qrels)
-    tables = replace(tables, summary=summary)
+    tables = replace(tables, scores=as_stored(per_query, exact=plan.shards > 1), summary=summary)
     manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
         "package_version": _package_version(),

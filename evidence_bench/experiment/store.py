@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,8 +44,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EPISODE_KEYS",
     "RUN_KEYS",
+    "STORED_DIGITS",
     "TABLES",
     "RunTables",
+    "as_stored",
     "TableBuilder",
     "episode_records",
     "feedback_frame",
@@ -200,6 +203,26 @@ class TableBuilder:
             {"relevance": "int16"},
         )
         return RunTables(scores, marks, episodes, self._rankings, runs, trec_qrels)
+
+
+#: Significant digits of a stored per-query value (a shard's: all of them).
+STORED_DIGITS = 10
+
+
+def as_stored(scores: pd.DataFrame, *, exact: bool = False) -> pd.DataFrame:
+    """``scores`` with each value as a run stores it: to :data:`STORED_DIGITS` significant
+    digits, the value ``per_query.csv`` always held and the report, the gate and the
+    tuning have always read (the summary is computed from the exact values first); or
+    ``exact`` (a shard's, so its gathered summary is the unsharded run's)."""
+    if exact or scores.empty:
+        return scores
+    values = scores["value"].to_numpy(dtype=float)
+    # each distinct value rounded once, correctly (as printf's %.10g), then mapped back
+    distinct, where = np.unique(values, return_inverse=True)
+    rounded = np.array([float(f"{v:.{STORED_DIGITS}g}") for v in distinct.tolist()])
+    out = scores.copy()
+    out["value"] = rounded[where.reshape(-1)] if len(rounded) else values
+    return out
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:
