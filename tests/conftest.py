@@ -53,10 +53,10 @@ def tiny_collection(tmp_path: Path) -> Path:
     return write_tiny_collection(tmp_path / "tiny")
 
 
-def exported(run_dir: Path, *formats: str) -> Path:
-    """``run_dir`` with its interchange files written into it, as
+def exported(run_dir: Path, *formats: str, out: Path | None = None) -> Path:
+    """``run_dir`` (or ``out``) with the run's interchange files written into it, as
     ``python -m evidence_bench export RUN_DIR --format csv`` (and ``trec``) write them:
     ``per_query.csv``, ``summary.csv``, ``feedback.csv``, ``episodes.jsonl`` and ``trec/``."""
     for kind in formats or ("csv", "trec"):
-        export_run(run_dir, kind)
-    return run_dir
+        export_run(run_dir, kind, out)
+    return run_dir if out is None else out

@@ -61,7 +61,7 @@ def test_the_usage_lists_every_command_the_harness_dispatches(
         harness.main(["no-such-command"])
     dispatched = capsys.readouterr().err.split("commands: ", 1)[1].strip()
     assert _usage_commands() == dispatched.split(", ")
-    assert _usage_commands() == ["run", "record", "serve", "report", "gather", "check"]
+    assert _usage_commands() == ["run", "record", "serve", "report", "gather", "export", "check"]
 
 
 @pytest.mark.parametrize("command", _usage_commands())

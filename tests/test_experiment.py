@@ -18,8 +18,8 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episode import PARTNERS
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from tests.conftest import exported
 from evidence_bench.fixtures.record import record
+from tests.conftest import exported
 
 TREC_NAMES = {
     "nDCG@10": "ndcg_cut_10",

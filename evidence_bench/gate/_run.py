@@ -100,7 +100,10 @@ def read_run(run_dir: Path) -> RunFacts:
     config.yaml of ``run_dir``."""
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: not a run directory (no such directory)")
-    parquet = (run_dir / "summary.parquet").is_file() or not (run_dir / "summary.csv").exists()
+    # a directory holding the CSVs (written by hand, exported, or from before Parquet) is
+    # read from them
+    csvs = (run_dir / "summary.csv").exists() or (run_dir / "per_query.csv").exists()
+    parquet = (run_dir / "summary.parquet").is_file() or not csvs
     cells = _summary(*_read(run_dir, "summary", parquet))
     manifest = _manifest(run_dir / "manifest.json")
     configs = _table(run_dir / "configs.csv", ("config_id", "label"), ("config_id",))
