@@ -280,11 +280,37 @@ def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -
     return frame
 
 
-def _rankings(run_dir: Path) -> list[list[str]]:
-    frame = read_table(run_dir, "rankings")
-    if not (frame["ranking"].to_numpy() == range(len(frame))).all():
-        raise DataError(f"{run_dir / 'rankings.parquet'}: rankings are not numbered 0..n-1")
-    return [list(items) for items in frame["items"]]
+class _Rankings(Sequence[Sequence[str]]):
+    """``rankings.parquet``'s lists, each turned into Python only when asked for (the
+    report details a few configurations' episodes of tens of thousands)."""
+
+    def __init__(self, items: pa.ChunkedArray) -> None:
+        self._items = items.combine_chunks() if items.num_chunks != 1 else items.chunk(0)
+        self._cache: dict[int, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: int) -> list[str]:  # type: ignore[override]
+        found = self._cache.get(index)
+        if found is None:
+            found = self._cache[index] = self._items[index].as_py()
+        return found
+
+
+def _rankings(run_dir: Path) -> Sequence[Sequence[str]]:
+    path = run_dir / "rankings.parquet"
+    if not path.is_file():
+        read_table(run_dir, "rankings")  # the one-line error
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"{path}: cannot be read as Parquet: {exc}") from exc
+    if table.column_names[:2] != ["ranking", "items"] or not (
+        table["ranking"].to_numpy() == np.arange(table.num_rows)
+    ).all():
+        raise DataError(f"{path}: expected the columns ranking (0..n-1) and items")
+    return _Rankings(table["items"])
 
 
 def read_tables(run_dir: Path, only: Sequence[str] | None = None) -> RunTables:
