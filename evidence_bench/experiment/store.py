@@ -306,9 +306,10 @@ def _rankings(run_dir: Path) -> Sequence[Sequence[str]]:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: cannot be read as Parquet: {exc}") from exc
-    if table.column_names[:2] != ["ranking", "items"] or not (
-        table["ranking"].to_numpy() == np.arange(table.num_rows)
-    ).all():
+    if (
+        table.column_names[:2] != ["ranking", "items"]
+        or not (table["ranking"].to_numpy() == np.arange(table.num_rows)).all()
+    ):
         raise DataError(f"{path}: expected the columns ranking (0..n-1) and items")
     return _Rankings(table["items"])
 
