@@ -153,3 +153,24 @@ def test_a_failed_export_leaves_what_was_there(
         export_run(sweep, "csv", tmp_path)
     assert "\n" not in str(caught.value)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_the_gate_reads_the_tables_and_names_a_bad_row(sweep: Path, tmp_path: Path) -> None:
+    from evidence_bench.experiment.store import write_table
+    from evidence_bench.gate._run import read_run
+
+    run = tmp_path / "run"
+    shutil.copytree(sweep, run)
+    facts = read_run(run)
+    summary = read_table(run, "summary")
+    assert len(facts.cells) == len(summary)
+    cell = next(iter(facts.cells))
+    values = facts.values([cell])[cell]
+    assert len(values) == facts.cells[cell].n == 4
+    summary.loc[2, "mean"] = float("nan")
+    write_table(run / "summary.parquet", summary)
+    with pytest.raises(DataError) as caught:
+        read_run(run)
+    assert str(caught.value) == (
+        f"{run / 'summary.parquet'} row 3: mean is NaN or empty, not a finite number"
+    )

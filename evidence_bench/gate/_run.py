@@ -31,7 +31,7 @@ Cell = tuple[str, str, int, str, str, str]
 KEYS: tuple[str, ...] = tuple(SUMMARY_KEYS)
 _TEXT_KEYS = ("config_id", "policy", "stage", "eval_mode", "measure")
 _TRUE, _FALSE = frozenset({"true", "1"}), frozenset({"false", "0", ""})
-#: summary.csv and per_query.csv both print 10 significant digits: their means agree far
+#: The summary's means and the per-query values (10 significant digits): they agree far
 #: closer than this, unless one of them was edited or cut short.
 _AGREE = 1e-6
 
@@ -76,28 +76,29 @@ class RunFacts:
             cell = _cell(key)
             if cell in wanted:
                 found[cell] = dict(zip(group["query_id"], group["value"], strict=True))
-        where = self.path / (
-            "scores.parquet" if (self.path / "scores.parquet").is_file() else "per_query.csv"
-        )
+        parquet = (self.path / "scores.parquet").is_file()
+        where = self.path / ("scores.parquet" if parquet else "per_query.csv")
+        summary = "summary.parquet" if parquet else "summary.csv"
         for cell in cells:
             facts, values = self.cells[cell], found[cell]
             if len(values) != facts.n:
                 raise DataError(
                     f"{where} holds {len(values)} values for ({describe(cell)}), "
-                    f"summary.csv says n={facts.n}: the run files disagree"
+                    f"{summary} says n={facts.n}: the run files disagree"
                 )
             mean = math.fsum(values.values()) / len(values)
             if abs(mean - facts.mean) > _AGREE:
                 raise DataError(
-                    f"{where}: the mean of ({describe(cell)}) is {mean:.6f}, summary.csv "
+                    f"{where}: the mean of ({describe(cell)}) is {mean:.6f}, {summary} "
                     f"says {facts.mean:.6f}: the run files disagree"
                 )
         return found
 
 
 def read_run(run_dir: Path) -> RunFacts:
-    """Read and validate summary.csv, per_query.csv, manifest.json, configs.csv and
-    config.yaml of ``run_dir``."""
+    """Read and validate the summary and per-query values (``summary.parquet`` and
+    ``scores.parquet``, or ``summary.csv`` and ``per_query.csv``), manifest.json,
+    configs.csv and config.yaml of ``run_dir``."""
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: not a run directory (no such directory)")
     # a directory holding the CSVs (written by hand, exported, or from before Parquet) is
