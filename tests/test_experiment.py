@@ -371,7 +371,7 @@ def test_a_failed_run_leaves_no_partial_directory(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(run_module, "write_trec", broken)
+    monkeypatch.setattr(run_module, "write_tables", broken)
     with pytest.raises(WriteError, match="disk full"):
         run(recorded, tmp_path)
     runs = tmp_path / "runs" / "ci"
