@@ -1,4 +1,5 @@
-"""``python -m evidence_bench COMMAND``: run, record, serve, report, gather, check, livefetch.
+"""``python -m evidence_bench COMMAND``: run, record, serve, report, gather, export, check,
+livefetch.
 
 ``run`` and ``record`` take Hydra overrides (``+experiment=NAME``, ``ranker.beta=0.5``,
 ``--multirun``); ``__main__`` only wires configs to the plain functions that do the work.
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,7 @@ commands:
   serve collection=NAME [port=8765]    a Brave-compatible simulator on 127.0.0.1
   report RUN_DIR                       re-render RUN_DIR/report.html (or a multirun dir)
   gather SHARD_DIR...                  gather a run's shards (shards=N shard=i) into that run
+  export RUN_DIR --format csv|trec     write a run's CSVs or TREC runs and qrels [--out DIR]
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
   livefetch QUERY [--mode news] ...    fetch, extract, score and quote pages (LiveFetch)
 
@@ -246,6 +249,49 @@ def _gather(argv: list[str]) -> None:
     print(outcome.announce(), end="")
 
 
+def export_parser() -> argparse.ArgumentParser:
+    """``python -m evidence_bench export``'s options (the CLI reference shows them)."""
+    from evidence_bench.experiment.export import ExportFormat
+
+    parser = argparse.ArgumentParser(
+        prog="python -m evidence_bench export",
+        description=(
+            "Write a run's results in an interchange format: its CSVs (per_query.csv, "
+            "summary.csv, feedback.csv, episodes.jsonl) or its TREC runs and qrels (trec/)."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory to export")
+    parser.add_argument(
+        "--format",
+        required=True,
+        choices=[f.value for f in ExportFormat],
+        help="csv: the tables as CSV, as runs wrote them before Parquet; trec: trec/qrels.txt "
+        "and one gzipped TREC run per config, policy, round and stage",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help="where to write (default: RUN_DIR itself); created if missing",
+    )
+    return parser
+
+
+def _export(argv: list[str]) -> None:
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.export import export_run, written
+
+    args = export_parser().parse_args(argv)
+    target = Path(args.run_dir)
+    if not target.is_dir():
+        _fail(f"export: {target} is not a directory", 2)
+    try:
+        paths = export_run(target, args.format, args.out)
+    except EvidenceBenchError as exc:
+        _fail(f"export: {exc}")
+    print(written(paths), end="")
+
+
 def _check(argv: list[str]) -> None:
     from evidence_bench.gate import main as gate_main
 
@@ -274,12 +320,14 @@ def main(argv: list[str] | None = None) -> None:
         _report(rest)
     elif command == "gather":
         _gather(rest)
+    elif command == "export":
+        _export(rest)
     elif command == "check":
         _check(rest)
     elif command == "livefetch":
         _livefetch(rest)
     else:
-        commands = "run, record, serve, report, gather, check, livefetch"
+        commands = "run, record, serve, report, gather, export, check, livefetch"
         _fail(f"unknown command {command!r}; commands: {commands}", 2)
 
 

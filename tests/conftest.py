@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny BEIR collection that nobody here has seen before."""
+"""Shared fixtures: a tiny BEIR collection that nobody here has seen before, and a run's
+interchange files (``exported``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from evidence_bench.experiment.export import export_run
 
 TOPICS = {
     "wing": ["wing", "lift", "airfoil", "stall", "flap"],
@@ -48,3 +51,12 @@ def write_tiny_collection(root: Path, *, payload: str = "") -> Path:
 @pytest.fixture
 def tiny_collection(tmp_path: Path) -> Path:
     return write_tiny_collection(tmp_path / "tiny")
+
+
+def exported(run_dir: Path, *formats: str, out: Path | None = None) -> Path:
+    """``run_dir`` (or ``out``) with the run's interchange files written into it, as
+    ``python -m evidence_bench export RUN_DIR --format csv`` (and ``trec``) write them:
+    ``per_query.csv``, ``summary.csv``, ``feedback.csv``, ``episodes.jsonl`` and ``trec/``."""
+    for kind in formats or ("csv", "trec"):
+        export_run(run_dir, kind, out)
+    return run_dir if out is None else out

@@ -37,6 +37,7 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.report import load_run, render_report
 from evidence_bench.report.data import merge_runs
+from tests.conftest import exported
 
 # --- the canonical form, worked by hand ------------------------------------------------------
 
@@ -276,7 +277,7 @@ def _run(tmp_path: Path, name: str, *extra: str, rounds: int = 2, queries: int =
             *extra,
         ]
     )
-    return perform_run(cfg, text).path
+    return exported(perform_run(cfg, text).path)
 
 
 def _configs(*points: str) -> str:
@@ -378,7 +379,7 @@ def test_every_pair_of_the_rocchio_sweep_grid_differs_on_cranfield(tmp_path: Pat
             "report=false",
         ]
     )
-    run_dir = perform_run(cfg, text).path
+    run_dir = exported(perform_run(cfg, text).path, "csv")
     per_query = pd.read_csv(run_dir / "per_query.csv", dtype={"query_id": str})
     assert per_query["query_id"].nunique() == 30
     values = per_query.set_index(

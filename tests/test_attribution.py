@@ -14,11 +14,12 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.web.record import record
+from tests.conftest import exported
 
 
 def _per_query(overrides: list[str]) -> pd.DataFrame:
     cfg, text = compose([*overrides, "report=false", "progress=false"])
-    path = perform_run(cfg, text).path
+    path = exported(perform_run(cfg, text).path, "csv")
     return pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
 
 

@@ -2,9 +2,10 @@
 
 ``tests/data/before_refactor`` holds three small runs (a Rocchio sweep, every ranker on CACM,
 every simulated user over two rounds) captured by its ``capture.py`` from the code before the
-refactor. Each is run again here and every per-query value, feedback mark, summary row,
-paired comparison and ranking must be the same: equal as written, to the ten significant
-digits a run stores.
+refactor. Each is run again here, its tables exported as the files runs wrote then
+(``export --format csv`` and ``--format trec``), and every per-query value, feedback mark,
+summary row, paired comparison and ranking must be the same: equal as written, to the ten
+significant digits a CSV holds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.report.data import load_run
 from evidence_bench.report.tables import summary_rows
+from tests.conftest import exported
 
 BEFORE = Path(__file__).parent / "data" / "before_refactor"
 RUNS: dict[str, list[str]] = runpy.run_path(str(BEFORE / "capture.py"), run_name="golden")["RUNS"]
@@ -46,7 +48,7 @@ def run(
 ) -> tuple[str, Path]:
     runs = tmp_path_factory.mktemp(request.param)
     cfg, text = compose([*RUNS[request.param], f"runs_dir={runs}", "progress=false", "workers=1"])
-    return request.param, Path(perform_run(cfg, text).path)
+    return request.param, exported(Path(perform_run(cfg, text).path))
 
 
 def test_files_are_unchanged(run: tuple[str, Path]) -> None:

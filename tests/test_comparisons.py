@@ -23,6 +23,7 @@ from evidence_bench.evaluation.comparisons import (
 from evidence_bench.evaluation.statistics import holm, randomization_test
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
+from tests.conftest import exported
 
 RERANK = Comparison("rerank", "control", ("initial", "control", "rerank"))
 
@@ -176,7 +177,7 @@ def cranfield15(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
         "progress=false",
     ]
     cfg, text = compose(overrides)
-    path = perform_run(cfg, text).path
+    path = exported(perform_run(cfg, text).path, "csv")
     return pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
 
 
@@ -265,7 +266,8 @@ def cacm(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
         "progress=false",
     ]
     cfg, text = compose(overrides)
-    return pd.read_csv(perform_run(cfg, text).path / "per_query.csv", dtype={"query_id": str})
+    path = exported(perform_run(cfg, text).path, "csv")
+    return pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
 
 
 def test_cacm_statistics_against_scipy(cacm: pd.DataFrame) -> None:

@@ -63,7 +63,7 @@ def test_the_usage_lists_every_command_the_harness_dispatches(
     dispatched = capsys.readouterr().err.split("commands: ", 1)[1].strip()
     assert _usage_commands() == dispatched.split(", ")
     assert _usage_commands() == [
-        "run", "record", "serve", "report", "gather", "check", "livefetch"
+        "run", "record", "serve", "report", "gather", "export", "check", "livefetch"
     ]  # fmt: skip
 
 

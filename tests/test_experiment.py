@@ -19,6 +19,7 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.protocol.episode import PARTNERS
 from evidence_bench.web.record import record
+from tests.conftest import exported
 
 TREC_NAMES = {
     "nDCG@10": "ndcg_cut_10",
@@ -51,8 +52,9 @@ def record_all(collection: Path, tmp_path: Path, *extra: str) -> None:
 
 
 def run(collection: Path, tmp_path: Path, *extra: str) -> Path:
+    """A run, with its interchange files exported into it (``export --format csv|trec``)."""
     cfg, text = compose(overrides(collection, tmp_path, *extra))
-    return perform_run(cfg, text).path
+    return exported(perform_run(cfg, text).path)
 
 
 @pytest.fixture
@@ -92,9 +94,15 @@ def test_replay_opens_no_socket_and_needs_no_simulator(
 
 
 def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
-    path = run(recorded, tmp_path)
-    for name in ("config.yaml", "manifest.json", "per_query.csv", "configs.csv", "summary.csv",
-                 "feedback.csv", "episodes.jsonl", "documents.jsonl", "qrels.csv", "queries.csv",
+    cfg, text = compose(overrides(recorded, tmp_path))
+    path = perform_run(cfg, text).path
+    assert sorted(p.name for p in path.iterdir()) == [
+        "config.yaml", "configs.csv", "documents.jsonl", "episodes.parquet", "feedback.parquet",
+        "manifest.json", "qrels.csv", "queries.csv", "rankings.parquet", "runs.parquet",
+        "scores.parquet", "summary.parquet", "trec_qrels.parquet",
+    ]  # fmt: skip
+    exported(path)
+    for name in ("per_query.csv", "summary.csv", "feedback.csv", "episodes.jsonl",
                  "trec/qrels.txt"):  # fmt: skip
         assert (path / name).is_file(), name
     per_query = pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
@@ -138,8 +146,10 @@ def test_two_runs_are_identical_whatever_the_workers(recorded: Path, tmp_path: P
     first = run(recorded, tmp_path)
     second = run(recorded, tmp_path, "workers=2")
     assert first != second
-    for name in ("per_query.csv", "summary.csv", "feedback.csv", "episodes.jsonl",
-                 "documents.jsonl", "configs.csv", "trec/c00.noisy.r2.expand.run.gz"):  # fmt: skip
+    for name in ("scores.parquet", "summary.parquet", "feedback.parquet", "episodes.parquet",
+                 "rankings.parquet", "runs.parquet", "per_query.csv", "summary.csv",
+                 "feedback.csv", "episodes.jsonl", "documents.jsonl", "configs.csv",
+                 "trec/c00.noisy.r2.expand.run.gz"):  # fmt: skip
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
@@ -361,7 +371,7 @@ def test_a_failed_run_leaves_no_partial_directory(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(run_module, "write_trec", broken)
+    monkeypatch.setattr(run_module, "write_tables", broken)
     with pytest.raises(WriteError, match="disk full"):
         run(recorded, tmp_path)
     runs = tmp_path / "runs" / "ci"

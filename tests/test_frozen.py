@@ -38,6 +38,7 @@ from evidence_bench.protocol.episode import Judgments, frozen_order, run_episode
 from evidence_bench.report import analyze, load_run, render_report, summary_table
 from evidence_bench.report.data import RunData
 from evidence_bench.users.policies import Mark, OraclePolicy, UserPolicy
+from tests.conftest import exported
 
 TREC_NAMES = {
     "nDCG@10": "ndcg_cut_10",
@@ -469,7 +470,7 @@ def _run(runs_dir: Path, *extra: str) -> Path:
             *extra,
         ]
     )
-    return perform_run(cfg, text).path
+    return exported(perform_run(cfg, text).path)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import yaml
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.gate import main
+from tests.conftest import exported
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "baselines" / "ci.yaml"
@@ -27,7 +28,7 @@ def run_ci(tmp_path: Path, *extra: str) -> Path:
             *extra,
         ]
     )
-    return perform_run(cfg, text).path
+    return exported(perform_run(cfg, text).path, "csv")
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ from evidence_bench.users.policies import (
     PositiveOnlyPolicy,
     RandomPolicy,
 )
+from tests.conftest import exported
 
 ZERO = dict.fromkeys(COUNTED, 0)
 
@@ -110,7 +111,9 @@ def cranfield_run(tmp_path: Path, *extra: str) -> RunOutcome:
             *extra,
         ]
     )
-    return perform_run(cfg, text)
+    outcome = perform_run(cfg, text)
+    exported(outcome.path, "csv")
+    return outcome
 
 
 def counts_of(manifest: dict[str, Any], policy: str) -> dict[str, int]:

@@ -41,6 +41,7 @@ from evidence_bench.report import (
     summary_table,
 )
 from evidence_bench.report.data import load_episodes
+from tests.conftest import exported
 
 TRIALS = 400
 ROOT = Path(__file__).resolve().parents[1]
@@ -1143,7 +1144,7 @@ def cranfield15(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
         "progress=false",
     ]
     cfg, text = compose(overrides)
-    run_dir = perform_run(cfg, text).path
+    run_dir = exported(perform_run(cfg, text).path, "csv")
     html = render_report(run_dir, trials=TRIALS).read_text("utf-8")
     return Rendered(run_dir, html, parse(html))
 

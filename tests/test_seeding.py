@@ -21,6 +21,7 @@ from evidence_bench.engine.base import Label
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.protocol.episode import _shuffled
 from evidence_bench.seeding import derivation, derived_random, derived_seed
+from tests.conftest import exported
 
 ROOT = Path(evidence_bench.__file__).resolve().parents[1]
 
@@ -75,7 +76,7 @@ def _run(runs: Path, seed: int, hash_seed: str) -> Path:
         capture_output=True, text=True, env=env, check=True, cwd=ROOT,
     )  # fmt: skip
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("run: "))
-    return Path(line.removeprefix("run: "))
+    return exported(Path(line.removeprefix("run: ")))
 
 
 def _ranking(path: Path, policy: str, stage: str) -> dict[str, list[str]]:
@@ -93,7 +94,8 @@ def test_on_cranfield_the_seed_resamples_shuffled_and_repeats_across_processes(
     first = _run(tmp_path / "a", seed=0, hash_seed="1")
     again = _run(tmp_path / "b", seed=0, hash_seed="2")
     other = _run(tmp_path / "c", seed=1, hash_seed="1")
-    for name in ("per_query.csv", "feedback.csv", "trec/c00.oracle.r1.shuffled.run.gz"):
+    for name in ("scores.parquet", "feedback.parquet", "per_query.csv", "feedback.csv",
+                 "trec/c00.oracle.r1.shuffled.run.gz"):  # fmt: skip
         assert (first / name).read_bytes() == (again / name).read_bytes(), name
     # the oracle judges without chance: its marks and its rerank do not move with the seed
     assert _ranking(first, "oracle", "rerank") == _ranking(other, "oracle", "rerank")

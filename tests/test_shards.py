@@ -28,13 +28,15 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.rundir import write_csv
 from evidence_bench.experiment.shards import shard_slice
+from tests.conftest import exported
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The manifest entries a gathered run may differ in from the unsharded run, and no other.
 VOLATILE = {"created", "run_id", "wall_time_s", "gathered"}
 DATA_FILES = (
-    "config.yaml", "per_query.csv", "summary.csv", "configs.csv", "feedback.csv",
-    "episodes.jsonl", "documents.jsonl", "qrels.csv", "queries.csv", "trec/qrels.txt",
+    "config.yaml", "scores.parquet", "summary.parquet", "configs.csv", "feedback.parquet",
+    "episodes.parquet", "rankings.parquet", "runs.parquet", "trec_qrels.parquet",
+    "documents.jsonl", "qrels.csv", "queries.csv",
 )  # fmt: skip
 
 
@@ -138,7 +140,6 @@ def assert_same_run(gathered: Path, whole: Path) -> None:
     mine, theirs = files(gathered), files(whole)
     assert sorted(mine) == sorted(theirs)
     assert set(DATA_FILES) <= set(mine)
-    assert any(name.startswith("trec/") and name.endswith(".run.gz") for name in mine)
     for name in mine:
         if name not in ("manifest.json", "report.html"):
             assert mine[name] == theirs[name], name
@@ -196,7 +197,8 @@ def test_each_shard_holds_its_slice_and_is_marked(sharded: Sharded) -> None:
         entry = manifest(shard)["shard"]
         expected = shard_slice(whole, count, index)
         assert entry == {"index": index, "count": count, "queries": len(expected), "of": len(whole)}
-        per_query = pd.read_csv(shard / "per_query.csv", dtype={"query_id": str})
+        csv = exported(shard, "csv", out=shard.parent / f"{shard.name}-csv")
+        per_query = pd.read_csv(csv / "per_query.csv", dtype={"query_id": str})
         assert list(dict.fromkeys(per_query["query_id"])) == expected
         assert not (shard / "report.html").exists()  # partial numbers: no report of its own
 
@@ -206,7 +208,9 @@ def test_summary_and_label_counts_come_from_every_query_not_from_shard_means(
 ) -> None:
     # the shards' mean nDCG@10 of the first stage, per shard, and the whole run's
     def initial(run: Path) -> pd.Series:
-        summary = pd.read_csv(run / "summary.csv")
+        summary = pd.read_csv(
+            exported(run, "csv", out=run.parent / f"{run.name}-csv") / "summary.csv"
+        )
         cell = summary[
             (summary["stage"] == "initial") & (summary["eval_mode"] == "full")
             & (summary["measure"] == "nDCG@10") & (summary["round"] == 0)

@@ -20,6 +20,7 @@ from evidence_bench.experiment.tune import perform_tune
 from evidence_bench.experiment.tune.folds import assign_folds, deal
 from evidence_bench.experiment.tune.plan import plan_tuning
 from evidence_bench.experiment.tune.search import CrossValidation, SearchSpace, cross_validate
+from tests.conftest import exported
 
 ROOT = Path(__file__).resolve().parents[1]
 CRANFIELD = {"name": "cranfield", "path": "collections/cranfield", "cassettes": "x"}
@@ -169,8 +170,9 @@ def test_the_search_is_deterministic_for_a_seed() -> None:
 # -- a real tuning run on Cranfield ---------------------------------------------------------
 
 FILES = (
-    "tuning.csv", "folds.csv", "heldout.csv", "per_query.csv", "summary.csv", "configs.csv",
-    "feedback.csv", "episodes.jsonl", "documents.jsonl", "qrels.csv", "queries.csv",
+    "tuning.csv", "folds.csv", "heldout.csv", "scores.parquet", "summary.parquet",
+    "configs.csv", "feedback.parquet", "episodes.parquet", "documents.jsonl", "qrels.csv",
+    "queries.csv",
 )  # fmt: skip
 
 
@@ -255,7 +257,8 @@ def test_held_out_gains_match_an_independent_recomputation(tuned: Path) -> None:
     heldout = pd.read_csv(tuned / "heldout.csv", dtype={"query_id": str})
     gains = _gains(heldout)
     # heldout.csv is per_query.csv's expand and deep_control (residual nDCG@10, round 1)
-    pq = pd.read_csv(tuned / "per_query.csv", dtype={"query_id": str, "config_id": str})
+    csv = exported(tuned, "csv", out=tuned.parent / f"{tuned.name}-csv")
+    pq = pd.read_csv(csv / "per_query.csv", dtype={"query_id": str, "config_id": str})
     cell = pq[(pq["round"] == 1) & (pq["eval_mode"] == "residual") & (pq["measure"] == "nDCG@10")]
     wide = cell.pivot_table(
         index=["config_id", "query_id"], columns="stage", values="value", aggfunc="first"

@@ -3,7 +3,7 @@
 The gathered run is written by the code that writes an unsharded run (:func:`perform_run`),
 from the shards' outputs read back from their files instead of replayed. So every file is
 the unsharded run's: per-query rows are concatenated in query order, and what is derived
-from them (``summary.csv``, the manifest's exclusions and label counts) is computed again
+from them (the summary, the manifest's exclusions and label counts) is computed again
 from all of them, never averaged over shards. Its manifest differs from the unsharded run's
 only in ``run_id``, ``created``, ``wall_time_s`` (the gathering's) and ``gathered`` (the
 shards: where each is, its run id and wall time).
@@ -17,25 +17,29 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
 from evidence_bench.collections.queryset import load_query_set
 from evidence_bench.errors import DataError
-from evidence_bench.evaluation.trec import read_run
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import RunOutcome, perform_run
-from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
+from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS
 from evidence_bench.experiment.runner import QueryOutput
 from evidence_bench.experiment.shards import Gathered, shard_slice
+from evidence_bench.experiment.store import (
+    RunTables,
+    episode_records,
+    feedback_frame,
+    read_tables,
+    trec_runs,
+)
 from evidence_bench.report.data import read_jsonl
 
 __all__ = ["EXECUTION_KEYS", "find_shards", "gather_shards"]
@@ -161,48 +165,15 @@ def _rows(path: Path, header: Sequence[str]) -> Iterable[list[str]]:
 
 
 def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
-    """The shard's :class:`QueryOutput`\\ s, read back from its files, in query order.
+    """The shard's :class:`QueryOutput`\\ s, read back from its tables, in query order.
 
     Counts the run only sums (requests, skipped expands, ...) are the shard's totals, given
     to its first query; documents too, in the order first seen."""
-    outs = {qid: QueryOutput(qid) for qid in query_ids}
-
-    def out(query_id: str, where: Path) -> QueryOutput:
-        if query_id not in outs:
-            raise DataError(f"{where}: query {query_id!r} is not one of {shard.name}'s queries")
-        return outs[query_id]
-
-    path = shard.path / "per_query.csv"
-    next(iter(_rows(path, PER_QUERY_COLUMNS)), None)  # the header, checked; pandas reads faster
-    # values as text, each to a float by Python, which reads a repr back exactly (pandas'
-    # own parser need not: it is only "high" precision before pandas 3)
-    text = {c: "str" for c in PER_QUERY_COLUMNS if c != "round"}
-    frame = pd.read_csv(path, dtype={**text, "round": "int64"}, keep_default_na=False)
-    values = [float(v) if v else math.nan for v in frame["value"].tolist()]
-    columns = [frame[c].tolist() for c in PER_QUERY_COLUMNS[:-1]]
-    for config_id, policy, query_id, round_, stage, mode, measure, value in zip(
-        *columns, values, strict=True
-    ):
-        out(query_id, path).scores.append(
-            (config_id, policy, query_id, round_, stage, mode, measure, value)
-        )
-    path = shard.path / "feedback.csv"
-    for cid, policy, qid, round_, doc_id, label, url, rank in _rows(path, FEEDBACK_COLUMNS):
-        out(qid, path).feedback.append(
-            (cid, policy, qid, int(round_), doc_id, label, url, int(rank))
-        )
-    path = shard.path / "episodes.jsonl"
-    for episode in _jsonl(path):
-        out(str(episode.get("query_id")), path).episodes.append(episode)
-    first = outs[query_ids[0]]
-    for document in _jsonl(shard.path / "documents.jsonl"):
-        evidence = Evidence(document["title"], document["url"], document["snippet"])
-        first.documents.setdefault(evidence.key, evidence)
-    for path in sorted((shard.path / "trec").glob("*.run.gz")):
-        config_id, policy, round_, stage = _run_name(path)
-        for query_id, scores in read_run(path).items():
-            ranking = sorted(scores, key=lambda doc: -scores[doc])
-            out(query_id, path).rankings[(config_id, policy, round_, stage)] = ranking
+    documents = (
+        Evidence(d["title"], d["url"], d["snippet"]) for d in _jsonl(shard.path / "documents.jsonl")
+    )
+    outputs = _query_outputs(shard, read_tables(shard.path), query_ids, documents)
+    first = outputs[0]
     replay = shard.manifest.get("replay") or {}
     first.requests = Counter(
         {k: int(replay.get(k, 0)) for k in ("replayed", "simulated", "skipped")}
@@ -210,15 +181,44 @@ def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
     first.skipped_expands = int(replay.get("skipped_expand_stages", 0))
     first.no_usable_feedback = int(shard.manifest.get("no_usable_feedback", 0))
     first.missing_dates = int(shard.manifest.get("missing_dates", 0))
+    return outputs
+
+
+def _query_outputs(
+    shard: _Shard, tables: RunTables, query_ids: Sequence[str], documents: Iterable[Evidence] = ()
+) -> list[QueryOutput]:
+    """The tables as the :class:`QueryOutput`\\ s they were built from, one per query in
+    ``query_ids`` order (a shard's, read back to be gathered); ``documents`` go to the
+    first. A row of another query is a :class:`DataError` naming the shard's table."""
+    outs = {qid: QueryOutput(qid) for qid in query_ids}
+
+    def out(query_id: str, table: str) -> QueryOutput:
+        if query_id not in outs:
+            raise DataError(
+                f"{shard.path / table}.parquet: query {query_id!r} is not one of "
+                f"{shard.name}'s queries"
+            )
+        return outs[query_id]
+
+    scores = tables.scores
+    for row in zip(*(scores[c].tolist() for c in PER_QUERY_COLUMNS), strict=True):
+        cid, policy, qid, round_, stage, mode, measure, value = row
+        out(str(qid), "scores").scores.append(
+            (str(cid), str(policy), str(qid), int(round_), str(stage), str(mode), str(measure),
+             float(value))
+        )  # fmt: skip
+    for row in feedback_frame(tables):
+        out(row[2], "feedback").feedback.append(row)
+    for episode in episode_records(tables):
+        out(episode["query_id"], "episodes").episodes.append(episode)
+    for (cid, policy, round_, stage), run in trec_runs(tables).items():
+        for qid, ranking in run.items():
+            out(qid, "runs").rankings[(cid, policy, round_, stage)] = ranking
+    if query_ids:
+        first = outs[query_ids[0]]
+        for evidence in documents:
+            first.documents.setdefault(evidence.key, evidence)
     return [outs[qid] for qid in query_ids]
-
-
-def _run_name(path: Path) -> tuple[str, str, int, str]:
-    """``c00.oracle.r1.rerank.run.gz`` -> (config_id, policy, round, stage)."""
-    parts = path.name.removesuffix(".run.gz").split(".")
-    if len(parts) != 4 or not parts[2][1:].isdigit():
-        raise DataError(f"{path}: not a run file name (<config>.<policy>.r<round>.<stage>.run.gz)")
-    return parts[0], parts[1], int(parts[2][1:]), parts[3]
 
 
 def _jsonl(path: Path) -> Iterable[dict[str, Any]]:

@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,19 +26,16 @@ from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.rundir import (
-    FEEDBACK_COLUMNS,
-    PER_QUERY_COLUMNS,
     RunDirectory,
     new_run_id,
     summarize_scores,
-    write_csv,
     write_json,
     write_jsonl,
     write_rows,
-    write_trec,
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
+from evidence_bench.experiment.store import TableBuilder, as_stored, write_tables
 from evidence_bench.seeding import derivation
 from evidence_bench.users.labels import label_summary, label_warnings
 from evidence_bench.users.policies import UserPolicy
@@ -174,21 +172,16 @@ def _perform(
         tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
         outputs = tqdm(outputs, total=len(query_ids), desc=plan.experiment, unit="query")
 
-    scores: list[tuple[Any, ...]] = []
-    feedback: list[tuple[Any, ...]] = []
-    episodes: list[dict[str, Any]] = []
+    collection = query_set.collection
+    builder = TableBuilder()
     documents: dict[str, Any] = {}
-    rankings: dict[tuple[str, str, int, str], dict[str, list[str]]] = {}
     requests: Counter[str] = Counter()
-    skipped = no_feedback = missing_dates = replayed_initials = judged_hits = 0
+    episodes = skipped = no_feedback = missing_dates = replayed_initials = judged_hits = 0
     for out in outputs:
-        scores.extend(out.scores)
-        feedback.extend(out.feedback)
-        episodes.extend(out.episodes)
+        builder.add(out)
+        episodes += len(out.episodes)
         for key, evidence in out.documents.items():
             documents.setdefault(key, evidence)
-        for run_key, keys in out.rankings.items():
-            rankings.setdefault(run_key, {})[out.query_id] = keys
         requests.update(out.requests)
         skipped += out.skipped_expands
         no_feedback += out.no_usable_feedback
@@ -198,11 +191,11 @@ def _perform(
     if replayed_initials and not judged_hits:
         raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
 
-    per_query = pd.DataFrame(scores, columns=PER_QUERY_COLUMNS)
-    summary = summarize_scores(
-        per_query, pd.DataFrame(feedback, columns=FEEDBACK_COLUMNS), query_set.qrels
-    )
-    collection = query_set.collection
+    feedback = builder.feedback()
+    tables = builder.tables(query_set.qrels)
+    per_query = tables.scores
+    summary = summarize_scores(per_query, feedback, query_set.qrels)
+    tables = replace(tables, scores=as_stored(per_query, exact=plan.shards > 1), summary=summary)
     manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
         "package_version": _package_version(),
@@ -227,7 +220,7 @@ def _perform(
         "queries": len(query_ids),
         "queries_truncated": query_set.truncated,
         "queries_without_relevant": query_set.unjudged,
-        "episodes": len(episodes),
+        "episodes": episodes,
         "replay": {
             "replayed": requests["replayed"],
             "simulated": requests["simulated"],
@@ -237,7 +230,10 @@ def _perform(
         },
         "excluded": _excluded(per_query, len(query_ids)),
         "no_usable_feedback": no_feedback,
-        "labels": label_summary(((r[0], r[1], r[3], r[5]) for r in feedback), users),
+        "labels": label_summary(
+            feedback[["config_id", "policy", "round", "label"]].itertuples(index=False, name=None),
+            users,
+        ),
         "sweep": {"params": list(plan.swept)},
         # Configs asked for and distinct configs run; an alias's results are its target's.
         "configs": {
@@ -260,8 +256,7 @@ def _perform(
 
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
-        write_csv(tmp / "per_query.csv", per_query, exact=plan.shards > 1)
-        write_csv(tmp / "summary.csv", summary)
+        write_tables(tmp, tables)
         params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
         write_rows(
             tmp / "configs.csv",
@@ -280,8 +275,6 @@ def _perform(
                 for e in plan.asked
             ),
         )
-        write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, feedback)
-        write_jsonl(tmp / "episodes.jsonl", episodes)
         doc_id = collection.doc_id_for
         write_jsonl(
             tmp / "documents.jsonl",
@@ -305,7 +298,6 @@ def _perform(
             ),
         )
         write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
-        write_trec(tmp / "trec", query_set.qrels, rankings)
         manifest["run_id"] = target.final.name
         manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
@@ -316,7 +308,8 @@ def _perform(
         elif cfg.get("report", True):
             from evidence_bench.report import analyze, load_run, render_report, summary_table
 
-            analysis = analyze(load_run(tmp))  # the statistics, once for both renderings
+            # the frames just computed, not read back; the statistics once for both renderings
+            analysis = analyze(load_run(tmp, tables=tables))
             render_report(analysis)
             terminal = summary_table(analysis)
         else:  # no summary table, but a policy that gave no labels of a kind is still said

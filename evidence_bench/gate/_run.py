@@ -22,6 +22,7 @@ import yaml
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS, SUMMARY_KEYS
+from evidence_bench.experiment.store import read_table
 
 __all__ = ["KEYS", "Cell", "CellFacts", "RunFacts", "describe", "read_run"]
 
@@ -30,7 +31,7 @@ Cell = tuple[str, str, int, str, str, str]
 KEYS: tuple[str, ...] = tuple(SUMMARY_KEYS)
 _TEXT_KEYS = ("config_id", "policy", "stage", "eval_mode", "measure")
 _TRUE, _FALSE = frozenset({"true", "1"}), frozenset({"false", "0", ""})
-#: summary.csv and per_query.csv both print 10 significant digits: their means agree far
+#: The summary's means and the per-query values (10 significant digits): they agree far
 #: closer than this, unless one of them was edited or cut short.
 _AGREE = 1e-6
 
@@ -75,29 +76,36 @@ class RunFacts:
             cell = _cell(key)
             if cell in wanted:
                 found[cell] = dict(zip(group["query_id"], group["value"], strict=True))
-        where = self.path / "per_query.csv"
+        parquet = (self.path / "scores.parquet").is_file()
+        where = self.path / ("scores.parquet" if parquet else "per_query.csv")
+        summary = "summary.parquet" if parquet else "summary.csv"
         for cell in cells:
             facts, values = self.cells[cell], found[cell]
             if len(values) != facts.n:
                 raise DataError(
                     f"{where} holds {len(values)} values for ({describe(cell)}), "
-                    f"summary.csv says n={facts.n}: the run files disagree"
+                    f"{summary} says n={facts.n}: the run files disagree"
                 )
             mean = math.fsum(values.values()) / len(values)
             if abs(mean - facts.mean) > _AGREE:
                 raise DataError(
-                    f"{where}: the mean of ({describe(cell)}) is {mean:.6f}, summary.csv "
+                    f"{where}: the mean of ({describe(cell)}) is {mean:.6f}, {summary} "
                     f"says {facts.mean:.6f}: the run files disagree"
                 )
         return found
 
 
 def read_run(run_dir: Path) -> RunFacts:
-    """Read and validate summary.csv, per_query.csv, manifest.json, configs.csv and
-    config.yaml of ``run_dir``."""
+    """Read and validate the summary and per-query values (``summary.parquet`` and
+    ``scores.parquet``, or ``summary.csv`` and ``per_query.csv``), manifest.json,
+    configs.csv and config.yaml of ``run_dir``."""
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: not a run directory (no such directory)")
-    cells = _summary(run_dir / "summary.csv")
+    # a directory holding the CSVs (written by hand, exported, or from before Parquet) is
+    # read from them
+    csvs = (run_dir / "summary.csv").exists() or (run_dir / "per_query.csv").exists()
+    parquet = (run_dir / "summary.parquet").is_file() or not csvs
+    cells = _summary(*_read(run_dir, "summary", parquet))
     manifest = _manifest(run_dir / "manifest.json")
     configs = _table(run_dir / "configs.csv", ("config_id", "label"), ("config_id",))
     labels = dict(zip(configs["config_id"], configs["label"], strict=True))
@@ -107,13 +115,18 @@ def read_run(run_dir: Path) -> RunFacts:
         manifest=manifest,
         labels=labels,
         primary_measure=_primary_measure(run_dir / "config.yaml"),
-        per_query=_per_query(run_dir / "per_query.csv"),
+        per_query=_per_query(*_read(run_dir, "scores" if parquet else "per_query", parquet)),
     )
 
 
 def _cell(key: Sequence[Any]) -> Cell:
     config_id, policy, round_, stage, mode, measure = key
     return (str(config_id), str(policy), int(round_), str(stage), str(mode), str(measure))
+
+
+def _at(path: Path, line: object) -> str:
+    """Where a field is: a CSV's line, a Parquet table's row (1 is the first)."""
+    return f"{path} {'row' if path.suffix == '.parquet' else 'line'} {line}"
 
 
 def _file(path: Path) -> Path:
@@ -144,13 +157,13 @@ def _table(path: Path, required: Sequence[str], names: Sequence[str] = ()) -> pd
         for row in reader:
             if len(row) != len(header or ()):
                 raise DataError(
-                    f"{path} line {reader.line_num}: {len(row)} fields, the header has "
+                    f"{_at(path, reader.line_num)}: {len(row)} fields, the header has "
                     f"{len(header or ())}"
                 )
             rows.append(row)
             lines.append(reader.line_num)
     except csv.Error as exc:
-        raise DataError(f"{path} line {reader.line_num}: not readable as CSV ({exc})") from exc
+        raise DataError(f"{_at(path, reader.line_num)}: not readable as CSV ({exc})") from exc
     if not header:
         raise DataError(f"{path}: empty (no header, no rows)")
     repeated = [column for column in header if header.count(column) > 1]
@@ -164,11 +177,11 @@ def _table(path: Path, required: Sequence[str], names: Sequence[str] = ()) -> pd
     frame = pd.DataFrame(rows, columns=header, index=lines, dtype=str)
     again = frame.index[(frame == pd.Series(header, index=header)).all(axis=1)]
     if len(again):
-        raise DataError(f"{path} line {again[0]}: repeats the header (a file written twice?)")
+        raise DataError(f"{_at(path, again[0])}: repeats the header (a file written twice?)")
     for column in names:
         empty = frame.index[frame[column].str.strip() == ""]
         if len(empty):
-            raise DataError(f"{path} line {empty[0]}: {column} is empty")
+            raise DataError(f"{_at(path, empty[0])}: {column} is empty")
     return frame
 
 
@@ -187,8 +200,8 @@ def _numbers(frame: pd.DataFrame, path: Path, column: str, *, whole: bool = Fals
         text = str(frame.at[bad[0], column])
         what = "a whole number" if whole else "a finite number"
         if text.strip().lower() in ("", "nan", "-nan", "+nan"):
-            raise DataError(f"{path} line {bad[0]}: {column} is NaN or empty, not {what}")
-        raise DataError(f"{path} line {bad[0]}: {column} {text!r} is not {what}")
+            raise DataError(f"{_at(path, bad[0])}: {column} is NaN or empty, not {what}")
+        raise DataError(f"{_at(path, bad[0])}: {column} {text!r} is not {what}")
     return values
 
 
@@ -199,7 +212,7 @@ def _flags(frame: pd.DataFrame, path: Path, column: str) -> pd.Series:
     bad = frame.index[~raw.isin(_TRUE | _FALSE)]
     if len(bad):
         text = frame.at[bad[0], column]
-        raise DataError(f"{path} line {bad[0]}: {column} {text!r} is not True or False")
+        raise DataError(f"{_at(path, bad[0])}: {column} {text!r} is not True or False")
     return raw.isin(_TRUE)
 
 
@@ -210,16 +223,49 @@ def _no_repeats(frame: pd.DataFrame, path: Path, keys: Sequence[str], what: str)
         row = frame.loc[line, list(keys)]
         first = frame.index[(frame[list(keys)] == row).all(axis=1)][0]
         named = ", ".join(f"{key}={row[key]}" for key in keys)
-        raise DataError(f"{path} line {line}: repeats the {what} of line {first} ({named})")
+        raise DataError(f"{_at(path, line)}: repeats the {what} of line {first} ({named})")
 
 
-def _summary(path: Path) -> dict[Cell, CellFacts]:
-    frame = _table(path, (*KEYS, "n", "mean"), _TEXT_KEYS)
+_REQUIRED = {"summary": ((*KEYS, "n", "mean"), _TEXT_KEYS)}
+
+
+def _read(run_dir: Path, name: str, parquet: bool) -> tuple[pd.DataFrame, Path]:
+    """``name`` (summary, scores or per_query) as a frame of text, indexed by line (CSV)
+    or row (Parquet), and its path. Runs write ``summary.parquet`` and ``scores.parquet``;
+    a directory holding ``summary.csv`` instead (written by hand, or exported) is read
+    from its CSVs."""
+    required, names = _REQUIRED.get(name, (PER_QUERY_COLUMNS, (*_TEXT_KEYS, "query_id")))
+    if not parquet:
+        path = run_dir / f"{name}.csv"
+        return _table(path, required, names), path
+    path = run_dir / f"{name}.parquet"
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a file")
+    if not path.is_file():
+        raise DataError(f"{run_dir}: not a complete run directory (no {path.name})")
+    table = read_table(run_dir, name, None)
+    missing = [column for column in required if column not in table.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
+    if table.empty:
+        raise DataError(f"{path}: no rows")
+    frame = pd.DataFrame(
+        {c: table[c].astype(str).to_numpy() for c in table.columns},
+        index=range(1, len(table) + 1),
+    )
+    for column in names:
+        empty = frame.index[frame[column].str.strip() == ""]
+        if len(empty):
+            raise DataError(f"{_at(path, empty[0])}: {column} is empty")
+    return frame, path
+
+
+def _summary(frame: pd.DataFrame, path: Path) -> dict[Cell, CellFacts]:
     rounds = _numbers(frame, path, "round", whole=True)
     counts = _numbers(frame, path, "n", whole=True)
     if (counts < 1).any():
         line = frame.index[counts < 1][0]
-        raise DataError(f"{path} line {line}: n is 0; a mean needs at least one query")
+        raise DataError(f"{_at(path, line)}: n is 0; a mean needs at least one query")
     means = _numbers(frame, path, "mean")
     fixed = _flags(frame, path, "fixed")
     _no_repeats(frame, path, KEYS, "cell")
@@ -231,8 +277,7 @@ def _summary(path: Path) -> dict[Cell, CellFacts]:
     return cells
 
 
-def _per_query(path: Path) -> pd.DataFrame:
-    frame = _table(path, PER_QUERY_COLUMNS, (*_TEXT_KEYS, "query_id"))
+def _per_query(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     frame["round"] = _numbers(frame, path, "round", whole=True).astype(int)
     frame["value"] = _numbers(frame, path, "value").astype(float)
     _no_repeats(frame, path, (*KEYS, "query_id"), "value")

@@ -1,9 +1,12 @@
 """Load a run directory (notes/RUNDIR.md) into DataFrames, and merge a multirun's runs.
 
-Only ``manifest.json``, ``configs.csv`` and ``per_query.csv`` are required; the report degrades
-(no episode details, no grades) when the others are missing. Episodes and documents are read
-lazily, for the few configurations the report details, because a full sweep holds tens of
-thousands of episodes. Every id is read as a string: a query id ``001`` must not become ``1``.
+Only ``manifest.json``, ``configs.csv`` and the scores (``scores.parquet``; ``per_query.csv``
+in a directory written by hand, or exported) are required; the report degrades (no episode
+details, no grades) when the others are missing. A run just computed passes its tables
+(:class:`~evidence_bench.experiment.store.RunTables`) instead of reading them back.
+Episodes and documents are read lazily, for the few configurations the report details,
+because a full sweep holds tens of thousands of episodes. Every id is read as a string: a
+query id ``001`` must not become ``1``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
+from evidence_bench.experiment.store import RunTables, episode_records, read_table, read_tables
 from evidence_bench.seeding import derived_seed
 
 __all__ = [
@@ -119,6 +123,8 @@ class RunData:
     #: prefix): config_id, policy, round, stage, eval_mode, measure. Empty when none or
     #: when the run does not say.
     fixed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FIXED_KEYS)))
+    #: The run's tables when it was just computed (episodes come from them, not its files).
+    tables: RunTables | None = None
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -171,14 +177,19 @@ def _settings(config: Mapping[str, Any], manifest: Mapping[str, Any], pq: pd.Dat
     )
 
 
-def _fixed(path: Path) -> pd.DataFrame:
-    """The cells ``summary.csv`` marks ``fixed``; none when it has no such column."""
+def _fixed(run_dir: Path, summary: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The cells the summary (``summary.parquet``, or ``summary.csv``) marks ``fixed``; none
+    when it has no such column."""
     empty = pd.DataFrame(columns=list(FIXED_KEYS))
-    if not path.is_file():
-        return empty
-    dtype = {c: str for c in FIXED_KEYS if c != "round"}
-    wanted = {*FIXED_KEYS, "fixed"}
-    summary = _read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
+    path = run_dir / "summary.csv"
+    if summary is None and (run_dir / "summary.parquet").is_file():
+        summary = read_table(run_dir, "summary")
+    if summary is None:
+        if not path.is_file():
+            return empty
+        dtype = {c: str for c in FIXED_KEYS if c != "round"}
+        wanted = {*FIXED_KEYS, "fixed"}
+        summary = _read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
     if "fixed" not in summary:
         return empty
     flags = summary["fixed"].map(lambda v: str(v).strip().lower() in {"true", "1"})
@@ -201,10 +212,19 @@ def _ordered(values: Iterable[str], preferred: Sequence[str]) -> tuple[str, ...]
     return tuple([v for v in preferred if v in seen] + [v for v in seen if v not in preferred])
 
 
-def load_run(run_dir: Path) -> RunData:
+def _scores(run_dir: Path) -> pd.DataFrame:
+    """The per-query values: ``scores.parquet``, else ``per_query.csv`` (a run directory
+    written by hand or exported, or from before Parquet)."""
+    if (run_dir / "scores.parquet").is_file() or not (run_dir / "per_query.csv").is_file():
+        return read_table(run_dir, "scores")
+    return _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
+
+
+def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
     """Read a run directory; raises :class:`DataError` naming the file that is missing or bad.
 
-    The path is resolved, so ``runs/<experiment>/latest`` reports its real run id.
+    ``tables``: the run's results just computed, used instead of its files. The path is
+    resolved, so ``runs/<experiment>/latest`` reports its real run id.
     """
     run_dir = Path(run_dir).resolve()
     manifest_path = run_dir / "manifest.json"
@@ -245,13 +265,14 @@ def load_run(run_dir: Path) -> RunData:
             f"{run_dir / 'configs.csv'}: alias_of names config_id(s) "
             f"{', '.join(sorted(dangling))} that are not in configs.csv"
         )
-    per_query = _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
-    per_query = per_query.astype(_PER_QUERY_DTYPES)
+    per_query = (tables.scores if tables is not None else _scores(run_dir)).astype(
+        _PER_QUERY_DTYPES
+    )
     unknown = set(per_query["config_id"].cat.categories) - set(configs["config_id"])
     if unknown:
+        scores = "scores.parquet" if (run_dir / "scores.parquet").is_file() else "per_query.csv"
         raise DataError(
-            f"{run_dir / 'per_query.csv'}: config_id(s) {', '.join(sorted(unknown))} "
-            "are not in configs.csv"
+            f"{run_dir / scores}: config_id(s) {', '.join(sorted(unknown))} are not in configs.csv"
         )
     queries = _optional_csv(run_dir / "queries.csv", ["query_id", "query"], {"query_id": str})
     qrels = _optional_csv(
@@ -271,7 +292,8 @@ def load_run(run_dir: Path) -> RunData:
         swept=_swept(configs, manifest),
         policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
         stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
-        fixed=_fixed(run_dir / "summary.csv"),
+        fixed=_fixed(run_dir, tables.summary if tables is not None else None),
+        tables=tables,
     )
 
 
@@ -450,9 +472,7 @@ def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[s
         if source.config_prefix and not config_id.startswith(source.config_prefix):
             continue
         local = config_id[len(source.config_prefix) :]
-        for record in read_jsonl(source.path / "episodes.jsonl"):
-            if str(record.get("config_id")) != local:
-                continue
+        for record in _episodes(data, source, local):
             query_id = source.id_prefix + str(record.get("query_id"))
             rounds = record.get("rounds") or []
             for round_ in rounds:
@@ -466,6 +486,21 @@ def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[s
             record.update(config_id=config_id, query_id=query_id, rounds=rounds)
             episodes[(str(record.get("policy")), query_id)] = record
     return episodes
+
+
+def _episodes(data: RunData, source: Source, config_id: str) -> Iterable[dict[str, Any]]:
+    """One configuration's episode records of one source: from the tables the run just
+    computed, ``episodes.parquet``, or ``episodes.jsonl`` (written by hand, or exported)."""
+    tables = data.tables if source.path == data.path else None
+    if tables is None and (source.path / "episodes.parquet").is_file():
+        tables = read_tables(source.path, ("episodes", "rankings"))
+    if tables is None:
+        for record in read_jsonl(source.path / "episodes.jsonl"):
+            if str(record.get("config_id")) == config_id:
+                yield record
+        return
+    episodes = tables.episodes
+    yield from episode_records(tables, episodes[episodes["config_id"] == config_id])
 
 
 def load_documents(data: RunData, doc_ids: Iterable[str]) -> dict[str, dict[str, str]]:

@@ -45,7 +45,7 @@ from evidence_bench.report.validity import validity_view
 __all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
 
 #: Episode details in the page: the best setting's largest losses and gains, split by user.
-MAX_EPISODES = 60
+MAX_EPISODES = 20
 _BASELINES_IN_CHART = 4
 _MINUS = "\u2212"
 

@@ -14,6 +14,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,16 +35,14 @@ from evidence_bench.experiment.run import (
     run_directory,
 )
 from evidence_bench.experiment.rundir import (
-    FEEDBACK_COLUMNS,
-    PER_QUERY_COLUMNS,
     RunDirectory,
     summarize_scores,
-    write_csv,
     write_json,
     write_jsonl,
     write_rows,
 )
 from evidence_bench.experiment.runner import QueryOutput, plan_users
+from evidence_bench.experiment.store import TableBuilder, as_stored, write_tables
 from evidence_bench.experiment.tune.evaluate import EpisodeScorer
 from evidence_bench.experiment.tune.folds import FOLD_SEED
 from evidence_bench.experiment.tune.plan import TunePlan, check_folds, plan_tuning
@@ -146,9 +145,12 @@ def _tune(
         raise DataError(_no_judged_hits(query_set, documents, replayed))
     heldout = _heldout_rows(plan, outputs, fold_of)
     _check_heldout(cv, heldout)
-    per_query = pd.DataFrame(
-        [row for out in outputs for row in out.scores], columns=PER_QUERY_COLUMNS
-    )
+    builder = TableBuilder()
+    for out in outputs:
+        builder.add(out)
+    feedback = builder.feedback()
+    tables = builder.tables(query_set.qrels)
+    per_query = tables.scores
     manifest = _manifest(
         plan, cfg, overrides, query_set, outputs, per_query, episodes, requests, len(query_ids)
     )
@@ -158,14 +160,11 @@ def _tune(
         distinct_points=len({tuple(t.params.items()) for t in cv.trials}),
     )
 
-    feedback = pd.DataFrame(
-        [row for out in outputs for row in out.feedback], columns=FEEDBACK_COLUMNS
-    )
     summary = summarize_scores(per_query, feedback, query_set.qrels)
+    tables = replace(tables, scores=as_stored(per_query), summary=summary)
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
-        write_csv(tmp / "per_query.csv", per_query)
-        write_csv(tmp / "summary.csv", summary)
+        write_tables(tmp, tables)
         _write_configs(tmp, plan, default)
         _write_episodes(tmp, outputs, query_set)
         _write_tuning(tmp, plan, cv, heldout)
@@ -178,7 +177,7 @@ def _tune(
             from evidence_bench.report import analyze, load_run, render_report, summary_table
             from evidence_bench.report.tuning import tuning_table
 
-            analysis = analyze(load_run(tmp))
+            analysis = analyze(load_run(tmp, tables=tables))
             render_report(analysis)
             terminal = summary_table(analysis) + tuning_table(tmp)
     return RunOutcome(target.final, summary, manifest, terminal)
@@ -293,8 +292,6 @@ def _write_configs(tmp: Path, plan: TunePlan, default: EngineConfig) -> None:
 
 def _write_episodes(tmp: Path, outputs: Sequence[QueryOutput], query_set: QuerySet) -> None:
     doc_id = query_set.collection.doc_id_for
-    write_rows(tmp / "feedback.csv", FEEDBACK_COLUMNS, (r for out in outputs for r in out.feedback))
-    write_jsonl(tmp / "episodes.jsonl", (e for out in outputs for e in out.episodes))
     documents: dict[str, Any] = {}
     for out in outputs:
         for key, evidence in out.documents.items():
