@@ -30,6 +30,7 @@ from evidence_bench.users.clicks import (
     relevance_level,
 )
 from evidence_bench.users.policies import LabelKind, Mark, UserPolicy
+from tests.conftest import exported
 
 MORE, LESS = Label.MORE, Label.LESS
 NAV_CLICK, NAV_STOP = PRESETS["navigational"]
@@ -400,7 +401,7 @@ def test_click_users_on_cranfield_label_from_clicks_and_the_report_compares_them
         ]
     )
     outcome = perform_run(cfg, text)
-    feedback = pd.read_csv(outcome.path / "feedback.csv", dtype={"query_id": str})
+    feedback = pd.read_csv(exported(outcome.path, "csv") / "feedback.csv", dtype={"query_id": str})
     qrels = pd.read_csv(outcome.path / "qrels.csv", dtype={"query_id": str, "doc_id": str})
     assert set(feedback[feedback["policy"] != "oracle"]["label"]) <= {"more", "less", "seen"}
     grade = {(q, d): g for q, d, g in qrels[["query_id", "doc_id", "relevance"]].values}

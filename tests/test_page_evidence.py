@@ -39,6 +39,7 @@ from evidence_bench.report.render import render_report
 from evidence_bench.web.page_cassettes import PAGES_NAME, PageRecord, write_page_cassette
 from evidence_bench.web.pages import page_failure
 from evidence_bench.web.record import record
+from tests.conftest import exported
 from tests.report_fixtures import STAGES
 
 
@@ -203,7 +204,7 @@ def test_replay_reads_pages_with_no_socket(
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     cfg, text = compose(overrides(recorded, tmp_path, "replay.on_miss=error"))
-    path = perform_run(cfg, text).path
+    path = exported(perform_run(cfg, text).path, "csv")
     configs = pd.read_csv(path / "configs.csv")
     assert list(configs["evidence"]) == ["snippet", "page", "both", "page", "snippet", "page"]
     summary = pd.read_csv(path / "summary.csv")

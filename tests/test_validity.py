@@ -34,6 +34,7 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run, user_variants
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.report import analyze, gather_multirun, load_run, render_report
+from tests.conftest import exported
 from tests.report_fixtures import write_multirun, write_run_dir
 
 # --- Kendall's tau-b --------------------------------------------------------------------------
@@ -345,6 +346,8 @@ def test_a_seed_of_a_run_over_seeds_is_that_seeds_run(tmp_path: Path) -> None:
     count (workers=2)."""
     many = _run(tmp_path, "many", "seeds=[0,3]", "report=false")
     alone = _run(tmp_path, "alone", "seed=3", "report=false")
+    exported(many, "csv")
+    exported(alone, "csv")
     rows = pd.read_csv(many / "per_query.csv", dtype=str)
     assert sorted(rows["policy"].unique()) == ["noisy@s0", "noisy@s3", "oracle"]
     three = rows[rows["policy"] == "noisy@s3"].assign(policy="noisy")
@@ -353,6 +356,7 @@ def test_a_seed_of_a_run_over_seeds_is_that_seeds_run(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(three.reset_index(drop=True), single.reset_index(drop=True))
     assert not rows[rows["policy"] == "noisy@s0"]["value"].equals(three["value"])
     again = _run(tmp_path, "again", "seeds=[0,3]", "report=false", "workers=2")
+    exported(again, "csv")
     assert (again / "per_query.csv").read_bytes() == (many / "per_query.csv").read_bytes()
 
 
