@@ -1,6 +1,4 @@
-"""Shared fixtures: a tiny BEIR collection that nobody here has seen before; and how tests
-are spread over pytest-xdist's workers (``make test`` runs ``pytest -n auto --dist
-loadgroup``)."""
+"""Shared fixtures: a tiny BEIR collection that nobody here has seen before."""
 
 from __future__ import annotations
 
@@ -50,34 +48,3 @@ def write_tiny_collection(root: Path, *, payload: str = "") -> Path:
 @pytest.fixture
 def tiny_collection(tmp_path: Path) -> Path:
     return write_tiny_collection(tmp_path / "tiny")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``, the tests that share a module-, class- or session-scoped
-    fixture of this suite (an experiment run once for the whole module, say) form one group
-    and run on one worker, so the fixture is computed once, not once per worker; every
-    other test goes to whichever worker is free. Runs before xdist reads the marks."""
-    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers
-        return
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        for name in info.names_closure:
-            definitions = info.name2fixturedefs.get(name, ())
-            shared = [d for d in definitions if d.scope != "function" and _ours(d.baseid)]
-            if shared:
-                where = item.nodeid.split("::")[0] if shared[-1].scope != "session" else "session"
-                # a parametrized fixture is one computation a parameter: one group each
-                callspec = getattr(item, "callspec", None)
-                param = f"={callspec.params[name]}" if callspec and name in callspec.params else ""
-                # (xdist reads a group after the nodeid's last "@", and only past its "]")
-                group = f"{where}:{name}{param}".replace("@", "_").replace("]", ")")
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
-
-
-def _ours(baseid: str) -> bool:
-    """A fixture defined in this suite's files (not pytest's own tmp_path_factory)."""
-    return baseid.startswith("tests")
