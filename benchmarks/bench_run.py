@@ -1,93 +1,440 @@
-"""Benchmark: episodes per second of an experiment replayed from cassettes, and where the
-time goes (replay, ranking, refining, evaluation; the report).
+"""Benchmark: the figures issue 13 sets targets for, each beside its target, and where the
+time goes.
 
-    python benchmarks/bench_run.py [+experiment=rocchio_sweep] [overrides...]
+    python benchmarks/bench_run.py [--quick] [--make-test] [--no-profile] [--keep]
+                                   [+experiment=rocchio_sweep] [overrides...]
 
-Two measurements: the whole ``run`` with every core (wall time, episodes/s), then a
-profiled single-process pass over a sample of queries, split by engine part.
+Every run is ``python -m evidence_bench ...`` in a fresh process, as a user types it, so
+the figures hold whatever the run directory's format or the package's layout:
+
+- the run, report included, with ``workers=2`` and with ``workers=1``: wall time, and their
+  ratio;
+- the peak resident memory of that run, parent and workers together: a sampler reads the
+  resident set (and the proportional set, which counts a page shared by forked workers
+  once) of every process in the run's tree every 20 ms, and ``wait4`` gives the largest
+  single process's peak as the kernel counted it;
+- the size of the run directory, by walking it (symbolic links are not followed);
+- the report alone: ``python -m evidence_bench report RUN_DIR``;
+- the cost at 25, 75 and 225 queries (``experiment.queries=N``, report included), beside
+  queries x distinct configs, to show the cost is linear in it;
+- ``--make-test``: ``make test`` on a clean clone of this repository's HEAD, the way CI
+  takes it (``PATH=/usr/bin:/bin CI=true bash .ci/run``), which sets up its own .venv;
+- a profile of one single-process run of 12 queries (``python -m cProfile``), its self
+  time summed by the part of the pipeline each file belongs to.
+
+``--quick`` runs 25 queries only (the run's targets are for all 225, so they are shown but
+not judged). The figures are wall times on a shared machine: compare them with a run of the
+code before a change made in the same minute, not with a number from another day.
 """
 
 from __future__ import annotations
 
-import cProfile
+import argparse
+import json
+import os
 import pstats
+import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from evidence_bench.collections.queryset import load_query_set
-from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.run import perform_run
-from evidence_bench.experiment.runner import execute
+ROOT = Path(__file__).resolve().parents[1]
+MB = 1e6
 
 #: Exclusive (self) time is summed by the file a function lives in, so parts never overlap.
+#: Files are named without their folder: the package's layout may move, their names stay.
 PARTS = {
-    "replay (vcrpy cassette lookup)": ("web/cassettes.py", "/vcr/"),
-    "simulated misses (BM25, snippets)": ("web/simulator.py", "web/bm25.py"),
-    "provider (httpx, parse, normalize)": ("web/brave.py", "evidence.py", "/httpx/",
-                                           "/json/"),
-    "ranking": ("engine/ranking.py", "engine/livefetch.py", "engine/vector_rocchio.py",
-                "engine/embedding.py", "engine/boost.py"),
-    "refining and analysis (stemming)": ("engine/refiner.py", "engine/term_rocchio.py",
-                                         "engine/text.py", "/snowballstemmer/"),
-    "user simulation": ("users/policies.py",),
-    "evaluation (measures)": ("evaluation/measures.py",),
-    "episode bookkeeping": ("protocol/episode.py", "experiment/runner.py", "engine/session.py"),
+    "replay (vcrpy cassette lookup)": ("/cassettes.py", "/vcr/"),
+    "simulated misses (BM25, snippets)": ("/simulator.py", "/bm25.py"),
+    "provider (httpx, parse, normalize)": ("/brave.py", "/evidence.py", "/httpx/", "/json/"),
+    "ranking": ("/ranking.py", "/livefetch.py", "/vector_rocchio.py", "/embedding.py",
+                "/boost.py"),
+    "refining and analysis (stemming)": ("/refiner.py", "/term_rocchio.py", "/text.py",
+                                         "/snowballstemmer/"),
+    "user simulation": ("/users.py", "/users/", "/policies.py"),
+    "evaluation (measures)": ("/measures.py",),
+    "episode bookkeeping": ("/episode.py", "/runner.py", "/session.py", "/protocol/",
+                            "/memo.py"),
+    "statistics (tests, CIs)": ("/statistics.py", "/comparisons.py", "/scipy/"),
+    "writing the run (pandas, csv, parquet)": ("/rundir.py", "/pandas/", "/pyarrow/", "/csv.py",
+                                               "/gzip.py"),
+    "report (render, charts)": ("/report/", "/matplotlib/", "/jinja2/"),
 }  # fmt: skip
 
 
-def main(argv: list[str]) -> None:
-    overrides = argv or ["+experiment=rocchio_sweep"]
-    with tempfile.TemporaryDirectory() as runs:
-        cfg, text = compose([*overrides, f"runs_dir={runs}", "progress=false"])
+# --- running a command and measuring it -------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (Linux's /proc/PID/task/TID/children)."""
+    found: list[int] = []
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with open(f"{task.path}/children") as handle:
+                found.extend(int(child) for child in handle.read().split())
+    except OSError:
+        pass  # the process ended meanwhile
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        pids.append(current)
+        todo.extend(_children(current))
+    return pids
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(resident set, proportional set) of one process, in bytes; 0 for one that ended."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
+class TreeSampler(threading.Thread):
+    """Samples the summed memory of a process and all its descendants until it ends."""
+
+    def __init__(self, pid: int, every: float = 0.02) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.peak_rss = self.peak_pss = self.peak_processes = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            pids = _tree(self.pid)
+            sizes = [_memory(pid) for pid in pids]
+            self.peak_rss = max(self.peak_rss, sum(rss for rss, _ in sizes))
+            self.peak_pss = max(self.peak_pss, sum(pss for _, pss in sizes))
+            self.peak_processes = max(self.peak_processes, sum(1 for rss, _ in sizes if rss))
+            self.done.wait(self.every)
+
+
+@dataclass
+class Measured:
+    command: list[str]
+    wall: float
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss: int = 0  # summed over the process tree, sampled
+    peak_pss: int = 0
+    max_single_rss: int = 0  # the largest single process, from wait4
+    processes: int = 0
+
+
+def measure(
+    command: Sequence[str], *, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> Measured:
+    """Run ``command``, timing it and sampling its process tree's memory."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
-        outcome = perform_run(cfg, text)
+        process = subprocess.Popen(
+            list(command), cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )  # fmt: skip
+        sampler = TreeSampler(process.pid)
+        sampler.start()
+        _pid, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
-        episodes = outcome.manifest["episodes"]
-        size = sum(p.stat().st_size for p in Path(outcome.path).rglob("*") if p.is_file())
-    print(f"experiment      {cfg['experiment']['name']} ({' '.join(overrides)})")
-    print(f"queries         {outcome.manifest['queries']}")
-    print(f"episodes        {episodes}")
-    print(f"wall time       {wall:.1f} s (whole run incl. writing and report, all cores)")
-    print(f"throughput      {episodes / wall:.0f} episodes/s")
-    print(f"run directory   {size / 1e6:.1f} MB")
-    print(f"replay          {outcome.manifest['replay']}")
+        sampler.done.set()
+        sampler.join()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Measured(
+            list(command), wall, process.returncode, out.read(), err.read(),
+            sampler.peak_rss, sampler.peak_pss, usage.ru_maxrss * 1024, sampler.peak_processes,
+        )  # fmt: skip
 
-    plan = plan_run(cfg)
-    ids = list(load_query_set(plan.query_set, limit=plan.query_limit).queries)[:12]
-    profile = cProfile.Profile()
-    start = time.perf_counter()
-    profile.enable()
-    list(execute(plan, ids, workers=1))
-    profile.disable()
-    single = time.perf_counter() - start
-    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
-    total = sum(own for (_cc, _nc, own, _cum, _callers) in stats.values())
-    print(f"\nprofiled pass   {len(ids)} queries, one process, {single:.2f} s (profiler overhead)")
-    print("  self time by part (the rest: Python, pandas, the standard library)")
-    counted = 0.0
-    for part, places in PARTS.items():
-        seconds = sum(
-            own
-            for (path, _line, _name), (_cc, _nc, own, _cum, _callers) in stats.items()
-            if any(place in path for place in places)
+
+def checked(done: Measured) -> Measured:
+    if done.returncode != 0:
+        sys.exit(
+            f"bench_run: {' '.join(done.command)} failed (exit {done.returncode}):\n"
+            f"{done.stderr[-3000:]}"
         )
-        counted += seconds
-        print(f"  {part:<36} {seconds:6.2f} s  {100 * seconds / total:5.1f} %")
-    rest = total - counted
-    print(f"  {'other':<36} {rest:6.2f} s  {100 * rest / total:5.1f} %")
+    return done
 
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as runs:
-        cfg, text = compose([*overrides, f"runs_dir={runs}", "progress=false", "report=false"])
-        perform_run(cfg, text)
-    without_report = time.perf_counter() - start
-    print(
-        f"\nthe same run without the report: {without_report:.1f} s, so the report took "
-        f"about {wall - without_report:.1f} s"
+
+def evidence_bench(*args: str) -> list[str]:
+    return [sys.executable, "-m", "evidence_bench", *args]
+
+
+def directory_size(path: Path) -> tuple[int, int]:
+    """(bytes, files) under ``path``, by walking it; symbolic links are not followed."""
+    size = count = 0
+    for folder, _dirs, names in os.walk(path):
+        for name in names:
+            entry = Path(folder, name)
+            if not entry.is_symlink():
+                size += entry.stat().st_size
+                count += 1
+    return size, count
+
+
+def largest_entries(path: Path, top: int = 5) -> list[tuple[str, int]]:
+    """The run directory's largest files and folders (a folder counts all it holds)."""
+    sizes = []
+    for entry in path.iterdir():
+        if entry.is_symlink():
+            continue
+        size = directory_size(entry)[0] if entry.is_dir() else entry.stat().st_size
+        sizes.append((entry.name + ("/" if entry.is_dir() else ""), size))
+    return sorted(sizes, key=lambda item: -item[1])[:top]
+
+
+# --- the experiment ---------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    measured: Measured
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def queries(self) -> int:
+        return int(self.manifest.get("queries", 0))
+
+    @property
+    def configs(self) -> int:
+        configs = self.manifest.get("configs", {})
+        if isinstance(configs, dict):
+            return int(configs.get("distinct", configs.get("asked", 0)))
+        return int(configs or 0)
+
+    @property
+    def episodes(self) -> int:
+        return int(self.manifest.get("episodes", 0))
+
+
+def run_path(done: Measured, runs: Path) -> Path:
+    """The run directory a ``run`` printed (``run: PATH``)."""
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("run: "):
+            return Path(line.removeprefix("run: ").strip())
+    latest = [p for p in runs.glob("*/latest")]
+    if len(latest) == 1:
+        return latest[0].resolve()
+    sys.exit(f"bench_run: cannot tell which run directory was written:\n{done.stdout[-2000:]}")
+
+
+def run_experiment(overrides: Sequence[str], runs: Path, *extra: str) -> Run:
+    runs.mkdir(parents=True, exist_ok=True)
+    done = checked(
+        measure(evidence_bench("run", *overrides, f"runs_dir={runs}", "progress=false", *extra))
     )
+    path = run_path(done, runs)
+    manifest_file = path / "manifest.json"
+    manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
+    return Run(done, path, manifest)
+
+
+# --- make test on a clean clone ---------------------------------------------------------------
+
+
+def make_test(work: Path) -> tuple[Measured, str]:
+    """``.ci/run`` on a clean clone of HEAD (committed work only), timed."""
+    clone = work / "clone"
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run(
+        ["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)],
+        check=True,
+    )
+    env = {"PATH": "/usr/bin:/bin", "CI": "true", "HOME": os.environ.get("HOME", str(work))}
+    start = time.perf_counter()
+    process = subprocess.run(
+        ["bash", ".ci/run"], cwd=clone, capture_output=True, text=True, env=env, check=False
+    )
+    wall = time.perf_counter() - start
+    done = Measured(["bash", ".ci/run"], wall, process.returncode, process.stdout, process.stderr)
+    return done, commit
+
+
+# --- the profile ------------------------------------------------------------------------------
+
+
+def profile(overrides: Sequence[str], work: Path, queries: int = 12) -> None:
+    out = work / "run.prof"
+    runs = work / "profiled"
+    command = [
+        sys.executable, "-m", "cProfile", "-o", str(out), "-m", "evidence_bench", "run",
+        *overrides, f"runs_dir={runs}", "progress=false", "workers=1", "report=false",
+        f"experiment.queries={queries}",
+    ]  # fmt: skip
+    done = checked(measure(command))
+    stats = pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
+    total = sum(own for (_cc, _nc, own, _cum, _callers) in stats.values())
+    print(
+        f"\nprofile: {queries} queries, one process, report=false, {done.wall:.2f} s with the "
+        "profiler's overhead\n  self time by part (a file counts for the first part it matches; "
+        "the rest: Python, numpy, the standard library)"
+    )
+    taken: set[str] = set()
+    for part, places in PARTS.items():
+        seconds = 0.0
+        for (path, _line, _name), (_cc, _nc, own, _cum, _callers) in stats.items():
+            if path not in taken and any(place in path for place in places):
+                seconds += own
+        taken.update(p for (p, _l, _n) in stats if any(place in p for place in places))
+        print(f"  {part:<40} {seconds:6.2f} s  {100 * seconds / total:5.1f} %")
+    rest = sum(
+        own for (path, _l, _n), (_c, _n2, own, _cu, _ca) in stats.items() if path not in taken
+    )
+    print(f"  {'other':<40} {rest:6.2f} s  {100 * rest / total:5.1f} %")
+    print("  the 12 functions with the most self time:")
+    ranked = sorted(stats.items(), key=lambda item: -item[1][2])[:12]
+    for (path, line, name), (_cc, calls, own, _cum, _callers) in ranked:
+        where = "/".join(Path(path).parts[-2:]) if path != "~" else "built-in"
+        print(f"    {own:6.2f} s  {calls:>9} calls  {name} ({where}:{line})")
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+class Table:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str]] = []
+
+    def add(self, figure: str, value: str, target: str = "", met: bool | None = None) -> None:
+        verdict = "" if met is None else ("met" if met else "MISSED")
+        self.rows.append((figure, value, target, verdict))
+
+    def print(self) -> None:
+        head = ("figure", "measured", "target", "")
+        widths = [max(len(row[i]) for row in [head, *self.rows]) for i in range(4)]
+        for row in [head, tuple("-" * w for w in widths), *self.rows]:
+            cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+            print("  ".join(cells).rstrip())
+
+
+def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares line through (units, seconds): (fixed cost, cost per unit)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="25 queries only")
+    parser.add_argument("--make-test", action="store_true", help="also time make test")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profile")
+    parser.add_argument("--keep", action="store_true", help="keep the runs (prints where)")
+    options, overrides = parser.parse_known_args(argv)
+    if any(o.startswith("-") for o in overrides):
+        parser.error(f"unknown option {next(o for o in overrides if o.startswith('-'))}")
+    overrides = overrides or ["+experiment=rocchio_sweep"]
+    sizes = [25] if options.quick else [25, 75, 225]
+    quick = ["experiment.queries=25"] if options.quick else []
+
+    work = Path(tempfile.mkdtemp(prefix="bench-run-"))
+    try:
+        print(f"experiment: {' '.join(overrides)}{' (--quick: 25 queries)' if quick else ''}")
+        print(f"python: {sys.executable}; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}")
+        two = run_experiment([*overrides, *quick], work / "w2", "workers=2")
+        one = run_experiment([*overrides, *quick], work / "w1", "workers=1")
+        report = checked(measure(evidence_bench("report", str(two.path))))
+        size, files = directory_size(two.path)
+        scaling: list[tuple[int, Run]] = []
+        for n in sizes:
+            if not quick and n >= two.queries and two.queries:
+                scaling.append((n, two))  # the full run is the largest point: not run again
+            else:
+                scaling.append(
+                    (n, run_experiment(overrides, work / f"q{n}", "workers=2",
+                                       f"experiment.queries={n}"))
+                )  # fmt: skip
+        ci = make_test(work) if options.make_test else None
+
+        judged = not quick
+        print(
+            f"\nrun: {two.queries} queries x {two.configs} distinct configs, {two.episodes} "
+            f"episodes; replay {two.manifest.get('replay', '?')}"
+        )
+        table = Table()
+        table.add("run, report included, workers=2", f"{two.measured.wall:.1f} s", "<= 10 s",
+                  two.measured.wall <= 10 if judged else None)  # fmt: skip
+        table.add("run, report included, workers=1", f"{one.measured.wall:.1f} s")
+        speedup = one.measured.wall / two.measured.wall
+        table.add("speed-up, workers=2 over workers=1", f"{speedup:.2f}x", ">= 1.8x",
+                  speedup >= 1.8 if judged else None)  # fmt: skip
+        table.add(
+            "peak memory, workers=2 (sum of RSS, tree)",
+            f"{two.measured.peak_rss / MB:.0f} MB",
+            "<= 500 MB",
+            two.measured.peak_rss <= 500 * MB if judged else None,
+        )
+        table.add(
+            f"  the same as PSS ({two.measured.processes} processes)",
+            f"{two.measured.peak_pss / MB:.0f} MB",
+        )
+        single = two.measured.max_single_rss
+        table.add("  the largest single process (wait4)", f"{single / MB:.0f} MB")
+        table.add("peak memory, workers=1 (sum of RSS)", f"{one.measured.peak_rss / MB:.0f} MB")
+        table.add("run directory", f"{size / MB:.1f} MB ({files} files)", "<= 25 MB",
+                  size <= 25 * MB if judged else None)  # fmt: skip
+        table.add("report alone (report RUN_DIR)", f"{report.wall:.2f} s", "<= 2 s",
+                  report.wall <= 2)  # fmt: skip
+        points = [(n, run.queries * run.configs, run.measured.wall) for n, run in scaling]
+        for n, units, wall in points:
+            per = 1e3 * wall / units if units else float("nan")
+            table.add(f"run at {n} queries (x configs = {units})",
+                      f"{wall:.1f} s ({per:.2f} ms a unit)")  # fmt: skip
+        if len(points) > 1:
+            fixed, slope = fit([(units, wall) for _n, units, wall in points])
+            worst = max(abs(fixed + slope * units - wall) / wall for _n, units, wall in points)
+            table.add(
+                "  linear fit: fixed + per unit",
+                f"{fixed:.1f} s + {1e3 * slope:.2f} ms (worst {100 * worst:.0f} % off)",
+                "linear",
+                worst <= 0.15,
+            )
+        if ci is not None:
+            done, commit = ci
+            table.add(f"make test, clean clone of {commit}", f"{done.wall:.0f} s"
+                      + ("" if done.returncode == 0 else f" (FAILED, exit {done.returncode})"),
+                      "<= 180 s", done.wall <= 180 and done.returncode == 0)  # fmt: skip
+        print()
+        table.print()
+        if quick:
+            print("(--quick: the run's targets are for 225 queries, so they are not judged)")
+        print(f"\nlargest parts of the run directory ({two.path.name}):")
+        for name, bytes_ in largest_entries(two.path):
+            print(f"  {name:<24} {bytes_ / MB:7.1f} MB")
+        if ci is not None and ci[0].returncode != 0:
+            print(f"\nmake test failed:\n{ci[0].stdout[-2000:]}\n{ci[0].stderr[-2000:]}")
+
+        if not options.no_profile:
+            profile(overrides, work)
+    finally:
+        if options.keep:
+            print(f"\nkept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

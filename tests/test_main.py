@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from evidence_bench.__main__ import main
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,11 +51,28 @@ def test_usage_lists_every_command() -> None:
     ],
 )
 def test_bad_input_is_one_line_and_a_non_zero_exit(
-    args: list[str], code: int, message: str
+    args: list[str],
+    code: int,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    done = cli(*args)
-    assert done.returncode == code
-    assert message in done.stderr
+    """``main`` in this process (the command line is tested in a fresh one below): any
+    exception but the ``SystemExit`` of a handled error fails the test, as a traceback would."""
+    monkeypatch.setattr(sys, "argv", ["evidence_bench", *args])  # run and record set it
+    with pytest.raises(SystemExit) as caught:
+        main(args)
+    out, err = capsys.readouterr()
+    assert caught.value.code == code
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert out == ""
+
+
+def test_bad_input_on_the_command_line_is_one_line_and_a_non_zero_exit() -> None:
+    done = cli("run", "+experiment=smoke", "ranker.bta=0.5")
+    assert done.returncode == 1
+    assert "Key 'bta' not in 'RankerConf' (valid:" in done.stderr
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
