@@ -17,6 +17,7 @@ import pytest
 
 import evidence_bench.errors as errors
 from evidence_bench.errors import (
+    CacheError,
     ConfigurationError,
     DataError,
     EvidenceBenchError,
@@ -56,6 +57,7 @@ SAMPLES: list[tuple[EvidenceBenchError, str]] = [
     (RegressionError("nDCG@10 fell"), "nDCG@10 fell"),
     (WriteError("could not write x.json: No space left"), "could not write x.json: No space"),
     (WorkerError("query '1' failed: TypeError: t"), "query '1' failed: TypeError: t"),
+    (CacheError("LiveFetch cache lf.sqlite: database is locked"), "LiveFetch cache lf.sqlite"),
 ]
 
 

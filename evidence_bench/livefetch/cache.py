@@ -148,11 +148,14 @@ class PageCache:
             # In WAL mode NORMAL still survives a killed process (the log is synced at
             # checkpoints); only a power cut may lose the last commits, never the file.
             connection.execute("PRAGMA synchronous=NORMAL")
-            if not self._ready:
-                # WAL is a property of the file: set once, every later connection uses it.
-                connection.execute("PRAGMA journal_mode=WAL").fetchone()
-                connection.execute(_SCHEMA)
-                self._ready = True
+            with self._lock:  # threads opening their first connections at once
+                if not self._ready:
+                    # WAL is a property of the file: set once, every later connection uses
+                    # it. Two connections switching it at once get SQLITE_BUSY at once,
+                    # without the busy timeout, so one thread of this cache does it.
+                    connection.execute("PRAGMA journal_mode=WAL").fetchone()
+                    connection.execute(_SCHEMA)
+                    self._ready = True
         except BaseException:
             connection.close()
             raise
