@@ -19,9 +19,13 @@ STAMP := $(if $(VENV),$(VENV)/.install.stamp,.make-install.stamp)
 
 .PHONY: install run test check lint typecheck docs unit gate bench clean
 
+# The venv's own pip is the interpreter's bundled one (Debian 12: pip 23.0.1), whose
+# resolver fails on lxml[html_clean] asked for under two spellings (trafilatura and
+# readability-lxml): "Candidate is not for this requirement". A pinned newer pip comes first.
 ifdef VENV
 $(VENV_PYTHON):
 	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m pip install --quiet --disable-pip-version-check 'pip==25.3'
 endif
 
 $(STAMP): pyproject.toml requirements.lock | $(VENV_PYTHON)
