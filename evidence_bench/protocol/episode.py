@@ -33,11 +33,14 @@ Evaluation modes (Salton & Buckley 1990 for residual ranking):
   frozen list yields the same new documents in the same order as the unfrozen ranking would:
   the marks, and so the full and residual values, are those of the unfrozen display; what
   freezing fixes is the rank each examined document was shown at (``feedback.csv``'s
-  ``rank``: 11..20 in round 2 for a depth-10 user). The examined documents are always the
-  contiguous prefix 1..p of the frozen list, in every stage (a stage that does not hold an
+  ``rank``: 11..20 in round 2 for a depth-10 user). A user who scans from the top examines
+  the contiguous prefix 1..p of the frozen list, in every stage (a stage that does not hold an
   examined document, such as ``initial``, still shows it where it was shown), so a measure
   that only sees that prefix cannot change in this mode
-  (:func:`evidence_bench.evaluation.frozen.fixed_in_frozen`).
+  (:func:`evidence_bench.evaluation.frozen.fixed_in_frozen`). The position-based click user
+  (:mod:`evidence_bench.users.clicks`) may skip ranks; then only the contiguous top of its
+  pins is fixed (:func:`evidence_bench.evaluation.frozen.frozen_prefix`) and the ranking's
+  other documents fill the skipped positions.
 """
 
 from __future__ import annotations
@@ -126,8 +129,9 @@ def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]
     positions still free. A pinned key keeps its position whether or not ``ranking`` holds
     it (it was shown there). Where ``ranking`` has too few keys to fill the free positions
     before a pinned one, the pinned keys after the gap move up in their order (a ranked list
-    has no empty ranks); an episode never pins such a gap, since a user examines the top
-    unexamined results, so its pins are always the contiguous prefix 1..p.
+    has no empty ranks); in an episode that happens only where a ranking runs short of the
+    positions a user examined (a position-based click user may skip ranks; every other
+    user examines the top unexamined results, so its pins are the contiguous prefix 1..p).
 
     With A1..A10 pinned at 1..10 and B1, B2 at 11, 12, the ranking [B2, X, A3, B1, Y]
     gives [A1, ..., A10, B1, B2, X, Y]. Two keys pinned at one position are a ValueError.
