@@ -24,9 +24,14 @@ from evidence_bench.engine.refiner import ExpansionDepth, LexicalRefiner
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment.components import engine_config, make_ranker, make_refiner
+from evidence_bench.experiment.components import (
+    EngineConfig,
+    engine_config,
+    make_ranker,
+    make_refiner,
+)
 from evidence_bench.experiment.config import RankerConf, RefinerConf, compose
-from evidence_bench.experiment.plan import deep_limit, plan_run
+from evidence_bench.experiment.plan import RunPlan, deep_limit, plan_run
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
 from evidence_bench.web.cassettes import REPLAY_BASE_URL
 from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport
@@ -135,7 +140,7 @@ def test_expand_depth_is_what_the_refined_query_asks_for(depth: int | None, aske
     assert provider.limits == [20, asked]
 
 
-def _config(ranker: dict[str, object], refiner: dict[str, object]) -> object:
+def _config(ranker: dict[str, object], refiner: dict[str, object]) -> EngineConfig:
     return engine_config(
         "c00", {**asdict(RankerConf()), **ranker}, {**asdict(RefinerConf()), **refiner}
     )
@@ -162,9 +167,9 @@ def test_bad_settings_fail_in_one_line(
 def test_a_part_built_without_the_background_fails_in_one_line() -> None:
     config = _config({"evidence": "page", "idf": "background"}, {"idf": "background"})
     with pytest.raises(ConfigurationError, match="idf=background needs the run's background"):
-        make_ranker(config, pages=NoPages()).rank("flow", [_ev(1, "flow")], {})  # type: ignore[arg-type]
+        make_ranker(config, pages=NoPages()).rank("flow", [_ev(1, "flow")], {})
     with pytest.raises(ConfigurationError, match="idf=background needs the run's background"):
-        make_refiner(config, pages=NoPages()).refine(  # type: ignore[arg-type]
+        make_refiner(config, pages=NoPages()).refine(
             "flow", [_ev(1, "flow more")], {_ev(1, "").key: Label.RELEVANT}
         )
 
@@ -174,26 +179,26 @@ def test_the_settings_are_in_the_label_params_and_key() -> None:
         {"evidence": "page", "idf": "background"},
         {"evidence": "page", "idf": "background", "expand_depth": 40},
     )
-    params = config.params()  # type: ignore[attr-defined]
+    params = config.params()
     assert (params["idf"], params["refiner_idf"], params["refiner_expand_depth"]) == (
         "background", "background", 40
     )  # fmt: skip
-    assert "idf=background/background · expand_depth=40" in config.label  # type: ignore[attr-defined]
+    assert "idf=background/background · expand_depth=40" in config.label
     plain = _config({}, {})
-    assert not {"idf", "refiner_idf", "refiner_expand_depth"} & set(plain.params())  # type: ignore[attr-defined]
+    assert not {"idf", "refiner_idf", "refiner_expand_depth"} & set(plain.params())
 
 
-def _plan(*extra: str) -> object:
+def _plan(*extra: str) -> RunPlan:
     cfg, _ = compose(["+experiment=smoke", "hydra.mode=RUN", *extra])
     return plan_run(cfg)
 
 
 def test_the_equal_depth_control_reaches_as_deep_as_the_expansion() -> None:
     # depth 20, one round: one page more (40) by default; 20 + 40 with a 40-result expansion
-    assert deep_limit(_plan("experiment.rounds=1")) == 40  # type: ignore[arg-type]
+    assert deep_limit(_plan("experiment.rounds=1")) == 40
     deeper = "experiment.configs=[{refiner: {expand_depth: 40}}]"
-    assert deep_limit(_plan("experiment.rounds=1", deeper)) == 60  # type: ignore[arg-type]
-    assert deep_limit(_plan("experiment.rounds=2", deeper)) == 100  # type: ignore[arg-type]
+    assert deep_limit(_plan("experiment.rounds=1", deeper)) == 60
+    assert deep_limit(_plan("experiment.rounds=2", deeper)) == 100
 
 
 def test_a_background_ranking_is_a_permutation_renumbered() -> None:
