@@ -321,3 +321,21 @@ def test_no_evidence_table_for_a_snippet_only_run(tmp_path: Path) -> None:
     data = _tiny_run(tmp_path)
     configs = data.configs.drop(columns=["evidence", "refiner_evidence"])
     assert evidence_table(replace(data, configs=configs)) is None
+
+
+def test_background_numbers_do_not_depend_on_how_many_queries_run(
+    recorded: Path, tmp_path: Path
+) -> None:
+    # the background is every judged query's first pages, whatever experiment.queries keeps
+    only = (
+        "experiment.configs=[{ranker: {evidence: page, idf: background}, "
+        "refiner: {evidence: page, idf: background, expand_depth: 20}}]"
+    )
+    values = []
+    for queries in ("experiment.queries=2", "experiment.queries=null"):
+        cfg, text = compose(overrides(recorded, tmp_path, "replay.on_miss=error", only, queries))
+        per_query = pd.read_csv(exported(perform_run(cfg, text).path, "csv") / "per_query.csv")
+        values.append(per_query.set_index(list(per_query.columns[:-1]))["value"])
+    few, every = values
+    assert len(few) < len(every)
+    assert every.loc[few.index].tolist() == few.tolist()
