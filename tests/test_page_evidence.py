@@ -206,20 +206,24 @@ def test_replay_reads_pages_with_no_socket(
     cfg, text = compose(overrides(recorded, tmp_path, "replay.on_miss=error"))
     path = exported(perform_run(cfg, text).path, "csv")
     configs = pd.read_csv(path / "configs.csv")
-    assert list(configs["evidence"]) == ["snippet", "page", "both", "page", "snippet", "page"]
+    assert list(configs["evidence"]) == [
+        "snippet", "page", "both", "page", "page", "snippet", "page"
+    ]  # fmt: skip
+    assert list(configs["idf"]) == ["candidates"] * 4 + ["background"] + ["candidates"] * 2
+    assert list(configs["refiner_expand_depth"].astype(str)) == ["none"] * 4 + ["40"] + ["none"] * 2
     summary = pd.read_csv(path / "summary.csv")
     cell = summary[(summary.stage == "expand") & (summary.eval_mode == "full")
                    & (summary.measure == "nDCG@10") & (summary.policy == "oracle")]  # fmt: skip
     by_config = cell.set_index("config_id")["mean"]
     # the page evidence configs read other text: their numbers are their own
-    assert set(by_config.index) == {"c00", "c01", "c02", "c03", "c04", "c05"}
+    assert set(by_config.index) == {"c00", "c01", "c02", "c03", "c04", "c05", "c06"}
     episodes = [json.loads(line) for line in (path / "episodes.jsonl").read_text().splitlines()]
     refined = {(e["config_id"], e["query_id"]): e["rounds"][0]["refined_query"] for e in episodes
                if e["policy"] == "oracle"}  # fmt: skip
     assert any(refined[("c00", q)] != refined[("c01", q)] for q in ("1", "2", "3", "4"))
     html = render_report(path).read_text()
     assert '<section id="evidence">' in html
-    assert html.count('data-evidence="page"') == 3 * 2 * 2  # 3 configs x 2 users x 2 stages
+    assert html.count('data-evidence="page"') == 4 * 2 * 2  # 4 configs x 2 users x 2 stages
 
 
 def test_replay_of_a_changed_page_cassette_stops_naming_it(recorded: Path, tmp_path: Path) -> None:
@@ -241,7 +245,9 @@ def test_a_missing_page_under_on_miss_error_names_the_url(tiny_collection: Path,
     # searches recorded, pages not: a run under on_miss=error names what to record
     cfg, _ = compose(overrides(tiny_collection, tmp_path, "experiment.configs=[{}]"))
     record(plan_run(cfg), provider="simulator", rounds=0)
-    cfg, text = compose(overrides(tiny_collection, tmp_path, "replay.on_miss=error"))
+    # one page config, whose searches (no deeper expansion) are the ones recorded
+    page_only = "experiment.configs=[{ranker: {evidence: page}}]"
+    cfg, text = compose(overrides(tiny_collection, tmp_path, "replay.on_miss=error", page_only))
     with pytest.raises(ReplayMissError, match=r"no page cassette .*@pages.json for evidence=page"):
         perform_run(cfg, text)
 
@@ -315,3 +321,21 @@ def test_no_evidence_table_for_a_snippet_only_run(tmp_path: Path) -> None:
     data = _tiny_run(tmp_path)
     configs = data.configs.drop(columns=["evidence", "refiner_evidence"])
     assert evidence_table(replace(data, configs=configs)) is None
+
+
+def test_background_numbers_do_not_depend_on_how_many_queries_run(
+    recorded: Path, tmp_path: Path
+) -> None:
+    # the background is every judged query's first pages, whatever experiment.queries keeps
+    only = (
+        "experiment.configs=[{ranker: {evidence: page, idf: background}, "
+        "refiner: {evidence: page, idf: background, expand_depth: 20}}]"
+    )
+    values = []
+    for queries in ("experiment.queries=2", "experiment.queries=null"):
+        cfg, text = compose(overrides(recorded, tmp_path, "replay.on_miss=error", only, queries))
+        per_query = pd.read_csv(exported(perform_run(cfg, text).path, "csv") / "per_query.csv")
+        values.append(per_query.set_index(list(per_query.columns[:-1]))["value"])
+    few, every = values
+    assert len(few) < len(every)
+    assert every.loc[few.index].tolist() == few.tolist()

@@ -45,10 +45,12 @@ Feedback = Mapping[str, Label]
 
 @dataclass(frozen=True, slots=True)
 class RefinedQuery:
-    """A refined query and the terms that were added to the original, in order."""
+    """A refined query and the terms that were added to the original, in order; ``limit``:
+    how many results it asks for (None: as many as the session's first search)."""
 
     query: str
     added_terms: tuple[str, ...]
+    limit: int | None = None
 
 
 @runtime_checkable

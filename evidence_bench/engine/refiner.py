@@ -9,15 +9,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evidence_bench.engine.base import Feedback, RefinedQuery
-from evidence_bench.engine.params import require_count
+from evidence_bench.engine.base import Feedback, RefinedQuery, Refiner
+from evidence_bench.engine.evidence_mode import EvidenceMode
+from evidence_bench.engine.params import part_key, require_count
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
-__all__ = ["LexicalRefiner", "document_text", "fit_terms", "surface_forms"]
+__all__ = ["ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "surface_forms"]
 
 # Term scores are rounded before ordering so that equal scores computed along different
 # float paths still tie and fall back to the alphabetical order.
@@ -50,6 +51,10 @@ class LexicalRefiner:
 
     max_terms: int = 4
     analyzer: Analyzer = field(default=tokenize)
+    #: idf over this sample plus the candidates instead of the candidates alone
+    #: (:class:`evidence_bench.engine.background.Background`), read as ``mode`` reads them
+    background: Any = field(default=None, compare=False, repr=False)
+    mode: EvidenceMode = EvidenceMode.SNIPPET
 
     def __post_init__(self) -> None:
         require_count("max_terms", self.max_terms)
@@ -59,6 +64,8 @@ class LexicalRefiner:
         whatever the analyzer, so it is all that is left then."""
         if self.max_terms == 0:
             return {"max_terms": 0}
+        if self.background is not None:
+            return {"max_terms": self.max_terms, "analyzer": self.analyzer, "idf": "background"}
         return {"max_terms": self.max_terms, "analyzer": self.analyzer}
 
     def refine(
@@ -92,14 +99,50 @@ class LexicalRefiner:
                 negative.update(terms)
         excluded = set(self.analyzer(query))
         n = len(candidates)
-        scored = [
-            # tf-idf with the smoothed idf ln((N + 1) / (df + 1)) + 1.
-            (term, tf * (math.log((n + 1) / (df[term] + 1)) + 1.0))
-            for term, tf in positive.items()
-            if term not in excluded and negative[term] < tf
-        ]
+        if self.background is not None:
+            frequencies = self.background.frequencies(self.analyzer, self.mode, document_text)
+            idf = frequencies.idf(
+                (item.key, self.analyzer(document_text(item))) for item in candidates
+            )
+            scored = [
+                (term, tf * idf[term])
+                for term, tf in positive.items()
+                if term not in excluded and negative[term] < tf
+            ]
+        else:
+            scored = [
+                # tf-idf with the smoothed idf ln((N + 1) / (df + 1)) + 1.
+                (term, tf * (math.log((n + 1) / (df[term] + 1)) + 1.0))
+                for term, tf in positive.items()
+                if term not in excluded and negative[term] < tf
+            ]
         scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return scored
+
+
+@dataclass(frozen=True)
+class ExpansionDepth:
+    """``inner``'s refined query, asking for ``depth`` results instead of the session's
+    first-search depth (``refiner.expand_depth``): two Brave pages, say, where the first
+    search fetched one, so the expanded list reaches past the ~6 new results one page of
+    the refined query brings."""
+
+    inner: Refiner
+    depth: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
+            raise ValueError(f"expand_depth must be at least 1, got {self.depth}")
+
+    def effective_params(self) -> dict[str, Any]:
+        """The inner refiner's key and the depth."""
+        return {"inner": part_key(self.inner), "expand_depth": self.depth}
+
+    def refine(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> RefinedQuery:
+        refined: RefinedQuery = self.inner.refine(query, candidates, feedback)
+        return replace(refined, limit=self.depth)
 
 
 def surface_forms(

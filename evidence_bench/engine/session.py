@@ -83,9 +83,10 @@ class SearchSession:
         return self.ranking
 
     def expand(self) -> Expansion:
-        """Search once with a refined query, append the results not yet held, rerank."""
+        """Search once with a refined query (as deep as it asks, else :attr:`limit`),
+        append the results not yet held, rerank."""
         refined = self.refiner.refine(self.query, self.candidates, self.feedback)
-        found = self.provider.search(refined.query, limit=self.limit)
+        found = self.provider.search(refined.query, limit=refined.limit or self.limit)
         held = {item.key for item in self.candidates}
         new = [item for item in dedupe(found) if item.key not in held]
         self.candidates = dedupe([*self.candidates, *new])

@@ -12,6 +12,12 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from evidence_bench.engine.background import (
+    IDF_SOURCES,
+    NO_BACKGROUND,
+    Background,
+    BackgroundRocchioRanker,
+)
 from evidence_bench.engine.base import Ranker, Refiner
 from evidence_bench.engine.boost import BoostRelevant
 from evidence_bench.engine.evidence_mode import (
@@ -25,7 +31,7 @@ from evidence_bench.engine.evidence_mode import (
 from evidence_bench.engine.livefetch import LiveFetchRanker
 from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
-from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.refiner import ExpansionDepth, LexicalRefiner
 from evidence_bench.engine.term_rocchio import TermRocchioRefiner
 from evidence_bench.engine.text import STOP_WORDS, Analyzer
 from evidence_bench.errors import ConfigurationError
@@ -52,7 +58,13 @@ _ROCCHIO = ("alpha", "beta", "gamma")
 _MAX_TERMS = 4
 #: configs.csv's value of a parameter a config does not list (evidence is listed only
 #: where some part reads pages, so snippet-only runs keep their columns)
-PARAM_DEFAULTS = {"evidence": "snippet", "refiner_evidence": "snippet"}
+PARAM_DEFAULTS = {
+    "evidence": "snippet",
+    "refiner_evidence": "snippet",
+    "idf": "candidates",
+    "refiner_idf": "candidates",
+    "refiner_expand_depth": "none",
+}
 _NO_FEEDBACK = {"beta": 0.0, "gamma": 0.0}
 
 
@@ -141,6 +153,16 @@ class EngineConfig:
     #: what the ranker and the refiner read of a result (engine/evidence_mode.py)
     evidence: str = "snippet"
     refiner_evidence: str = "snippet"
+    #: where the ranker's and the refiner's idf come from (engine/background.py)
+    idf: str = "candidates"
+    refiner_idf: str = "candidates"
+    #: how many results the refined query fetches (None: the experiment's depth)
+    expand_depth: int | None = None
+
+    @property
+    def uses_background(self) -> bool:
+        """Whether the ranker or the refiner takes its idf from the background sample."""
+        return "background" in (self.idf, self.refiner_idf)
 
     @property
     def reads_pages(self) -> bool:
@@ -178,16 +200,24 @@ class EngineConfig:
                 if same
                 else f"· ranker reads {self.evidence}, refiner {self.refiner_evidence}"
             )
+        if self.uses_background:
+            parts.append(f"· idf={self.idf}/{self.refiner_idf}")
+        if self.expand_depth is not None:
+            parts.append(f"· expand_depth={self.expand_depth}")
         return " ".join(parts)
 
     def params(self) -> dict[str, Any]:
         """Every parameter, refiner ones prefixed ``refiner_`` (configs.csv columns); the
         evidence modes only where some part reads pages (else see :data:`PARAM_DEFAULTS`)."""
-        pages = (
+        pages: dict[str, Any] = (
             {"evidence": self.evidence, "refiner_evidence": self.refiner_evidence}
             if self.reads_pages
             else {}
         )
+        if self.uses_background:
+            pages.update(idf=self.idf, refiner_idf=self.refiner_idf)
+        if self.expand_depth is not None:
+            pages["refiner_expand_depth"] = self.expand_depth
         return {
             **dict(self.ranker_params),
             "boost_relevant": self.boost_relevant,
@@ -234,19 +264,55 @@ def engine_config(
         refiner_evidence=evidence_mode(
             "refiner.evidence", refiner.get("evidence", "snippet")
         ).value,
+        idf=_idf_source("ranker.idf", ranker.get("idf", "candidates")),
+        refiner_idf=_idf_source("refiner.idf", refiner.get("idf", "candidates")),
+        expand_depth=_expand_depth(refiner.get("expand_depth")),
     )
+    if config.idf == "background" and config.ranker != "tfidf_rocchio":
+        raise ConfigurationError(
+            f"ranker.idf=background is for tfidf_rocchio, not {config.ranker!r}"
+        )
+    if config.refiner_idf == "background" and config.refiner != "lexical":
+        raise ConfigurationError(f"refiner.idf=background is for lexical, not {config.refiner!r}")
+    if config.uses_background and not config.reads_pages:
+        raise ConfigurationError(
+            "idf=background reads the pages of every query's first results: "
+            "set ranker.evidence or refiner.evidence to page or both"
+        )
     make_ranker(config)  # a bad parameter value fails now, not in a worker
     make_refiner(config)
     return config
 
 
+def _idf_source(key: str, value: object) -> str:
+    if str(value) not in IDF_SOURCES:
+        valid = ", ".join(IDF_SOURCES)
+        raise ConfigurationError(f"{key}={value!r} is not valid (valid: {valid})")
+    return str(value)
+
+
+def _expand_depth(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 200:
+        raise ConfigurationError(
+            f"refiner.expand_depth={value!r} must be an integer from 1 to 200 (or null)"
+        )
+    return value
+
+
 def make_ranker(
-    config: EngineConfig, *, feedback: bool = True, pages: PageSource | None = None
+    config: EngineConfig,
+    *,
+    feedback: bool = True,
+    pages: PageSource | None = None,
+    background: Background | None = None,
 ) -> Ranker:
     """The configured ranker; ``feedback=False`` switches its feedback terms off (the control).
 
     ``pages``: where a ranker with ``evidence`` page or both reads them (the run's page
-    cassette); without it such a ranker can be built and keyed but not run.
+    cassette); without it such a ranker can be built and keyed but not run. ``background``:
+    the sample an ``idf=background`` part takes its idf from (the same caveat).
     """
     part = RANKERS[config.ranker]
     params: dict[str, Any] = dict(config.ranker_params)
@@ -254,26 +320,40 @@ def make_ranker(
         params.update(part.feedback_off)
     if part.analyzed:
         params["analyzer"] = config.analyzer
+    mode = EvidenceMode(config.evidence)
+    factory = part.factory
+    if config.idf == "background":
+        factory = BackgroundRocchioRanker
+        params.update(background=background or NO_BACKGROUND, mode=mode)
     try:
-        ranker: Ranker = part.factory(**params)
+        ranker: Ranker = factory(**params)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"ranker {config.ranker!r}: {exc}") from exc
-    mode = EvidenceMode(config.evidence)
     if mode is not EvidenceMode.SNIPPET:
         ranker = PageEvidenceRanker(ranker, mode, pages or NO_PAGES)
     return BoostRelevant(ranker) if config.boost_relevant and feedback else ranker
 
 
-def make_refiner(config: EngineConfig, *, pages: PageSource | None = None) -> Refiner:
-    """The configured refiner; ``pages`` as for :func:`make_ranker`."""
+def make_refiner(
+    config: EngineConfig,
+    *,
+    pages: PageSource | None = None,
+    background: Background | None = None,
+) -> Refiner:
+    """The configured refiner; ``pages`` and ``background`` as for :func:`make_ranker`."""
     part = REFINERS[config.refiner]
+    mode = EvidenceMode(config.refiner_evidence)
+    params: dict[str, Any] = dict(config.refiner_params)
+    if config.refiner_idf == "background":
+        params.update(background=background or NO_BACKGROUND, mode=mode)
     try:
-        refiner: Refiner = part.factory(**dict(config.refiner_params), analyzer=config.analyzer)
+        refiner: Refiner = part.factory(**params, analyzer=config.analyzer)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"refiner {config.refiner!r}: {exc}") from exc
-    mode = EvidenceMode(config.refiner_evidence)
     if mode is not EvidenceMode.SNIPPET:
         refiner = PageEvidenceRefiner(refiner, mode, pages or NO_PAGES)
+    if config.expand_depth is not None:
+        refiner = ExpansionDepth(refiner, config.expand_depth)
     return refiner
 
 

@@ -99,6 +99,9 @@ class RankerConf:
     #: failed) or both (title, snippet and page). page and both replay the query set's page
     #: cassette (``record`` writes it).
     evidence: str = "snippet"
+    #: tfidf_rocchio: where idf comes from: candidates (the results it ranks) or background
+    #: (the pages of every query's first results plus the candidates; engine/background.py).
+    idf: str = "candidates"
 
 
 @dataclass
@@ -127,6 +130,11 @@ class RefinerConf:
     #: What the refiner reads of each result: snippet (title, snippet, extra snippets),
     #: page (title + the page's extracted text, clipped to 12,000 characters) or both.
     evidence: str = "snippet"
+    #: lexical: where idf comes from: candidates (the results it reads) or background (the
+    #: pages of every query's first results plus the candidates; engine/background.py).
+    idf: str = "candidates"
+    #: How many results the refined query fetches (null: experiment.depth, one page).
+    expand_depth: int | None = None
 
 
 @dataclass

@@ -107,6 +107,11 @@ class RunPlan:
         """Whether some engine config reads the pages behind the results."""
         return any(engine.reads_pages for engine in self.engines)
 
+    @property
+    def uses_background(self) -> bool:
+        """Whether some engine config takes its idf from the background sample."""
+        return any(engine.uses_background for engine in self.engines)
+
     def __post_init__(self) -> None:
         if not self.asked:
             object.__setattr__(self, "asked", self.engines)
@@ -304,8 +309,10 @@ def alias_groups(
 
 
 def deep_limit(plan: RunPlan) -> int:
-    """How deep the equal-depth control fetches: as long as R expansions can make a list."""
-    return min(plan.depth * (plan.rounds + 1), 200)
+    """How deep the equal-depth control fetches: as long as R expansions can make a list
+    (each fetching ``depth``, or a deeper ``refiner.expand_depth``)."""
+    expand = max([plan.depth, *(e.expand_depth or 0 for e in plan.engines)])
+    return min(plan.depth + plan.rounds * expand, 200)
 
 
 _SCHEMAS = {"ranker": RankerConf, "refiner": RefinerConf}

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from evidence_bench.collections.queryset import QuerySet, load_query_set
+from evidence_bench.engine.background import Background, query_set_background
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
 from evidence_bench.engine.evidence_mode import PageSource
 from evidence_bench.errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "ReplayedQuery",
     "engine_parts",
     "execute",
+    "first_page_background",
     "plan_users",
     "query_episodes",
     "query_output",
@@ -166,7 +168,10 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
                 ),
                 record_hint=plan.record_command,
             )
-        engines = engine_parts(plan, pages=pages)
+        background = None
+        if pages is not None and plan.uses_background:
+            background = first_page_background(plan, store, pages)
+        engines = engine_parts(plan, pages=pages, background=background)
         _WORKER = ReplayWorker(plan, query_set, store, engines, plan_users(plan), pages)
     return _WORKER
 
@@ -174,18 +179,45 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
 EngineParts = list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
 
 
-def engine_parts(plan: RunPlan, *, pages: PageSource | None = None) -> EngineParts:
+def engine_parts(
+    plan: RunPlan, *, pages: PageSource | None = None, background: Background | None = None
+) -> EngineParts:
     """Each engine config with its ranker, its no-feedback control and its refiner; those
-    that read pages read them from ``pages``."""
+    that read pages read them from ``pages``, those with ``idf=background`` take it from
+    ``background``."""
     return [
         (
             e,
-            make_ranker(e, pages=pages),
-            make_ranker(e, feedback=False, pages=pages),
-            make_refiner(e, pages=pages),
+            make_ranker(e, pages=pages, background=background),
+            make_ranker(e, feedback=False, pages=pages, background=background),
+            make_refiner(e, pages=pages, background=background),
         )
         for e in plan.engines
     ]
+
+
+def first_page_background(plan: RunPlan, store: CassetteStore, pages: PageSource) -> Background:
+    """The background sample of ``idf=background``: the pages behind the first results
+    (``experiment.depth`` of them) of every judged query of the query set, whatever
+    ``experiment.queries`` keeps (so a query's numbers do not depend on how many run),
+    replayed from ``store``; built before any query's episodes, so no query's request
+    counts include it."""
+    queries = load_query_set(plan.query_set, limit=None).queries
+
+    def first_page(query_id: str, query: str) -> list[Evidence]:
+        with httpx.Client(transport=store.transport(query_id)) as client:
+            provider = BraveProvider(
+                "replay",
+                base_url=REPLAY_BASE_URL,
+                http_client=client,
+                retry=RetryPolicy(attempts=1),
+            )
+            try:
+                return provider.search(query, limit=plan.depth)
+            except SkippedRequest:
+                return []
+
+    return query_set_background(queries, first_page, pages)
 
 
 def plan_users(plan: RunPlan) -> list[tuple[str, UserPolicy]]:

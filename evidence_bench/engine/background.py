@@ -1,0 +1,201 @@
+"""idf from a background sample of pages, not from the 20-40 candidates alone.
+
+The TF-IDF ranker and the lexical refiner take their idf from the candidate set
+(:mod:`evidence_bench.engine.ranking`): on 26 results that all answer one query, the query's
+own words sit in most of them and weigh little, and a word the topic shares with nothing
+else looks as rare as a word of one odd result. A full-text Rocchio reference has the
+collection's idf; a web-search client has no collection, but it has what it has read.
+``idf=background`` takes document frequencies over a :class:`Background`: the pages behind
+the first result page of every query of the query set (what a client that has served those
+queries holds in its page cache; no judgment is read), plus the candidates it does not hold.
+
+The background is a pure function of the query set, the provider's first answers and the
+pages, so it is the same in every process and for any number of workers. It is read as the
+part reads its candidates (``evidence`` page or both: :func:`reading_copies`; a failed
+page: its snippet).
+
+    idf(t) = ln((N + 1) / (df(t) + 1)) + 1   over N = |background ∪ candidates|
+
+(the ranker's smoothed form), so a term no page of the sample holds weighs the most.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from evidence_bench.engine.base import Feedback
+from evidence_bench.engine.evidence_mode import EvidenceMode, PageSource, reading_copies
+from evidence_bench.engine.ranking import TfidfRocchioRanker, _normalized, _term_counts
+from evidence_bench.engine.text import Analyzer
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import Evidence, dedupe
+
+__all__ = [
+    "IDF_SOURCES",
+    "Background",
+    "BackgroundRocchioRanker",
+    "DocumentFrequencies",
+    "query_set_background",
+]
+
+#: Where a ranker's or refiner's idf comes from: ``candidates`` (the default: the results
+#: it orders) or ``background`` (a :class:`Background` plus the candidates).
+IDF_SOURCES = ("candidates", "background")
+
+Reader = Callable[[Evidence], str]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentFrequencies:
+    """How many documents of a sample hold each term, the sample's size and its keys."""
+
+    n: int
+    df: Mapping[str, int]
+    keys: frozenset[str]
+
+    def idf(self, terms: Iterable[tuple[str, Sequence[str]]]) -> dict[str, float]:
+        """The smoothed idf of every term of ``terms`` ((key, terms) per candidate) over the
+        sample plus the candidates it does not hold, ``ln((N + 1) / (df + 1)) + 1``."""
+        extra: Counter[str] = Counter()
+        n = self.n
+        seen: list[Sequence[str]] = []
+        for key, words in terms:
+            seen.append(words)
+            if key not in self.keys:
+                n += 1
+                extra.update(set(words))
+        df = self.df
+        return {
+            term: math.log((n + 1) / (df.get(term, 0) + extra[term] + 1)) + 1.0
+            for words in seen
+            for term in words
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Background:
+    """A sample of results whose pages give the document frequencies (compared by identity:
+    one per run). ``items`` are deduplicated by canonical URL, in the order first met."""
+
+    items: tuple[Evidence, ...]
+    pages: PageSource = field(repr=False)
+    _cache: dict[tuple[Any, ...], DocumentFrequencies] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def frequencies(
+        self, analyzer: Analyzer, mode: EvidenceMode, reader: Reader
+    ) -> DocumentFrequencies:
+        """The sample's document frequencies as ``mode`` reads its results (computed once per
+        analyzer, mode and reader)."""
+        key = (analyzer, mode, reader)
+        with self._lock:
+            found = self._cache.get(key)
+        if found is None:
+            df: Counter[str] = Counter()
+            for item in reading_copies(self.items, mode, self.pages):
+                df.update(set(analyzer(reader(item))))
+            found = DocumentFrequencies(
+                len(self.items), dict(df), frozenset(item.key for item in self.items)
+            )
+            with self._lock:
+                self._cache.setdefault(key, found)
+        return found
+
+
+def query_set_background(
+    queries: Mapping[str, str],
+    first_page: Callable[[str, str], Sequence[Evidence]],
+    pages: PageSource,
+) -> Background:
+    """The results of ``first_page(query_id, query)`` for every query, in query order,
+    deduplicated by canonical URL, read through ``pages``."""
+    found: list[Evidence] = []
+    for query_id, query in queries.items():
+        found.extend(first_page(query_id, query))
+    return Background(tuple(dedupe(found)), pages)
+
+
+class _NoBackground:
+    """The background of a part built without one (config validation): reading fails."""
+
+    def frequencies(self, analyzer: Analyzer, mode: EvidenceMode, reader: Reader) -> Any:
+        raise ConfigurationError(
+            "idf=background needs the run's background sample (the pages of every query's "
+            "first results); this engine part was built without it"
+        )
+
+
+#: The placeholder a part built for validation holds.
+NO_BACKGROUND: Any = _NoBackground()
+
+
+def _text(item: Evidence) -> str:
+    return item.text
+
+
+@lru_cache(maxsize=1024)
+def _index(
+    background: Background,
+    mode: EvidenceMode,
+    analyzer: Analyzer,
+    keyed: tuple[tuple[str, str], ...],
+) -> tuple[dict[str, float], tuple[dict[str, float], ...]]:
+    """idf over the background and the candidates, and the candidates' L2-normalized
+    sublinear tf-idf vectors (as :func:`evidence_bench.engine.ranking._index` builds them)."""
+    counts = [_term_counts(analyzer, text) for _, text in keyed]
+    frequencies = background.frequencies(analyzer, mode, _text)
+    idf = frequencies.idf(
+        (key, [term for term, _ in pairs]) for (key, _), pairs in zip(keyed, counts, strict=True)
+    )
+    documents = tuple(
+        _normalized({term: (1.0 + math.log(tf)) * idf[term] for term, tf in pairs})
+        for pairs in counts
+    )
+    return idf, documents
+
+
+@dataclass(frozen=True)
+class BackgroundRocchioRanker(TfidfRocchioRanker):
+    """:class:`~evidence_bench.engine.ranking.TfidfRocchioRanker` with its idf over a
+    :class:`Background` and the candidates (see the module docstring); everything else,
+    Rocchio's update included, is the same. ``mode`` is how its candidates are read, so the
+    background is read alike."""
+
+    background: Background = field(default=NO_BACKGROUND, compare=False, repr=False)
+    mode: EvidenceMode = EvidenceMode.PAGE
+
+    def effective_params(self) -> dict[str, Any]:
+        """The TF-IDF ranker's, with the idf source."""
+        return {**super().effective_params(), "idf": "background"}
+
+    def score(self, query: str, candidates: Sequence[Evidence], feedback: Feedback) -> list[float]:
+        """cos(q', d) for each candidate, in the candidates' order."""
+        keyed = tuple((item.key, item.text) for item in candidates)
+        idf, documents = _index(self.background, self.mode, self.analyzer, keyed)
+        query_vector = _normalized(
+            {
+                term: (1.0 + math.log(tf)) * idf[term]
+                for term, tf in _term_counts(self.analyzer, query)
+                if term in idf
+            }
+        )
+        modified = self._rocchio(query_vector, candidates, documents, feedback)
+        norm = math.sqrt(sum(weight * weight for weight in modified.values()))
+        if norm == 0.0:
+            return [0.0] * len(candidates)
+        lookup = modified.get
+        return [
+            sum(weight * lookup(term, 0.0) for term, weight in document.items()) / norm
+            for document in documents
+        ]
