@@ -501,7 +501,8 @@ class SimulatorTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
-        params = {name: request.url.params[name] for name in request.url.params}
+        query = request.url.params  # parsed anew on each access: once
+        params = {name: query[name] for name in query}  # each name's first value
         answer = self.simulator.handle(
             request.method, request.url.path, params, dict(request.headers.items())
         )
