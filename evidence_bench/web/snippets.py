@@ -56,13 +56,16 @@ class SnippetIndex:
         lengths = np.array([len(words) for words in split], dtype=np.int64)
         self.starts = np.zeros(len(split) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.starts[1:])
-        #: every word of the collection, and each HTML-escaped
-        self.words: list[str] = [word for words in split for word in words]
-        distinct = list(dict.fromkeys(self.words))
+        every = [word for words in split for word in words]
+        distinct = list(dict.fromkeys(every))
         number = {word: i for i, word in enumerate(distinct)}
-        self._distinct = list(map(number.__getitem__, self.words))
+        self._distinct = list(map(number.__getitem__, every))
         escaped = [html.escape(word) for word in distinct]
+        #: every word of the collection (one string object per distinct word), and each
+        #: HTML-escaped
+        self.words: list[str] = list(map(distinct.__getitem__, self._distinct))
         self.escaped = list(map(escaped.__getitem__, self._distinct))
+        del every, split
         self._runs: list[Runs] = [self._runs_of(word) for word in distinct]
         self._strong: dict[int, str] = {}
         word_ids = np.array(self._distinct, dtype=np.int64)
