@@ -189,20 +189,19 @@ def _integer(args: dict[str, str], key: str, default: str | None) -> int | None:
 
 
 def _serve(argv: list[str]) -> None:
+    allowed = {"collection": "name or path", "port": "int", "token": "text"}
+    allowed["rate_limit"] = "requests/s"
+    _asks_help(
+        argv,
+        "usage: python -m evidence_bench serve "
+        + " ".join(f"[{key}=<{kind}>]" for key, kind in allowed.items()),
+    )
+    args = _key_values(argv, allowed)
     from evidence_bench.collections.beir import load_collection
     from evidence_bench.collections.queryset import resolve_path
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.web.simulator import BraveSimulator, run_server
 
-    args = _key_values(
-        argv,
-        {
-            "collection": "name or path",
-            "port": "int",
-            "token": "text",
-            "rate_limit": "requests/s",
-        },
-    )
     name = args.get("collection", "cranfield")
     try:
         path = (
@@ -220,15 +219,25 @@ def _serve(argv: list[str]) -> None:
         _fail(str(exc))
 
 
-def _report(argv: list[str]) -> None:
-    from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.report.render import render_report
+def _asks_help(argv: list[str], usage: str) -> None:
+    """Print ``usage`` and exit 0 when ``argv`` is ``-h`` or ``--help``: before the command
+    imports what it needs to work."""
+    if argv in (["-h"], ["--help"]):
+        print(usage)
+        raise SystemExit(0)
 
+
+def _report(argv: list[str]) -> None:
+    usage = "usage: python -m evidence_bench report RUN_DIR"
+    _asks_help(argv, usage)
     if len(argv) != 1:
-        _fail("usage: python -m evidence_bench report RUN_DIR", 2)
+        _fail(usage, 2)
     target = Path(argv[0])
     if not target.is_dir():
         _fail(f"report: {target} is not a directory", 2)
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.report.render import render_report
+
     try:
         path = render_report(target)  # a run directory, or a multirun of them
     except EvidenceBenchError as exc:
@@ -237,11 +246,13 @@ def _report(argv: list[str]) -> None:
 
 
 def _gather(argv: list[str]) -> None:
+    usage = "usage: python -m evidence_bench gather SHARD_DIR... (or a multirun dir)"
+    _asks_help(argv, usage)
+    if not argv or any(arg.startswith("-") for arg in argv):
+        _fail(usage, 2)
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.gather import gather_shards
 
-    if not argv or any(arg.startswith("-") for arg in argv):
-        _fail("usage: python -m evidence_bench gather SHARD_DIR... (or a multirun dir)", 2)
     try:
         outcome = gather_shards([Path(arg) for arg in argv])
     except EvidenceBenchError as exc:
@@ -249,10 +260,14 @@ def _gather(argv: list[str]) -> None:
     print(outcome.announce(), end="")
 
 
+#: ``export``'s formats: :class:`evidence_bench.experiment.export.ExportFormat`'s values
+#: (tests/test_main.py checks they agree), here so that ``export --help`` and a bad
+#: argument answer before the exporter and its dependencies are imported.
+EXPORT_FORMATS = ("csv", "trec")
+
+
 def export_parser() -> argparse.ArgumentParser:
     """``python -m evidence_bench export``'s options (the CLI reference shows them)."""
-    from evidence_bench.experiment.export import ExportFormat
-
     parser = argparse.ArgumentParser(
         prog="python -m evidence_bench export",
         description=(
@@ -264,7 +279,7 @@ def export_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--format",
         required=True,
-        choices=[f.value for f in ExportFormat],
+        choices=EXPORT_FORMATS,
         help="csv: the tables as CSV, as runs wrote them before Parquet; trec: trec/qrels.txt "
         "and one gzipped TREC run per config, policy, round and stage",
     )
@@ -278,13 +293,13 @@ def export_parser() -> argparse.ArgumentParser:
 
 
 def _export(argv: list[str]) -> None:
-    from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.export import export_run, written
-
     args = export_parser().parse_args(argv)
     target = Path(args.run_dir)
     if not target.is_dir():
         _fail(f"export: {target} is not a directory", 2)
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.export import export_run, written
+
     try:
         paths = export_run(target, args.format, args.out)
     except EvidenceBenchError as exc:

@@ -12,32 +12,37 @@ quote and cache them.
     records.py     RetrievalIntent, EvidencePacket, FetchFailure, PacketSet, ...
 """
 
-from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH, CachedDoc, PageCache
-from evidence_bench.livefetch.discovery import (
-    BraveDiscovery,
-    DdgsDiscovery,
-    Discovery,
-    FeedDiscovery,
-    RecordedDiscovery,
-    RecordMode,
-    StaticDiscovery,
-    candidate_limit,
-)
-from evidence_bench.livefetch.extract import clip_text, decode_html, extract_page
-from evidence_bench.livefetch.fetch import USER_AGENT, FetchedPage, PageFetcher
-from evidence_bench.livefetch.pipeline import LiveFetch, default_discovery
-from evidence_bench.livefetch.quotes import quotes_for
-from evidence_bench.livefetch.records import (
-    Candidate,
-    EvidencePacket,
-    ExtractedPage,
-    FailureReason,
-    FetchFailure,
-    Mode,
-    PacketSet,
-    RetrievalIntent,
-    ScoreBreakdown,
-)
+from typing import TYPE_CHECKING
+
+from evidence_bench._lazy import attach
+
+if TYPE_CHECKING:
+    from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH, CachedDoc, PageCache
+    from evidence_bench.livefetch.discovery import (
+        BraveDiscovery,
+        DdgsDiscovery,
+        Discovery,
+        FeedDiscovery,
+        RecordedDiscovery,
+        RecordMode,
+        StaticDiscovery,
+        candidate_limit,
+    )
+    from evidence_bench.livefetch.extract import clip_text, decode_html, extract_page
+    from evidence_bench.livefetch.fetch import USER_AGENT, FetchedPage, PageFetcher
+    from evidence_bench.livefetch.pipeline import LiveFetch, default_discovery
+    from evidence_bench.livefetch.quotes import quotes_for
+    from evidence_bench.livefetch.records import (
+        Candidate,
+        EvidencePacket,
+        ExtractedPage,
+        FailureReason,
+        FetchFailure,
+        Mode,
+        PacketSet,
+        RetrievalIntent,
+        ScoreBreakdown,
+    )
 
 __all__ = [
     "DEFAULT_CACHE_PATH",
@@ -70,3 +75,38 @@ __all__ = [
     "extract_page",
     "quotes_for",
 ]
+
+# Imported on first use (:mod:`evidence_bench._lazy`): importing the package does not import
+# trafilatura, httpx or SQLite until a name that needs them is used.
+__getattr__, __dir__ = attach(
+    __name__,
+    {
+        "evidence_bench.livefetch.cache": ["DEFAULT_CACHE_PATH", "CachedDoc", "PageCache"],
+        "evidence_bench.livefetch.discovery": [
+            "BraveDiscovery",
+            "DdgsDiscovery",
+            "Discovery",
+            "FeedDiscovery",
+            "RecordedDiscovery",
+            "RecordMode",
+            "StaticDiscovery",
+            "candidate_limit",
+        ],
+        "evidence_bench.livefetch.extract": ["clip_text", "decode_html", "extract_page"],
+        "evidence_bench.livefetch.fetch": ["USER_AGENT", "FetchedPage", "PageFetcher"],
+        "evidence_bench.livefetch.pipeline": ["LiveFetch", "default_discovery"],
+        "evidence_bench.livefetch.quotes": ["quotes_for"],
+        "evidence_bench.livefetch.records": [
+            "Candidate",
+            "EvidencePacket",
+            "ExtractedPage",
+            "FailureReason",
+            "FetchFailure",
+            "Mode",
+            "PacketSet",
+            "RetrievalIntent",
+            "ScoreBreakdown",
+        ],
+    },
+)
+del TYPE_CHECKING, attach

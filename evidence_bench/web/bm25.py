@@ -17,8 +17,9 @@ so scores can differ from Anserini's in the last digits; ``k1=0.9, b=0.4`` are i
 Each document is analyzed once, when the index is built. A term's BM25 weight in every
 document that holds it is computed once, the first time a query asks for the term (a numpy
 array per term, the same floats as the formula term by term); a search then adds the arrays
-of its query terms in query order (the same sums, in the same order, as adding term by term)
-and sorts the documents it reached by score, ties by doc id.
+of its query terms into one score per document, in query order (the same sums, in the same
+order, as adding term by term), and sorts the best documents it reached by score, ties by doc
+id.
 """
 
 from __future__ import annotations
@@ -145,18 +146,20 @@ class BM25Index:
         weights = [self._term_weights(t) for t in self.analyzer(query) if t in self._postings]
         if not weights:
             return []
-        docs = np.concatenate([found[0] for found in weights])
-        gains = np.concatenate([found[1] for found in weights])
-        # Each document's gains summed in query-term order (np.add.at adds element by
-        # element, in order), starting from 0.0 as a term-by-term sum does.
-        reached, where = np.unique(docs, return_inverse=True)
-        scores = np.zeros(len(reached), dtype=np.float64)
-        np.add.at(scores, where, gains)
-        positive = scores > 0
-        reached, scores = reached[positive], scores[positive]
-        best = np.lexsort((self._tie_rank[reached], -scores))[:k]
+        # Each document's gains summed in query-term order, starting from 0.0, as a
+        # term-by-term sum does (a term's documents are distinct, so each += is one addition).
+        scores = np.zeros(len(self._doc_ids), dtype=np.float64)
+        for docs, gains in weights:
+            scores[docs] += gains
+        reached = np.flatnonzero(scores > 0)  # every gain is > 0: the documents reached
+        found = scores[reached]
+        if len(reached) > k:  # only those that can be in the k best: the k-th score and above
+            kth = np.partition(found, len(found) - k)[len(found) - k]
+            keep = found >= kth
+            reached, found = reached[keep], found[keep]
+        best = np.lexsort((self._tie_rank[reached], -found))[:k]
         ids = self._doc_ids
         return [
             (ids[index], score)
-            for index, score in zip(reached[best].tolist(), scores[best].tolist(), strict=True)
+            for index, score in zip(reached[best].tolist(), found[best].tolist(), strict=True)
         ]

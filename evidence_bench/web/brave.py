@@ -9,6 +9,7 @@ provider's repr and removed from any message built from a dependency's text.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -333,6 +334,11 @@ def _parse_page(body: Mapping[str, object], where: str) -> tuple[list[Evidence],
     return results, more
 
 
+#: normalize_text, remembered: a document's title (and often its snippet) comes back in
+#: answer after answer, and the function is pure.
+_normalized = functools.lru_cache(maxsize=1 << 13)(normalize_text)
+
+
 def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
     url = _required(item, "url", str, path, where).strip()
     if not url:
@@ -347,14 +353,14 @@ def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
                 f"{where}: {path}.extra_snippets[{index}] is a JSON {_json_type(extra)}, "
                 "expected a JSON string"
             )
-        if text := normalize_text(extra):
+        if text := _normalized(extra):
             snippets.append(text)
     meta = _optional(item, "meta_url", dict, path, where)
     hostname = _optional(meta, "hostname", str, f"{path}.meta_url", where) if meta else None
     return Evidence(
-        title=normalize_text(title),
+        title=_normalized(title),
         url=url,
-        snippet=normalize_text(description),
+        snippet=_normalized(description),
         source="brave",
         page_age=_page_age(_optional(item, "page_age", str, path, where)),
         age=_optional(item, "age", str, path, where) or "",

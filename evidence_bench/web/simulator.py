@@ -27,22 +27,22 @@ import sys
 import threading
 import time
 import uuid
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from json.encoder import encode_basestring
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
-import numpy as np
 
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from evidence_bench.web.bm25 import BM25Index
 from evidence_bench.web.pages import PAGE_PATH, check_failure_rate, render_page
+from evidence_bench.web.snippets import SnippetIndex
 
 __all__ = [
     "SEARCH_PATH",
@@ -58,7 +58,6 @@ SEARCH_PATH = "/res/v1/web/search"
 LOOPBACK = "127.0.0.1"
 MAX_COUNT = 20
 MAX_OFFSET = 9
-SNIPPET_CHARS = 300
 TITLE_WORDS = 10
 MONTH_SECONDS = 2_592_000
 #: Reported when ``rate_limit`` is None, and the monthly window in every answer: the monthly
@@ -66,7 +65,6 @@ MONTH_SECONDS = 2_592_000
 UNLIMITED_RATE = 1000
 MONTHLY_QUOTA = 15_000
 
-_SPAN = re.compile(r"[^\W_]+")
 _INTEGER = re.compile(r"-?[0-9]+")
 _BOOLEANS = {"true": True, "false": False}
 
@@ -139,6 +137,8 @@ class BraveSimulator:
         self._window_start: float | None = None
         self._window_used = 0
         self._index, self._words = _index_for(collection)
+        #: doc id -> its result's encoded fields around the description (:meth:`_fields`)
+        self._encoded: dict[str, tuple[str, str]] = {}
 
     def __repr__(self) -> str:
         token = "None" if self._token is None else "'***'"
@@ -195,7 +195,7 @@ class BraveSimulator:
             return self._error(
                 429, "RATE_LIMITED", "Request rate limit exceeded for plan", meta, rate_headers
             )
-        body = _encode(self._search_body(request))
+        body = self._search_body(request)
         return SimResponse(200, {"Content-Type": "application/json", **rate_headers}, body)
 
     def page(self, doc_id: str) -> SimResponse:
@@ -254,17 +254,18 @@ class BraveSimulator:
 
     # -- the search body ---------------------------------------------------------------------
 
-    def _search_body(self, request: _SearchRequest) -> dict[str, Any]:
+    def _search_body(self, request: _SearchRequest) -> bytes:
+        """The JSON body, compact (``json.dumps`` with ``(",", ":")`` separators and
+        ``ensure_ascii=False``), laid out from pieces: each document's fixed fields are
+        encoded once (:meth:`_fields`), each answer encodes its query and snippets."""
         start = request.offset * request.count
         hits = self._index.search(request.q, start + request.count + 1)
-        page = hits[start : start + request.count]
-        more = len(hits) > start + request.count and request.offset < MAX_OFFSET
-        terms = frozenset(self._index.analyze(request.q))
-        results = [
-            self._result(self.collection.documents[doc_id], terms, request) for doc_id, _ in page
+        page = [
+            self.collection.documents[doc_id] for doc_id, _ in hits[start : start + request.count]
         ]
-        body: dict[str, Any] = {
-            "query": {
+        more = len(hits) > start + request.count and request.offset < MAX_OFFSET
+        query = _json(
+            {
                 "original": request.q,
                 "show_strict_warning": False,
                 "is_navigational": False,
@@ -278,71 +279,85 @@ class BraveSimulator:
                 "header_country": "",
                 "more_results_available": more,
                 "state": "",
-            },
-            "mixed": {
-                "type": "mixed",
-                "main": [{"type": "web", "index": i, "all": False} for i in range(len(results))],
-                "top": [],
-                "side": [],
-            },
-            "type": "search",
-        }
-        if results:
-            body["web"] = {"type": "search", "results": results, "family_friendly": True}
-        return body
-
-    def _result(
-        self, doc: Document, terms: frozenset[str], request: _SearchRequest
-    ) -> dict[str, Any]:
-        host = self.collection.host
-        favicon = f"https://{host}/favicon.ico"
-        words = self._words.of(doc)
-        windows = _windows(
-            words, terms, 1 + (self.extra_snippet_count if request.extra_snippets else 0)
+            }
         )
-        description = ""
-        if windows:
-            lo, hi = windows[0]
-            description = _render(words, lo, hi, terms, self._words, request.text_decorations)
-        result: dict[str, Any] = {
-            "title": html.escape(_title(doc)),
-            "url": self.collection.url_for(doc.doc_id),
-            "description": description,
-            "type": "search_result",
-            "subtype": "generic",
-            "is_source_local": False,
-            "is_source_both": False,
-            "is_live": False,
-            "language": "en",
-            "family_friendly": True,
-            "profile": {
-                "name": self.collection.name,
-                "url": f"https://{host}/",
-                "long_name": host,
-                "img": favicon,
-            },
-            "meta_url": {
-                "scheme": "https",
-                "netloc": host,
-                "hostname": host,
-                "favicon": favicon,
-                "path": f"› doc › {doc.doc_id}",
-            },
-        }
-        if request.extra_snippets and len(windows) > 1:
-            # Brave's extra snippets are plain excerpts, without <strong> decorations.
-            result["extra_snippets"] = [
-                _render(words, lo, hi, terms, self._words, False) for lo, hi in windows[1:]
-            ]
-        return result
+        main = ",".join(f'{{"type":"web","index":{i},"all":false}}' for i in range(len(page)))
+        parts = [
+            f'{{"query":{query},"mixed":{{"type":"mixed","main":[{main}],"top":[],"side":[]}},"type":"search"'
+        ]
+        if page:
+            results = ",".join(self._results(page, request))
+            parts.append(f',"web":{{"type":"search","results":[{results}],"family_friendly":true}}')
+        parts.append("}")
+        return "".join(parts).encode()
+
+    def _results(self, page: list[Document], request: _SearchRequest) -> list[str]:
+        """Each document's result object, encoded."""
+        snippets = self._words
+        terms = frozenset(self._index.analyze(request.q))
+        extra = self.extra_snippet_count if request.extra_snippets else 0
+        shown = snippets.windows([doc.doc_id for doc in page], terms, 1 + extra)
+        decorate = request.text_decorations
+        results: list[str] = []
+        for doc, (windows, marked) in zip(page, shown, strict=True):
+            head, tail = self._fields(doc)
+            description = ""
+            if windows:
+                description = snippets.render(*windows[0], terms, marked, decorate)
+            extras = ""
+            if request.extra_snippets and len(windows) > 1:
+                # Brave's extra snippets are plain excerpts, without <strong> decorations.
+                plain = [
+                    _string(snippets.render(lo, hi, terms, [], False)) for lo, hi in windows[1:]
+                ]
+                extras = f',"extra_snippets":[{",".join(plain)}]'
+            results.append(f"{head}{_string(description)}{tail}{extras}}}")
+        return results
+
+    def _fields(self, doc: Document) -> tuple[str, str]:
+        """A result's encoded fields before its description (an opening brace, title and
+        url) and after it (type to meta_url), made once per document."""
+        found = self._encoded.get(doc.doc_id)
+        if found is None:
+            host = self.collection.host
+            favicon = f"https://{host}/favicon.ico"
+            title, url = html.escape(_title(doc)), self.collection.url_for(doc.doc_id)
+            rest = {
+                "type": "search_result",
+                "subtype": "generic",
+                "is_source_local": False,
+                "is_source_both": False,
+                "is_live": False,
+                "language": "en",
+                "family_friendly": True,
+                "profile": {
+                    "name": self.collection.name,
+                    "url": f"https://{host}/",
+                    "long_name": host,
+                    "img": favicon,
+                },
+                "meta_url": {
+                    "scheme": "https",
+                    "netloc": host,
+                    "hostname": host,
+                    "favicon": favicon,
+                    "path": f"› doc › {doc.doc_id}",
+                },
+            }
+            found = (
+                f'{{"title":{_string(title)},"url":{_string(url)},"description":',
+                f",{_json(rest)[1:-1]}",
+            )
+            self._encoded[doc.doc_id] = found
+        return found
 
 
-_INDEXES: dict[str, tuple[BM25Index, _SnippetWords]] = {}
+_INDEXES: dict[str, tuple[BM25Index, SnippetIndex]] = {}
 _INDEXES_LOCK = threading.Lock()
 _INDEXES_KEPT = 4
 
 
-def _index_for(collection: Collection) -> tuple[BM25Index, _SnippetWords]:
+def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
     """The BM25 index over title + text, and the documents' snippet words, shared by
     simulators of the same checksum.
 
@@ -355,7 +370,7 @@ def _index_for(collection: Collection) -> tuple[BM25Index, _SnippetWords]:
             index = BM25Index(
                 {doc.doc_id: f"{doc.title} {doc.text}" for doc in collection.documents.values()}
             )
-            found = (index, _SnippetWords(index))
+            found = (index, SnippetIndex(list(collection.documents.values()), index.analyze))
             if len(_INDEXES) >= _INDEXES_KEPT:
                 del _INDEXES[next(iter(_INDEXES))]
             _INDEXES[collection.checksum] = found
@@ -450,8 +465,17 @@ def _rate_headers(per_second: int, remaining: int, reset: int) -> dict[str, str]
     }
 
 
+def _json(value: Any) -> str:
+    """Brave's compact JSON: no spaces, non-ASCII characters as they are."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _encode(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return _json(body).encode()
+
+
+#: One string as :func:`_json` encodes it (json's own encoder for ``ensure_ascii=False``).
+_string: Callable[[str], str] = encode_basestring
 
 
 # -- snippets ------------------------------------------------------------------------------------
@@ -466,167 +490,6 @@ def _title(doc: Document) -> str:
     return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
 
 
-@dataclass(frozen=True, slots=True)
-class _Words:
-    """A document's snippet text split into words, analyzed once: what every snippet of it
-    is cut from."""
-
-    words: list[str]
-    #: fits[s]: the most words from word s on (as an end index) that joined by spaces fit
-    #: in SNIPPET_CHARS; at least s + 1 (a word longer than a snippet is cut when rendered)
-    fits: list[int]
-    #: term -> the indices of the words whose analysis holds it
-    positions: dict[str, list[int]]
-    #: each word HTML-escaped
-    escaped: list[str]
-    #: term -> the indices of the words with a run of letters or digits whose analysis
-    #: holds it (the runs a decorated snippet puts in <strong>)
-    runs: dict[str, list[int]]
-
-
-class _SnippetWords:
-    """Each document's :class:`_Words`, made the first time the document is shown, and
-    each word's rendering."""
-
-    def __init__(self, index: BM25Index) -> None:
-        self._index = index
-        self.terms_of = index.terms_of
-        self._words: dict[str, _Words] = {}
-
-    def of(self, doc: Document) -> _Words:
-        found = self._words.get(doc.doc_id)
-        if found is None:
-            words = (doc.text or doc.title).split()
-            # starts[i] = Σ_{j < i} (len(words[j]) + 1): words[a:b] joined is
-            # starts[b] - starts[a] - 1 characters long.
-            starts = np.zeros(len(words) + 1, dtype=np.int64)
-            np.cumsum([len(word) + 1 for word in words], out=starts[1:])
-            fits = np.searchsorted(starts, starts[:-1] + SNIPPET_CHARS + 1, side="right") - 1
-            first = np.arange(1, len(words) + 1)
-            positions: dict[str, list[int]] = {}
-            runs: dict[str, list[int]] = {}
-            terms_of = self.terms_of
-            for i, word in enumerate(words):
-                for term in terms_of(word):
-                    positions.setdefault(term, []).append(i)
-                for term in frozenset().union(*map(terms_of, _SPAN.findall(word))):
-                    runs.setdefault(term, []).append(i)
-            escaped = [html.escape(word) for word in words]
-            found = _Words(words, np.maximum(fits, first).tolist(), positions, escaped, runs)
-            self._words[doc.doc_id] = found
-        return found
-
-
-def _windows(words: _Words, terms: frozenset[str], n: int) -> list[tuple[int, int]]:
-    """Up to ``n`` disjoint word windows of at most SNIPPET_CHARS, best first.
-
-    The best window has the most distinct query terms, then the most term hits (a word's
-    hits: the query terms its analysis holds), then comes first; each next one is the best
-    among the words no earlier window holds.
-    """
-    hits: dict[int, set[str]] = {}
-    for term in terms:
-        for i in words.positions.get(term, ()):
-            hits.setdefault(i, set()).add(term)
-    at = sorted(hits)
-    held = [hits[i] for i in at]
-    chosen: list[tuple[int, int]] = []
-    gaps = [(0, len(words.words))] if words.words else []
-    while gaps and len(chosen) < n:
-        candidates = [_best_window(words.fits, at, held, lo, hi) for lo, hi in gaps]
-        _, lo, hi = max(candidates, key=lambda c: (c[0], -c[1]))
-        chosen.append((lo, hi))
-        gaps = [g for gap in gaps for g in _split_gap(gap, lo, hi)]
-    return chosen
-
-
-def _split_gap(gap: tuple[int, int], lo: int, hi: int) -> list[tuple[int, int]]:
-    if not gap[0] <= lo < gap[1]:
-        return [gap]
-    return [g for g in ((gap[0], lo), (hi, gap[1])) if g[0] < g[1]]
-
-
-def _best_window(
-    fits: list[int], at: list[int], held: list[set[str]], lo: int, hi: int
-) -> tuple[tuple[int, int], int, int]:
-    """The best ``(score, start, end)`` window within words lo..hi-1.
-
-    Each start's window is as long as fits (:attr:`_Words.fits`, cut at ``hi``); its score
-    is (distinct query terms, term hits) in it, from the words with hits (``at``, each
-    holding the terms ``held``); the first start with the highest score wins. The score
-    changes only where a word with hits leaves the window (the start passes it) or enters
-    it (the end passes it), so the first best start is ``lo`` or one of those places.
-    """
-    first, last = bisect_left(at, lo), bisect_left(at, hi)
-    starts = {lo}
-    for position in at[first:last]:
-        if position + 1 < hi:
-            starts.add(position + 1)  # it leaves
-        # it enters at the first start whose window reaches it (fits only grows)
-        starts.add(max(lo, bisect_right(fits, position)))
-    best: tuple[tuple[int, int], int, int] | None = None
-    counts: dict[str, int] = {}  # the window's query terms, with their hits
-    total = 0
-    entered = left = first  # the hits the window has reached, and those it has passed
-    for start in sorted(starts):  # both ends only move forward: each hit enters, leaves once
-        stop = min(fits[start], hi)
-        while entered < last and at[entered] < stop:
-            for term in held[entered]:
-                counts[term] = counts.get(term, 0) + 1
-            total += len(held[entered])
-            entered += 1
-        while left < entered and at[left] < start:
-            for term in held[left]:
-                counts[term] -= 1
-                if not counts[term]:
-                    del counts[term]
-            total -= len(held[left])
-            left += 1
-        score = (len(counts), total)
-        if best is None or score > best[0]:
-            best = (score, start, stop)
-    assert best is not None  # lo is a start
-    return best
-
-
-def _render(
-    words: _Words, lo: int, hi: int, terms: frozenset[str], snippets: _SnippetWords, decorate: bool
-) -> str:
-    """Words lo..hi-1 HTML-escaped, joined by spaces; query terms in ``<strong>`` if
-    ``decorate``: each run of letters or digits whose analysis holds a query term.
-
-    Runs never cross a space and escaping is character by character, so only the words with
-    such a run (:attr:`_Words.runs`) are rendered here; the others are already escaped.
-    """
-    text = " ".join(words.words[lo:hi])
-    if len(text) > SNIPPET_CHARS:  # one word longer than a snippet
-        return _render_text(text[:SNIPPET_CHARS], terms, snippets.terms_of, decorate)
-    if not decorate:
-        return html.escape(text)
-    pieces = words.escaped[lo:hi]
-    marked = {i for term in terms for i in words.runs.get(term, ()) if lo <= i < hi}
-    for i in marked:
-        pieces[i - lo] = _render_text(words.words[i], terms, snippets.terms_of, True)
-    return " ".join(pieces)
-
-
-def _render_text(
-    text: str, terms: frozenset[str], terms_of: Callable[[str], frozenset[str]], decorate: bool
-) -> str:
-    """``text`` HTML-escaped, each run whose analysis holds a query term in ``<strong>``."""
-    if not decorate:
-        return html.escape(text)
-    parts: list[str] = []
-    position = 0
-    for match in _SPAN.finditer(text):
-        if not terms.isdisjoint(terms_of(match.group())):
-            parts.append(html.escape(text[position : match.start()]))
-            parts.append(f"<strong>{html.escape(match.group())}</strong>")
-            position = match.end()
-    parts.append(html.escape(text[position:]))
-    return "".join(parts)
-
-
 # -- in-process transport ------------------------------------------------------------------------
 
 
@@ -638,7 +501,8 @@ class SimulatorTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
-        params = {name: request.url.params[name] for name in request.url.params}
+        query = request.url.params  # parsed anew on each access: once
+        params = {name: query[name] for name in query}  # each name's first value
         answer = self.simulator.handle(
             request.method, request.url.path, params, dict(request.headers.items())
         )
