@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
+from scipy import special, stats
 
+import evidence_bench.evaluation.statistics as statistics_module
 from evidence_bench.evaluation.statistics import (
     TIE,
     Summary,
@@ -116,18 +117,33 @@ def test_summarize_groups_gives_summarizes_floats_exactly(size: int) -> None:
 
 def test_t_intervals_call_t_ppf_once_per_distinct_n(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    ppf = stats.t.ppf
+    stdtrit = special.stdtrit
 
-    def counting(q: float, df: np.ndarray) -> np.ndarray:
+    def counting(df: np.ndarray, q: float) -> np.ndarray:
         calls.append(np.size(df))
-        return ppf(q, df)
+        return np.asarray(stdtrit(df, q))
 
-    monkeypatch.setattr(stats.t, "ppf", counting)
+    monkeypatch.setattr(special, "stdtrit", counting)
     low, _ = t_intervals([10, 225, 10, 1, 225] * 1000, [0.5] * 5000, [0.1] * 5000)
     assert calls == [3]  # one call; df 1 (a placeholder for n = 1), 9 and 224
     # t(0.975, 9) = 2.2622 (t tables)
     assert low[0] == pytest.approx(0.5 - 2.2622 * 0.1 / math.sqrt(10), abs=1e-4)
     assert math.isnan(low[3])
+
+
+def test_t_quantiles_and_p_values_are_scipy_stats_t_to_the_bit() -> None:
+    # The intervals and t-test p-values use scipy.special (no scipy.stats import); they
+    # must be exactly what scipy.stats.t gives, for every df a run can have.
+    df = np.arange(1, 3000, dtype=np.float64)
+    for confidence in (0.95, 0.99, 1 - 0.05 / 96):
+        q = (1 + confidence) / 2
+        assert np.array_equal(statistics_module._t_ppf(q, df), stats.t.ppf(q, df))
+    rng = np.random.default_rng(7)
+    size = rng.integers(2, 300, 5000).astype(np.float64)
+    mean, std = rng.normal(0.0, 0.05, 5000), rng.uniform(0.01, 0.2, 5000)
+    t = mean / (std / np.sqrt(size))
+    expected = np.minimum(2.0 * stats.t.sf(np.abs(t), size - 1.0), 1.0)
+    assert np.array_equal(t_test_p_values(size, mean, std, np.ones(5000)), expected)
 
 
 def test_selection_intervals_are_bonferroni_widened() -> None:
