@@ -57,7 +57,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
-from evidence_bench.evaluation.comparisons import common_queries
+from evidence_bench.evaluation.comparisons import common_queries, strings
 from evidence_bench.evaluation.statistics import TIE, summarize_groups
 
 __all__ = [
@@ -153,7 +153,7 @@ def per_query_gains(
     gains = pd.concat(parts, ignore_index=True)
     for column in GAIN_COLUMNS:
         if column not in ("round", "gain"):
-            gains[column] = gains[column].astype(str)
+            gains[column] = strings(gains[column])
     gains["round"] = gains["round"].astype("int64")
     values = gains["gain"].to_numpy(np.float64, copy=True)
     values[np.abs(values) <= TIE] = 0.0
@@ -169,12 +169,16 @@ def _without_fixed(
     keys = ["config_id", "policy", "round", "eval_mode", "measure"]
     cells = fixed[fixed["stage"].astype(str).isin(stages)][keys].copy()
     for column in keys:
-        cells[column] = cells[column].astype("int64" if column == "round" else str)
+        cells[column] = (
+            cells[column].astype("int64") if column == "round" else strings(cells[column])
+        )
     cells = cells.drop_duplicates()
     cells["_fixed"] = True
-    plain = gains.copy()
+    plain = gains[keys].copy()
     for column in keys:
-        plain[column] = plain[column].astype("int64" if column == "round" else str)
+        plain[column] = (
+            plain[column].astype("int64") if column == "round" else strings(plain[column])
+        )
     marked = plain.merge(cells, on=keys, how="left")["_fixed"].fillna(False).to_numpy(bool)
     return gains[~marked]
 
@@ -202,13 +206,27 @@ def ordering(
     ]
     if mine.empty:
         return pd.Series(dtype="float64")
-    wide = mine.pivot_table(
-        index=["config_id", "stage"], columns="policy", values="gain", aggfunc="first"
-    )
-    wide = wide.dropna()
-    if wide.shape[1] < len(set(labels)):
+    # A (config_id, stage) × policy table of each label's first non-missing gain, kept
+    # where every policy that has a gain has one for it; each row's mean adds its gains in
+    # policy order, as a pivot table's row mean does (plain Python: a pivot table costs
+    # ~50 ms per call and a run's panel makes dozens).
+    table: dict[tuple[str, str], dict[str, float]] = {}
+    present: set[str] = set()
+    columns = (mine[c].tolist() for c in ("config_id", "stage", "policy", "gain"))
+    for config_id, stage, policy, gain in zip(*columns, strict=True):
+        if gain is None or math.isnan(gain):
+            continue
+        present.add(policy)
+        table.setdefault((config_id, stage), {}).setdefault(policy, float(gain))
+    if len(present) < len(set(labels)):
         return pd.Series(dtype="float64")
-    return wide.mean(axis=1).sort_index()
+    order = sorted(present)
+    kept = sorted(k for k, row in table.items() if len(row) == len(order))
+    if not kept:
+        return pd.Series(dtype="float64")
+    means_ = [sum(table[k][p] for p in order) / len(order) for k in kept]
+    index = pd.MultiIndex.from_tuples(kept, names=["config_id", "stage"])
+    return pd.Series(means_, index=index, dtype="float64")
 
 
 def _sign(value: float) -> int:
@@ -337,16 +355,18 @@ def agreements(
     measures = list(dict.fromkeys(str(m) for m in means["measure"]))
     for user, own in users.items():
         for ma, mb in itertools.combinations(modes, 2):
-            by_measure = {
-                m: (
+            # The primary measure where both modes order settings by it; else every
+            # measure both have (the others are only computed when they are needed).
+            usable: dict[str, tuple[pd.Series, pd.Series]] = {}
+            for m in [primary_measure, *(m for m in measures if m != primary_measure)]:
+                xy = (
                     ordering(means, own, eval_mode=ma, measure=m, round_=round_),
                     ordering(means, own, eval_mode=mb, measure=m, round_=round_),
                 )
-                for m in [primary_measure, *(m for m in measures if m != primary_measure)]
-            }
-            usable = {m: xy for m, xy in by_measure.items() if len(xy[0]) and len(xy[1])}
-            if primary_measure in usable:
-                usable = {primary_measure: usable[primary_measure]}
+                if len(xy[0]) and len(xy[1]):
+                    usable[m] = xy
+                    if m == primary_measure:
+                        break
             for measure, (xa, xb) in usable.items():
                 out.append(_agreement("mode", ma, mb, user, f"{ma}/{mb}", measure, xa, xb))
     return out
