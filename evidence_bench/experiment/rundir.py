@@ -311,7 +311,7 @@ def _fixed_cells(
         if seen not in judged:
             judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
         flags[row] = judged[seen]
-    measure = pd.Index(names).get_indexer(strings(frozen["measure"]))
+    measure = pd.Index(names).get_indexer(pd.Index(strings(frozen["measure"])))
     cells = frozen[SUMMARY_KEYS].assign(fixed=flags[code, measure])
     fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()
     return {cast(tuple[Any, ...], key): bool(flag) for key, flag in fixed.items()}
