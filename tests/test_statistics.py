@@ -374,3 +374,13 @@ def test_improved_degraded() -> None:
     assert improved_degraded(a, b, eps=0.2) == (0, 0, 5)
     with pytest.raises(ValueError, match="differ in length"):
         improved_degraded([0.1], [])
+
+
+def test_identical_columns_are_tested_once_with_the_same_p() -> None:
+    d1 = np.array([0.25, -0.5, 0.125, 0.375, 0.0, 0.5])
+    d2 = np.array([0.25, 0.5, 0.125, 0.375, 0.25, 0.5])
+    zero = np.zeros(6)
+    batch = sign_flip_p_values(np.stack([d1, d2, d1, zero, d2], axis=1), trials=300, seed=11)
+    alone = [sign_flip_p_values(d[:, None], trials=300, seed=11)[0] for d in (d1, d2, zero)]
+    assert batch.tolist() == [alone[0], alone[1], alone[0], alone[2], alone[1]]
+    assert alone[2] == 1.0  # no difference: every assignment is as extreme

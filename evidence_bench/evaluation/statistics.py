@@ -217,6 +217,13 @@ def sign_flip_p_values(
     n, k = matrix.shape
     if n == 0:
         return np.ones(k)
+    if k > 1:
+        # Identical columns have the same p under the same signs: test each once (a sweep's
+        # configs often tie, e.g. where no query changed).
+        distinct, inverse = np.unique(matrix, axis=1, return_inverse=True)
+        if distinct.shape[1] < k:
+            p = sign_flip_p_values(distinct, trials=trials, seed=seed)
+            return np.asarray(p[inverse.ravel()], dtype=np.float64)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     observed = np.abs(matrix.sum(axis=0)) - n * TIE
     extreme = np.zeros(k, dtype=np.int64)
