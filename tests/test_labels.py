@@ -32,7 +32,8 @@ from tests.conftest import exported
 ZERO = dict.fromkeys(COUNTED, 0)
 
 
-def test_counts_per_config_policy_and_round_in_the_order_met() -> None:
+@pytest.mark.parametrize("as_frame", [False, True], ids=["rows", "frame"])
+def test_counts_per_config_policy_and_round_in_the_order_met(as_frame: bool) -> None:
     rows = [
         ("c00", "oracle", 1, "more"),
         ("c00", "oracle", 1, "irrelevant"),
@@ -42,12 +43,23 @@ def test_counts_per_config_policy_and_round_in_the_order_met() -> None:
         ("c00", "oracle", 1, "irrelevant"),
         ("c00", "oracle", 2, "unsure"),
     ]
-    assert label_counts(rows) == [
+    columns = ["config_id", "policy", "round", "label"]
+    given = pd.DataFrame(rows, columns=columns) if as_frame else rows
+    assert label_counts(given) == [
         {"config_id": "c00", "policy": "oracle", "round": 1, **ZERO, "more": 1, "irrelevant": 2},
         {"config_id": "c00", "policy": "oracle", "round": 2, **ZERO, "seen": 1, "unsure": 1},
         {"config_id": "c00", "policy": "neg", "round": 1, **ZERO, "seen": 1},
         {"config_id": "c01", "policy": "oracle", "round": 1, **ZERO, "relevant": 1},
     ]
+
+
+def test_a_frame_with_an_unknown_label_is_refused_naming_it() -> None:
+    frame = pd.DataFrame(
+        [("c00", "oracle", 1, "more"), ("c00", "oracle", 1, "maybe")],
+        columns=["config_id", "policy", "round", "label"],
+    )
+    with pytest.raises(ValueError, match="unknown label 'maybe'"):
+        label_counts(frame)
 
 
 def test_a_kind_a_policy_should_give_and_never_gave_is_missing() -> None:

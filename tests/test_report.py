@@ -217,8 +217,8 @@ def test_nothing_is_loaded_from_outside(rendered: Rendered) -> None:
     for node in rendered.dom.walk():
         for name, value in node.attrs.items():
             if name in {"src", "href", "xlink:href", "action", "poster", "data"}:
-                # In-page anchors, and the colour bar matplotlib embeds as a PNG.
-                assert value.startswith(("#", "data:image/png;base64,")), (node.tag, name)
+                # In-page anchors only (the charts are SVG, their fills url(#...)).
+                assert value.startswith("#"), (node.tag, name)
     csp = rendered.dom.find_all("meta", http_equiv="Content-Security-Policy")
     assert csp and "default-src 'none'" in csp[0].attrs["content"]
     assert not re.search(r"url\((?!#)", rendered.html)  # no CSS loads either
@@ -792,6 +792,29 @@ def test_sections_and_verdict(rendered: Rendered) -> None:
     assert len(charts) == 4  # forest, sweep heatmap, sorted deltas, rounds
     ids_in_svg = [n.attrs["id"] for c in charts for n in c.walk() if "id" in n.attrs]
     assert len(ids_in_svg) == len(set(ids_in_svg))  # prefixed per chart: no clashes
+
+
+def test_charts_are_labelled_and_show_the_reports_numbers(rendered: Rendered) -> None:
+    charts = [n for n in rendered.dom.walk() if n.tag == "svg"]
+    for chart in charts:
+        assert chart.attrs["role"] == "img" and chart.attrs["aria-label"]
+        titles = chart.find_all("title")
+        assert titles and titles[0].content() == chart.attrs["aria-label"]
+    texts = {
+        section: [t.content() for c in rendered.dom.find_all("section", id=section)
+                  for t in c.find_all("text")]
+        for section in ("sweep", "queries")
+    }  # fmt: skip
+    # The heatmap's outlined best cell: the verdict's gain over the common queries, per user.
+    gains = rendered.dom.find_all("ul", **{"class": "verdict-gains"})[0].find_all("li")
+    assert gains
+    for li in gains:
+        shown = signed(float(li.attrs["data-gain"]))
+        assert any(t.startswith(shown) for t in texts["sweep"]), shown
+        # The per-query chart's title: the best's queries better and worse than the control.
+        policy, n = li.attrs["data-policy"], li.attrs["data-n"]
+        titled = [t for t in texts["queries"] if t.startswith(f"{policy}: ")]
+        assert len(titled) == 1 and titled[0].endswith(f"of {n}"), titled
 
 
 def test_episode_details_show_marks_queries_and_grades(rendered: Rendered) -> None:

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
+from scipy import special, stats
 
+import evidence_bench.evaluation.statistics as statistics_module
 from evidence_bench.evaluation.statistics import (
     TIE,
     Summary,
@@ -116,18 +117,33 @@ def test_summarize_groups_gives_summarizes_floats_exactly(size: int) -> None:
 
 def test_t_intervals_call_t_ppf_once_per_distinct_n(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    ppf = stats.t.ppf
+    stdtrit = special.stdtrit
 
-    def counting(q: float, df: np.ndarray) -> np.ndarray:
+    def counting(df: np.ndarray, q: float) -> np.ndarray:
         calls.append(np.size(df))
-        return ppf(q, df)
+        return np.asarray(stdtrit(df, q))
 
-    monkeypatch.setattr(stats.t, "ppf", counting)
+    monkeypatch.setattr(special, "stdtrit", counting)
     low, _ = t_intervals([10, 225, 10, 1, 225] * 1000, [0.5] * 5000, [0.1] * 5000)
     assert calls == [3]  # one call; df 1 (a placeholder for n = 1), 9 and 224
     # t(0.975, 9) = 2.2622 (t tables)
     assert low[0] == pytest.approx(0.5 - 2.2622 * 0.1 / math.sqrt(10), abs=1e-4)
     assert math.isnan(low[3])
+
+
+def test_t_quantiles_and_p_values_are_scipy_stats_t_to_the_bit() -> None:
+    # The intervals and t-test p-values use scipy.special (no scipy.stats import); they
+    # must be exactly what scipy.stats.t gives, for every df a run can have.
+    df = np.arange(1, 3000, dtype=np.float64)
+    for confidence in (0.95, 0.99, 1 - 0.05 / 96):
+        q = (1 + confidence) / 2
+        assert np.array_equal(statistics_module._t_ppf(q, df), stats.t.ppf(q, df))
+    rng = np.random.default_rng(7)
+    size = rng.integers(2, 300, 5000).astype(np.float64)
+    mean, std = rng.normal(0.0, 0.05, 5000), rng.uniform(0.01, 0.2, 5000)
+    t = mean / (std / np.sqrt(size))
+    expected = np.minimum(2.0 * stats.t.sf(np.abs(t), size - 1.0), 1.0)
+    assert np.array_equal(t_test_p_values(size, mean, std, np.ones(5000)), expected)
 
 
 def test_selection_intervals_are_bonferroni_widened() -> None:
@@ -358,3 +374,13 @@ def test_improved_degraded() -> None:
     assert improved_degraded(a, b, eps=0.2) == (0, 0, 5)
     with pytest.raises(ValueError, match="differ in length"):
         improved_degraded([0.1], [])
+
+
+def test_identical_columns_are_tested_once_with_the_same_p() -> None:
+    d1 = np.array([0.25, -0.5, 0.125, 0.375, 0.0, 0.5])
+    d2 = np.array([0.25, 0.5, 0.125, 0.375, 0.25, 0.5])
+    zero = np.zeros(6)
+    batch = sign_flip_p_values(np.stack([d1, d2, d1, zero, d2], axis=1), trials=300, seed=11)
+    alone = [sign_flip_p_values(d[:, None], trials=300, seed=11)[0] for d in (d1, d2, zero)]
+    assert batch.tolist() == [alone[0], alone[1], alone[0], alone[2], alone[1]]
+    assert alone[2] == 1.0  # no difference: every assignment is as extreme

@@ -59,6 +59,7 @@ __all__ = [
     "common_queries",
     "compare",
     "randomization_seed",
+    "strings",
 ]
 
 #: What one comparison row is about (with its stage and reference).
@@ -187,11 +188,22 @@ def _fixed_rows(
     return marked.fillna(False).to_numpy(dtype=bool)
 
 
+def strings(column: pd.Series) -> pd.Series:
+    """``column.astype(str)``, fast for a categorical: its categories converted once and
+    taken by code (a run's millions of keys are a few dozen distinct strings)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if not (codes < 0).any():  # a missing value: astype's own "nan"
+            names = column.cat.categories.astype(str)
+            return pd.Series(names.take(codes), index=column.index, name=column.name)
+    return column.astype(str)
+
+
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     """Keys as plain strings and ints, so frames read differently still merge."""
     out = frame.copy()
     for column in out.columns:
-        out[column] = out[column].astype("int64" if column == "round" else str)
+        out[column] = out[column].astype("int64") if column == "round" else strings(out[column])
     return out
 
 

@@ -3,7 +3,7 @@
 Inputs are per-query scores of one measure, paired by position: ``a[i]`` and ``b[i]`` are the
 baseline and the treatment on the same query. Tests are two-sided. Each function has a
 scalar form for one comparison and an array form that runs thousands at once (one
-``scipy.stats.t`` call over an array of degrees of freedom; one sign matrix for every
+Student's t call over an array of degrees of freedom; one sign matrix for every
 randomization test of the same size), which :mod:`evidence_bench.evaluation.comparisons` uses.
 
 One tolerance, :data:`TIE`, says when two scores are equal: a difference within it is set to
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 __all__ = [
     "BLOCK_CELLS",
@@ -65,6 +65,20 @@ BLOCK_CELLS = 4_000_000
 Floats = npt.NDArray[np.float64]
 
 
+# Student's t from scipy.special, the functions scipy.stats.t itself calls (``t._ppf`` is
+# ``stdtrit(df, q)``, ``t._sf`` is ``stdtr(df, -x)``): the same floats, without importing
+# scipy.stats (about 2 s, most of a report's start-up).
+def _t_ppf(q: float, df: npt.ArrayLike) -> Floats:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom, element-wise."""
+    return np.asarray(special.stdtrit(np.asarray(df, dtype=np.float64), q), dtype=np.float64)
+
+
+def _t_sf(x: npt.ArrayLike, df: npt.ArrayLike) -> Floats:
+    """P(T > x) for Student's t with ``df`` degrees of freedom, element-wise."""
+    value = -np.asarray(x, dtype=np.float64)
+    return np.asarray(special.stdtr(np.asarray(df, dtype=np.float64), value), dtype=np.float64)
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """Mean of ``n`` values, sample standard deviation, and a Student's t confidence interval."""
@@ -85,16 +99,14 @@ def t_intervals(
     n: npt.ArrayLike, mean: npt.ArrayLike, std: npt.ArrayLike, confidence: float = 0.95
 ) -> tuple[Floats, Floats]:
     """Student's t intervals mean ± t(1 − α/2, n − 1)·std/√n, element-wise, from one
-    ``scipy.stats.t.ppf`` call over the distinct n only (a run has few). NaN where n < 2."""
+    Student's t quantile call over the distinct n only (a run has few). NaN where n < 2."""
     _check_confidence(confidence)
     size = np.asarray(n, dtype=np.float64)
     centre = np.asarray(mean, dtype=np.float64)
     spread = np.asarray(std, dtype=np.float64)
     defined = size >= 2
     distinct, where = np.unique(np.where(defined, size - 1.0, 1.0), return_inverse=True)
-    quantile = np.asarray(stats.t.ppf((1.0 + confidence) / 2.0, distinct))[
-        where.reshape(size.shape)
-    ]
+    quantile = _t_ppf((1.0 + confidence) / 2.0, distinct)[where.reshape(size.shape)]
     with np.errstate(divide="ignore", invalid="ignore"):
         half = np.where(defined, quantile * spread / np.sqrt(size), np.nan)
     return centre - half, centre + half
@@ -125,7 +137,7 @@ def summarize_groups(
     The groups of one size form one matrix (a row per group, its values in frame order), and
     numpy's mean and std along its rows add each row as they add the same values alone
     (pairwise summation runs along the contiguous axis), so a group's mean and std are
-    :func:`summarize`'s to the last bit. The t quantiles come from one ``t.ppf`` call over
+    :func:`summarize`'s to the last bit. The t quantiles come from one quantile call over
     the distinct n (:func:`t_intervals`).
     """
     _check_confidence(confidence)
@@ -167,7 +179,7 @@ def t_test_p_values(
     defined = (size >= 2) & (np.asarray(spread, dtype=np.float64) > TIE)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(defined, centre / (sd / np.sqrt(size)), 0.0)
-    p = 2.0 * stats.t.sf(np.abs(t), np.where(defined, size - 1.0, 1.0))
+    p = 2.0 * _t_sf(np.abs(t), np.where(defined, size - 1.0, 1.0))
     return np.where(zero, 1.0, np.where(defined, np.minimum(p, 1.0), np.nan))
 
 
@@ -205,6 +217,13 @@ def sign_flip_p_values(
     n, k = matrix.shape
     if n == 0:
         return np.ones(k)
+    if k > 1:
+        # Identical columns have the same p under the same signs: test each once (a sweep's
+        # configs often tie, e.g. where no query changed).
+        distinct, inverse = np.unique(matrix, axis=1, return_inverse=True)
+        if distinct.shape[1] < k:
+            p = sign_flip_p_values(distinct, trials=trials, seed=seed)
+            return np.asarray(p[inverse.ravel()], dtype=np.float64)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     observed = np.abs(matrix.sum(axis=0)) - n * TIE
     extreme = np.zeros(k, dtype=np.int64)
@@ -332,7 +351,7 @@ def fieller_intervals(
         v_xx = np.asarray(var_x, dtype=np.float64) / size
         v_yy = np.asarray(var_y, dtype=np.float64) / size
         v_xy = np.asarray(cov_xy, dtype=np.float64) / size
-        t2 = stats.t.ppf((1.0 + confidence) / 2.0, np.where(defined, size - 1.0, 1.0)) ** 2
+        t2 = _t_ppf((1.0 + confidence) / 2.0, np.where(defined, size - 1.0, 1.0)) ** 2
         ratio = np.where(b != 0.0, a / b, np.nan)
         quad = b * b - t2 * v_yy
         half = b * a - t2 * v_xy

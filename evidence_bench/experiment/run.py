@@ -231,8 +231,8 @@ def _perform(
         "excluded": _excluded(per_query, len(query_ids)),
         "no_usable_feedback": no_feedback,
         "labels": label_summary(
-            feedback[["config_id", "policy", "round", "label"]].itertuples(index=False, name=None),
-            users,
+            feedback[["config_id", "policy", "round", "label"]],
+            users,  # counted by code
         ),
         "sweep": {"params": list(plan.swept)},
         # Configs asked for and distinct configs run; an alias's results are its target's.

@@ -27,9 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from evidence_bench.errors import ConfigurationError, WriteError
+from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.evaluation.statistics import summarize_groups
@@ -277,30 +279,41 @@ def summarize_scores(
 def _fixed_cells(
     per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
 ) -> dict[tuple[Any, ...], bool]:
-    """Frozen cell -> whether its measure is fixed for every query in it."""
+    """Frozen cell -> whether its measure is fixed for every query in it.
+
+    Every stage and measure of one (config, policy, query, round) shares its pins, and
+    configs that showed a query the same documents share them too (round 1: all of them),
+    so each distinct (query, pins) is judged once; rows find their episode's flags by code.
+    """
     frozen = per_query[per_query["eval_mode"] == "frozen"]
     if frozen.empty:
         return {}
     shown: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
-    columns = ["config_id", "policy", "query_id", "round", "url", "rank"]
+    texts = (strings(feedback[c]).tolist() for c in ("config_id", "policy", "query_id", "url"))
+    config_ids, policies, query_ids, urls = texts
+    rounds, ranks = (feedback[c].to_numpy(np.int64).tolist() for c in ("round", "rank"))
     for config_id, policy, query_id, round_, url, rank in zip(
-        *(feedback[c].tolist() for c in columns), strict=True
+        config_ids, policies, query_ids, rounds, urls, ranks, strict=True
     ):
-        episode = (str(config_id), str(policy), str(query_id))
-        shown.setdefault(episode, []).append((int(round_), str(url), int(rank)))
+        shown.setdefault((config_id, policy, query_id), []).append((round_, url, rank))
     names = [str(name) for name in pd.unique(frozen["measure"])]
     measures = [parse_measure(name) for name in names]
-    # Every stage and measure of one (config, policy, query, round) shares its pins.
     episodes = ["config_id", "policy", "query_id", "round"]
-    rows: list[tuple[Any, ...]] = []
-    for key in frozen[episodes].drop_duplicates().itertuples(index=False, name=None):
-        config_id, policy, query_id, round_ = key
+    grouped = frozen.groupby(episodes, observed=True, sort=False)
+    code = grouped.ngroup().to_numpy(np.int64)
+    first = np.unique(code, return_index=True)[1]  # each episode's first row, by its code
+    flags = np.zeros((len(first), len(names)), dtype=bool)
+    judged: dict[tuple[Any, ...], list[bool]] = {}
+    keys = frozen.iloc[first][episodes].itertuples(index=False, name=None)
+    for row, (config_id, policy, query_id, round_) in enumerate(keys):
         pins = {u: r for n, u, r in shown.get((config_id, policy, query_id), ()) if n <= round_}
-        flags = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
-        rows.extend((*key, name, flag) for name, flag in zip(names, flags, strict=True))
-    flagged = pd.DataFrame(rows, columns=[*episodes, "measure", "fixed"])
-    cells = frozen[[*SUMMARY_KEYS, "query_id"]].merge(flagged, on=[*episodes, "measure"])
-    fixed = cells.groupby(SUMMARY_KEYS, sort=False)["fixed"].all()
+        seen = (str(query_id), *pins.items())
+        if seen not in judged:
+            judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
+        flags[row] = judged[seen]
+    measure = pd.Index(names).get_indexer(pd.Index(strings(frozen["measure"])))
+    cells = frozen[SUMMARY_KEYS].assign(fixed=flags[code, measure])
+    fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()
     return {cast(tuple[Any, ...], key): bool(flag) for key, flag in fixed.items()}
 
 

@@ -1,30 +1,29 @@
-"""The report's charts, drawn with matplotlib into inline SVG that is byte-for-byte repeatable.
+"""The report's charts as inline SVG: laid out here, drawn by the ``chart.svg.j2`` template.
 
-No pyplot: each chart is a bare :class:`~matplotlib.figure.Figure` saved by the SVG backend
-inside an ``rc_context``, so the host program's backend and settings are left alone. Output is
-deterministic (a fixed ``svg.hashsalt``, no date in the metadata) and text stays text
-(``svg.fonttype='none'``): small, and searchable in the page. Charts only label themselves with
-configuration labels, user names and measure names, never web text; matplotlib XML-escapes
-every string it writes anyway, and math parsing is off so a ``$`` in a label stays a ``$``.
-Element ids are prefixed per chart, because several SVGs share one HTML document.
+Each chart is a list of SVG primitives (lines, rects, circles, paths, text) in pixel
+coordinates, computed from the data with linear (or, for judgment budgets, logarithmic)
+scales, and rendered by one Jinja2 template with autoescaping: every string a chart shows
+(configuration labels, user names, measure names) reaches the page escaped, as text, and a
+``$`` stays a ``$``. Element and attribute names come from this module, never from data.
+Output is deterministic (the same data, the same bytes), holds no script and loads nothing;
+the few ids it defines (a hatch pattern, a colour bar's gradient) are prefixed by the chart's
+``key``, because several SVGs share one HTML document. Each chart carries its description
+as ``aria-label`` and ``<title>``.
 """
 
 from __future__ import annotations
 
-import io
-import re
-from collections.abc import Mapping, Sequence
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from markupsafe import Markup, escape
-from matplotlib import rc_context
-from matplotlib.axes import Axes
-from matplotlib.colors import TwoSlopeNorm
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import Rectangle
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
+from markupsafe import Markup
 
 __all__ = [
     "budget_chart",
@@ -40,61 +39,304 @@ LOSS = "#cf222e"
 #: Okabe & Ito's colour-blind-safe palette, one colour per user.
 USER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
 _CONFIG_COLOURS = ("#0072B2", "#7f7f7f", "#E69F00", "#009E73", "#CC79A7", "#D55E00")
-_RC: dict[Any, Any] = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "evidence_bench",
-    "text.parse_math": False,
-    "font.family": "sans-serif",
-    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.edgecolor": "#8c959f",
-    "axes.grid": True,
-    "grid.color": "#d8dee4",
-    "grid.linewidth": 0.6,
-    "xtick.color": "#424a53",
-    "ytick.color": "#424a53",
-    "legend.frameon": False,
-}
-_ID = re.compile(r'\bid="([^"]+)"')
+#: ColorBrewer's RdYlGn (Harrower & Brewer 2003), 11 classes, red to green: the heatmap's
+#: diverging scale, interpolated linearly between classes as matplotlib's ``RdYlGn`` is.
+_RDYLGN = (
+    "#a50026", "#d73027", "#f46d43", "#fdae61", "#fee08b", "#ffffbf",
+    "#d9ef8b", "#a6d96a", "#66bd63", "#1a9850", "#006837",
+)  # fmt: skip
+_AXIS = "#8c959f"
+_GRID = "#d8dee4"
+_TICK = "#424a53"
+_ZERO = "#57606a"
+_INK = "#1f2328"
+_FONT = 11.0
+_TITLE = 12.0
+#: Average advance of a character of an 11 px sans-serif, to size margins around labels.
+_CHAR = 0.6
+_MINUS = "\u2212"
 
 
-def _svg(fig: Figure, label: str, key: str) -> Markup:
-    """The figure as an inline ``<svg>``: no prolog or metadata, ids prefixed by ``key``."""
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    text = buffer.getvalue()
-    text = text[text.index("<svg") :]
-    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.DOTALL)
-    ids = sorted(set(_ID.findall(text)), key=len, reverse=True)
-    if ids:
-        names = "|".join(re.escape(i) for i in ids)
-        reference = re.compile(rf'(\bid="|url\(#|href="#)({names})(?=[")])')
-        text = reference.sub(lambda m: f"{m.group(1)}{key}-{m.group(2)}", text)
-    width = re.search(r'<svg[^>]*? width="([\d.]+)pt"', text)
-    # Never wider than drawn: a small chart stretched to the page would have huge type.
-    max_width = f' style="max-width: {float(width.group(1)) * 4 / 3:.0f}px"' if width else ""
-    text = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r"<svg\1", text, count=1)
-    text = text.replace(
-        "<svg", f'<svg class="chart" role="img" aria-label="{escape(label)}"{max_width}', 1
+# --- primitives ---------------------------------------------------------------------------------
+
+
+def _n(value: float) -> str:
+    """A coordinate: two decimals at most, no trailing zeros."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _width(text: str, size: float = _FONT) -> float:
+    return len(text) * size * _CHAR
+
+
+@dataclass
+class _Canvas:
+    """The primitives of one chart, in drawing order."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def _add(self, el: str, attrs: Mapping[str, Any], text: list[str] | None = None) -> None:
+        pairs = [
+            (k.replace("_", "-"), _n(v) if isinstance(v, float) else str(v))
+            for k, v in attrs.items()
+            if v is not None
+        ]
+        self.items.append({"el": el, "attrs": pairs, "text": text, "x": attrs.get("x")})
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, **attrs: Any) -> None:
+        self._add("line", {"x1": x1, "y1": y1, "x2": x2, "y2": y2, **attrs})
+
+    def rect(self, x: float, y: float, w: float, h: float, **attrs: Any) -> None:
+        self._add("rect", {"x": x, "y": y, "width": max(w, 0.0), "height": max(h, 0.0), **attrs})
+
+    def circle(self, cx: float, cy: float, r: float, **attrs: Any) -> None:
+        self._add("circle", {"cx": cx, "cy": cy, "r": r, **attrs})
+
+    def path(self, d: str, **attrs: Any) -> None:
+        self._add("path", {"d": d, **attrs})
+
+    def polyline(self, points: Iterable[tuple[float, float]], **attrs: Any) -> None:
+        text = " ".join(f"{_n(x)},{_n(y)}" for x, y in points)
+        self._add("polyline", {"points": text, "fill": "none", **attrs})
+
+    def polygon(self, points: Iterable[tuple[float, float]], **attrs: Any) -> None:
+        text = " ".join(f"{_n(x)},{_n(y)}" for x, y in points)
+        self._add("polygon", {"points": text, **attrs})
+
+    def text(self, x: float, y: float, text: str, **attrs: Any) -> None:
+        """Text at (x, y) (its baseline); a ``\\n`` starts a line below."""
+        self._add("text", {"x": x, "y": y, **attrs}, text.split("\n"))
+
+
+@cache
+def _template() -> Template:
+    env = Environment(
+        loader=PackageLoader("evidence_bench.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
-    text = re.sub(r"\n\s*", "\n", text)
-    # matplotlib's global ``*{stroke-linejoin...}`` rule would style the whole page.
-    text = re.sub(r"<style[^>]*>.*?</style>\s*", "", text, flags=re.DOTALL)
-    if "<script" in text.lower() or "javascript:" in text.lower():
-        raise ValueError("matplotlib produced an SVG with script content")
+    return env.get_template("chart.svg.j2")
+
+
+def _svg(
+    canvas: _Canvas,
+    width: float,
+    height: float,
+    label: str,
+    *,
+    hatch: str | None = None,
+    gradient: Mapping[str, Any] | None = None,
+) -> Markup:
+    text = _template().render(
+        label=label,
+        width=_n(math.ceil(width)),
+        height=_n(math.ceil(height)),
+        items=canvas.items,
+        hatch=hatch,
+        gradient=gradient,
+    )
     return Markup(text)
 
 
-def _figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, height), layout="constrained")
+# --- scales and axes ----------------------------------------------------------------------------
+
+
+def _finite(values: Iterable[Any]) -> list[float]:
+    out = []
+    for v in values:
+        try:
+            number = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            out.append(number)
+    return out
+
+
+def _limits(values: Iterable[Any], *, zero: bool = False, pad: float = 0.06) -> tuple[float, float]:
+    """The range of the finite values (0 included when ``zero``), padded on both sides."""
+    found = _finite(values)
+    if zero:
+        found.append(0.0)
+    if not found:
+        return (-1.0, 1.0)
+    low, high = min(found), max(found)
+    if high - low < 1e-12:
+        half = abs(low) * 0.1 or 0.05
+        return (low - half, high + half)
+    margin = (high - low) * pad
+    return (low - margin, high + margin)
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values within [low, high]: steps of 1, 2, 2.5 or 5 × 10^k."""
+    span = high - low
+    if not (math.isfinite(span) and span > 0):
+        return [low]
+    raw = span / max(1, count)
+    base = 10.0 ** math.floor(math.log10(raw))
+    step = next((base * m for m in (1.0, 2.0, 2.5, 5.0, 10.0) if base * m >= raw), base * 10.0)
+    first = math.ceil(low / step - 1e-9)
+    last = math.floor(high / step + 1e-9)
+    return [round(i * step, 12) for i in range(first, last + 1)]
+
+
+def _tick_text(value: float, ticks: Sequence[float]) -> str:
+    """A tick's label with as many decimals as the steps need, a true minus sign."""
+    step = min((abs(b - a) for a, b in itertools.pairwise(ticks)), default=1.0)
+    decimals = max(0, min(6, -math.floor(math.log10(step) + 1e-9))) if step > 0 else 0
+    if step > 0 and abs(round(step * 10**decimals) - step * 10**decimals) > 1e-6:
+        decimals += 1  # 2.5 × 10^k
+    text = f"{value:.{decimals}f}"
+    if float(text) == 0:
+        text = text.lstrip("-")
+    return text.replace("-", _MINUS)
 
 
 def _fmt(value: Any) -> str:
     """A parameter value as a tick label: ``0.75``, ``1``, or the text of a non-number."""
     return f"{value:g}" if isinstance(value, int | float | np.number) else str(value)
+
+
+Scale = Callable[[float], float]
+
+
+def _linear(d0: float, d1: float, r0: float, r1: float) -> Scale:
+    ratio = (r1 - r0) / (d1 - d0) if d1 != d0 else 0.0
+    return lambda v: r0 + (float(v) - d0) * ratio
+
+
+@dataclass
+class _Panel:
+    """One plotting area: its box in pixels and its data ranges."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+    x: Scale
+    y: Scale
+
+    @property
+    def right(self) -> float:
+        return self.left + self.width
+
+    @property
+    def bottom(self) -> float:
+        return self.top + self.height
+
+
+def _panel(
+    left: float,
+    top: float,
+    width: float,
+    height: float,
+    xlim: tuple[float, float],
+    ylim: tuple[float, float],
+    *,
+    log_x: bool = False,
+) -> _Panel:
+    if log_x:
+        to = _linear(math.log10(xlim[0]), math.log10(xlim[1]), left, left + width)
+        x: Scale = lambda v: to(math.log10(float(v)))  # noqa: E731
+    else:
+        x = _linear(xlim[0], xlim[1], left, left + width)
+    y = _linear(ylim[0], ylim[1], top + height, top)  # up is larger
+    return _Panel(left, top, width, height, x, y)
+
+
+def _x_axis(
+    c: _Canvas,
+    p: _Panel,
+    ticks: Sequence[float],
+    labels: Sequence[str] | None = None,
+    *,
+    grid: bool = True,
+    title: str | None = None,
+) -> None:
+    c.line(p.left, p.bottom, p.right, p.bottom, stroke=_AXIS, stroke_width=0.8)
+    names = list(labels) if labels is not None else [_tick_text(t, ticks) for t in ticks]
+    for tick, name in zip(ticks, names, strict=True):
+        x = p.x(tick)
+        if grid:
+            c.line(x, p.top, x, p.bottom, stroke=_GRID, stroke_width=0.6)
+        c.line(x, p.bottom, x, p.bottom + 3.5, stroke=_AXIS, stroke_width=0.8)
+        c.text(x, p.bottom + 15, name, text_anchor="middle", fill=_TICK)
+    if title:
+        c.text(p.left + p.width / 2, p.bottom + 30, title, text_anchor="middle")
+
+
+def _y_axis(
+    c: _Canvas,
+    p: _Panel,
+    ticks: Sequence[float],
+    labels: Sequence[str] | None = None,
+    *,
+    grid: bool = True,
+    show: bool = True,
+    title: str | None = None,
+    title_offset: float = 40.0,
+) -> None:
+    c.line(p.left, p.top, p.left, p.bottom, stroke=_AXIS, stroke_width=0.8)
+    names = list(labels) if labels is not None else [_tick_text(t, ticks) for t in ticks]
+    for tick, name in zip(ticks, names, strict=True):
+        y = p.y(tick)
+        if grid:
+            c.line(p.left, y, p.right, y, stroke=_GRID, stroke_width=0.6)
+        if show:
+            c.line(p.left - 3.5, y, p.left, y, stroke=_AXIS, stroke_width=0.8)
+            c.text(p.left - 6, y + 4, name, text_anchor="end", fill=_TICK)
+    if title:
+        x, y = p.left - title_offset, p.top + p.height / 2
+        c.text(x, y, title, text_anchor="middle", transform=f"rotate(-90 {_n(x)} {_n(y)})")
+
+
+def _title(c: _Canvas, p: _Panel, text: str) -> None:
+    c.text(p.left + p.width / 2, p.top - 8, text, text_anchor="middle", font_size=_TITLE)
+
+
+def _legend(
+    c: _Canvas, x: float, y: float, entries: Sequence[tuple[str, Callable[[float, float], None]]]
+) -> float:
+    """A row of (label, marker drawer) entries from (x, y); returns where it ends."""
+    for label, draw in entries:
+        draw(x, y - 4)
+        c.text(x + 22, y, label)
+        x += 30 + _width(label)
+    return x
+
+
+def _line_key(c: _Canvas, colour: str, marker: bool = True, **attrs: Any) -> Any:
+    def draw(x: float, y: float) -> None:
+        c.line(x, y, x + 16, y, stroke=colour, stroke_width=1.6, **attrs)
+        if marker:
+            c.circle(x + 8, y, 3.0, fill=colour)
+
+    return draw
+
+
+def _dot_key(c: _Canvas, colour: str, filled: bool) -> Any:
+    def draw(x: float, y: float) -> None:
+        c.circle(x + 8, y, 3.5, fill=colour if filled else "white", stroke=colour)
+
+    return draw
+
+
+def _box_key(c: _Canvas, colour: str) -> Any:
+    def draw(x: float, y: float) -> None:
+        c.rect(x + 2, y - 5, 12, 10, fill=colour)
+
+    return draw
+
+
+def _values(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return frame[column].to_numpy(dtype=float)
+
+
+# --- the charts ---------------------------------------------------------------------------------
 
 
 def forest_chart(
@@ -112,104 +354,65 @@ def forest_chart(
     measure and round. Filled markers are significant after Holm.
     """
     controls = controls or {}
-    labels = list(dict.fromkeys(rows["label"]))
-    with rc_context(_RC):
-        fig = _figure(4.2 * len(stages) + 1.8, 0.26 * len(labels) * max(1, len(policies)) + 1.2)
-        axes = fig.subplots(1, len(stages), sharex=True, sharey=True, squeeze=False)[0]
-        step = 0.7 / max(1, len(policies))
-        for ax, stage in zip(axes, stages, strict=True):
-            ax.axvline(0.0, color="#57606a", linewidth=0.9)
-            for p, policy in enumerate(policies):
-                sub = rows[(rows["stage"] == stage) & (rows["policy"] == policy)]
-                ys = np.array([labels.index(v) for v in sub["label"]], dtype=float)
-                ys = ys + (p - (len(policies) - 1) / 2) * step
-                colour = USER_COLOURS[p % len(USER_COLOURS)]
-                x = sub["gain"].to_numpy(dtype=float)
-                err = np.vstack(
-                    [
-                        x - sub["gain_ci_low"].to_numpy(float),
-                        sub["gain_ci_high"].to_numpy(float) - x,
-                    ]
-                )
-                ax.errorbar(x, ys, xerr=err, fmt="none", ecolor=colour, elinewidth=1.2, capsize=2)
-                sig = sub["significant"].to_numpy(dtype=bool)
-                ax.scatter(x[sig], ys[sig], color=colour, s=22, zorder=3)
-                ax.scatter(x[~sig], ys[~sig], facecolor="white", edgecolor=colour, s=22, zorder=3)
-            ax.set_title(f"{stage} \u2212 {controls.get(stage, 'control')}")
-            ax.set_xlabel(f"gain in {measure} over the control")
-            ax.grid(axis="y", visible=False)
-        axes[0].set_yticks(range(len(labels)), labels)
-        axes[0].set_ylim(len(labels) - 0.5, -0.5)
-        handles = [
-            Line2D([], [], color=USER_COLOURS[p % len(USER_COLOURS)], marker="o", label=policy)
-            for p, policy in enumerate(policies)
-        ]
-        handles.append(
-            Line2D([], [], color="#57606a", marker="o", linestyle="none", label="significant")
-        )
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="#57606a",
-                marker="o",
-                markerfacecolor="white",
-                linestyle="none",
-                label="not significant",
-            )
-        )
-        fig.legend(handles=handles, loc="outside upper right", ncols=len(handles))
-        return _svg(fig, f"Gain in {measure} over the control per configuration, 95% CI", key)
-
-
-def _heat_panel(
-    ax: Axes,
-    sub: pd.DataFrame,
-    axes_params: tuple[str, str],
-    ticks: tuple[list[Any], list[Any]],
-    norm: TwoSlopeNorm,
-    best_config: str,
-) -> Any:
-    (x_param, y_param), (xs, ys) = axes_params, ticks
-    grid = np.full((len(ys), len(xs)), np.nan)
-    for row in sub.to_dict("records"):
-        i, j = ys.index(row[y_param]), xs.index(row[x_param])
-        delta = float(row["gain_common"])
-        grid[i, j] = delta
-        dark = abs(delta) > 0.6 * float(norm.vmax or 1.0)
-        text = f"{delta:+.3f}".replace("-", "\u2212") + ("*" if row["significant"] else "")
-        colour = "white" if dark else "#1f2328"
-        alias_of = row.get("alias_of") or ""
-        if alias_of:  # the same results as another config: shown once more, hatched
-            text += f"\n= {alias_of}"
-            hatch = Rectangle((j - 0.5, i - 0.5), 1.0, 1.0, fill=False, hatch="///", linewidth=0)
-            hatch.set_edgecolor("#8c959f")
-            hatch.set_zorder(2)
-            ax.add_patch(hatch)
-        ax.text(j, i, text, ha="center", va="center", fontsize=8, color=colour)
-        if row["config_id"] == best_config:
-            outline = Rectangle(
-                (j - 0.45, i - 0.45), 0.9, 0.9, fill=False, linewidth=2.5, edgecolor="#1f2328"
-            )
-            outline.set_zorder(3)
-            ax.add_patch(outline)
-    mesh = ax.pcolormesh(
-        np.arange(len(xs) + 1) - 0.5,
-        np.arange(len(ys) + 1) - 0.5,
-        np.ma.masked_invalid(grid),
-        cmap="RdYlGn",
-        norm=norm,
-        edgecolors="white",
-        linewidth=1.5,
+    labels = [str(v) for v in dict.fromkeys(rows["label"])]
+    n_users = max(1, len(policies))
+    row_height = max(16.0, 11.0 * n_users + 6.0)
+    left = 12.0 + max((_width(v) for v in labels), default=0.0)
+    top, width, gap = 52.0, 250.0, 24.0
+    height = row_height * max(1, len(labels))
+    wanted = rows[rows["stage"].isin(list(stages))]
+    xlim = _limits(
+        [*wanted["gain"], *wanted["gain_ci_low"], *wanted["gain_ci_high"]], zero=True, pad=0.05
     )
-    ax.set_xticks(range(len(xs)), [_fmt(v) for v in xs])
-    ax.set_yticks(range(len(ys)), [_fmt(v) for v in ys])
-    ax.set_xlabel(x_param)
-    ax.set_ylabel(y_param)
-    ax.set_facecolor("#f6f8fa")
-    for side in ("left", "bottom"):
-        ax.spines[side].set_visible(False)
-    return mesh
+    ticks = [t for t in _ticks(*xlim) if xlim[0] <= t <= xlim[1]]
+    ylim = (len(labels) - 0.5, -0.5)  # the first configuration on top
+    c = _Canvas()
+    step = 0.7 / n_users
+    index = {label: i for i, label in enumerate(labels)}
+    for s, stage in enumerate(stages):
+        p = _panel(left + s * (width + gap), top, width, height, xlim, ylim)
+        _x_axis(c, p, ticks, title=f"gain in {measure} over the control")
+        _y_axis(c, p, [float(i) for i in range(len(labels))], labels, grid=False, show=s == 0)
+        c.line(p.x(0.0), p.top, p.x(0.0), p.bottom, stroke=_ZERO, stroke_width=0.9)
+        _title(c, p, f"{stage} \u2212 {controls.get(stage, 'control')}")
+        for u, policy in enumerate(policies):
+            colour = USER_COLOURS[u % len(USER_COLOURS)]
+            sub = rows[(rows["stage"] == stage) & (rows["policy"] == policy)]
+            for label, gain, low, high, sig in zip(
+                sub["label"], _values(sub, "gain"), _values(sub, "gain_ci_low"),
+                _values(sub, "gain_ci_high"), sub["significant"].to_numpy(dtype=bool),
+                strict=True,
+            ):  # fmt: skip
+                y = p.y(index[str(label)] + (u - (n_users - 1) / 2) * step)
+                if math.isfinite(low) and math.isfinite(high):
+                    c.line(p.x(low), y, p.x(high), y, stroke=colour, stroke_width=1.2)
+                    for end in (low, high):
+                        c.line(p.x(end), y - 2.5, p.x(end), y + 2.5, stroke=colour)
+                if math.isfinite(gain):
+                    fill = colour if sig else "white"
+                    c.circle(p.x(gain), y, 3.5, fill=fill, stroke=colour, stroke_width=1.2)
+    entries = [
+        (str(policy), _line_key(c, USER_COLOURS[u % len(USER_COLOURS)]))
+        for u, policy in enumerate(policies)
+    ]
+    entries += [("significant", _dot_key(c, _ZERO, True))]
+    entries += [("not significant", _dot_key(c, _ZERO, False))]
+    end = _legend(c, left, 16.0, entries)
+    total = max(left + len(stages) * (width + gap), end) + 8
+    label = f"Gain in {measure} over the control per configuration, 95% CI"
+    return _svg(c, total, top + height + 40, label)
+
+
+def _colour(value: float, limit: float) -> str:
+    """RdYlGn at ``value`` on a scale centred at 0 from −limit to +limit (a two-slope norm)."""
+    at = min(1.0, max(0.0, 0.5 + 0.5 * value / limit)) * (len(_RDYLGN) - 1)
+    i = min(int(at), len(_RDYLGN) - 2)
+    frac = at - i
+    a, b = _RDYLGN[i], _RDYLGN[i + 1]
+    mixed = [
+        round(int(a[k : k + 2], 16) * (1 - frac) + int(b[k : k + 2], 16) * frac) for k in (1, 3, 5)
+    ]
+    return "#" + "".join(f"{v:02x}" for v in mixed)
 
 
 def heatmap_chart(
@@ -233,27 +436,95 @@ def heatmap_chart(
     xs, ys = sorted(table[x_param].unique()), sorted(table[y_param].unique())
     facets = [()] if not rest else sorted(table[rest].drop_duplicates().itertuples(index=False))
     limit = float(np.nanmax(np.abs(table["gain_common"].to_numpy(float)))) or 1.0
-    norm = TwoSlopeNorm(vmin=-limit, vcenter=0.0, vmax=limit)
     # One facet: users side by side; several: a row per user, a column per facet.
     panels = [(policy, facet) for policy in policies for facet in facets]
-    n_rows, n_cols = (1, len(policies)) if len(facets) == 1 else (len(policies), len(facets))
-    with rc_context({**_RC, "axes.grid": False}):
-        fig = _figure(1.0 + n_cols * (0.75 * len(xs) + 1.2), 0.6 + n_rows * (0.5 * len(ys) + 1.0))
-        grid_axes = fig.subplots(n_rows, n_cols, squeeze=False)
-        mesh = None
-        for index, (policy, facet) in enumerate(panels):
-            ax: Axes = grid_axes[index // n_cols][index % n_cols]
-            sub = table[table["policy"] == policy]
-            for name, value in zip(rest, facet, strict=True):
-                sub = sub[sub[name] == value]
-            mesh = _heat_panel(ax, sub, (x_param, y_param), (xs, ys), norm, best_config)
-            facet_name = ", ".join(f"{n}={_fmt(v)}" for n, v in zip(rest, facet, strict=True))
-            shared = sorted({int(n) for n in sub["n_common"]})
-            size = f" (n = {'–'.join(str(n) for n in shared)})" if shared else ""
-            ax.set_title(policy + (f" · {facet_name}" if facet_name else "") + size)
-        if mesh is not None:
-            fig.colorbar(mesh, ax=grid_axes, shrink=0.8, label=f"gain in {measure} over control")
-        return _svg(fig, f"Gain in {measure} over the control, by {x_param} and {y_param}", key)
+    n_cols = len(policies) if len(facets) == 1 else len(facets)
+    cell_w, cell_h = 58.0, 36.0
+    y_names = [_fmt(v) for v in ys]
+    left = 30.0 + max((_width(v) for v in y_names), default=0.0)
+    top, col_gap, row_gap = 30.0, 34.0 + left, 62.0
+    width, height = cell_w * len(xs), cell_h * len(ys)
+    hatch = f"{key}-hatch"
+    c = _Canvas()
+    aliased = False
+    for number, (policy, facet) in enumerate(panels):
+        row, col = divmod(number, n_cols)
+        p = _panel(
+            left + col * (width + col_gap),
+            top + row * (height + row_gap),
+            width,
+            height,
+            (-0.5, len(xs) - 0.5),
+            (-0.5, len(ys) - 0.5),
+        )
+        sub = table[table["policy"] == policy]
+        for name, value in zip(rest, facet, strict=True):
+            sub = sub[sub[name] == value]
+        c.rect(p.left, p.top, p.width, p.height, fill="#f6f8fa")
+        for record in sub.to_dict("records"):
+            i, j = ys.index(record[y_param]), xs.index(record[x_param])
+            delta = float(record["gain_common"])
+            x0, y0 = p.x(j - 0.5), p.y(i + 0.5)
+            if math.isfinite(delta):
+                c.rect(x0, y0, cell_w, cell_h, fill=_colour(delta, limit), stroke="white",
+                       stroke_width=1.5)  # fmt: skip
+            alias_of = record.get("alias_of") or ""
+            if alias_of:  # the same results as another config: shown once more, hatched
+                aliased = True
+                c.rect(x0, y0, cell_w, cell_h, fill=f"url(#{hatch})")
+            if record["config_id"] == best_config:
+                c.rect(x0 + 3, y0 + 3, cell_w - 6, cell_h - 6, fill="none", stroke=_INK,
+                       stroke_width=2.5)  # fmt: skip
+            if not math.isfinite(delta):
+                continue
+            text = f"{delta:+.3f}".replace("-", _MINUS) + ("*" if record["significant"] else "")
+            if alias_of:
+                text += f"\n= {alias_of}"
+            dark = abs(delta) > 0.6 * limit
+            lines = 1 + bool(alias_of)
+            c.text(p.x(j), p.y(i) + 4 - 6.5 * (lines - 1), text, text_anchor="middle",
+                   font_size=10, fill="white" if dark else _INK)  # fmt: skip
+        _x_axis(c, p, [float(j) for j in range(len(xs))], [_fmt(v) for v in xs], grid=False,
+                title=x_param)  # fmt: skip
+        _y_axis(c, p, [float(i) for i in range(len(ys))], y_names, grid=False, title=y_param,
+                title_offset=left - 10)  # fmt: skip
+        facet_name = ", ".join(f"{n}={_fmt(v)}" for n, v in zip(rest, facet, strict=True))
+        shared = sorted({int(n) for n in sub["n_common"]})
+        size = f" (n = {'–'.join(str(n) for n in shared)})" if shared else ""
+        _title(c, p, str(policy) + (f" · {facet_name}" if facet_name else "") + size)
+    n_rows = math.ceil(len(panels) / n_cols)
+    right = left + n_cols * (width + col_gap) - col_gap
+    # The colour bar: the scale from −limit (red) through 0 to +limit (green).
+    bar_x, bar_top = right + 28, top
+    bar_h = max(120.0, n_rows * (height + row_gap) - row_gap)
+    stops = [(f"{i / 10:g}", _colour(-limit + 2 * limit * i / 10, limit)) for i in range(11)]
+    gradient = {"id": f"{key}-scale", "stops": stops}
+    c.rect(bar_x, bar_top, 14, bar_h, fill=f"url(#{key}-scale)")
+    bar = _panel(bar_x, bar_top, 14, bar_h, (0.0, 1.0), (-limit, limit))
+    bar_ticks = [t for t in _ticks(-limit, limit, 4) if -limit <= t <= limit]
+    for tick in bar_ticks:
+        y = bar.y(tick)
+        c.line(bar_x + 14, y, bar_x + 17.5, y, stroke=_AXIS, stroke_width=0.8)
+        c.text(bar_x + 20, y + 4, _tick_text(tick, bar_ticks), fill=_TICK)
+    label_x, label_y = bar_x + 70, bar_top + bar_h / 2
+    c.text(label_x, label_y, f"gain in {measure} over control", text_anchor="middle",
+           transform=f"rotate(-90 {_n(label_x)} {_n(label_y)})")  # fmt: skip
+    total_h = top + n_rows * (height + row_gap) - row_gap + 40
+    label = f"Gain in {measure} over the control, by {x_param} and {y_param}"
+    return _svg(
+        c, label_x + 12, total_h, label, hatch=hatch if aliased else None, gradient=gradient
+    )
+
+
+def _stairs(p: _Panel, values: np.ndarray) -> str:
+    """A filled step path of ``values`` (one step per query) down to 0: one path, not a bar
+    per query."""
+    zero = p.y(0.0)
+    parts = [f"M{_n(p.x(0.0))},{_n(zero)}"]
+    for i, v in enumerate(values):
+        parts.append(f"V{_n(p.y(float(v)))}H{_n(p.x(i + 1.0))}")
+    parts.append(f"V{_n(zero)}Z")
+    return "".join(parts)
 
 
 def delta_chart(
@@ -265,23 +536,32 @@ def delta_chart(
 ) -> Markup:
     """Per-query gains over the control (``delta``), sorted from largest loss to largest gain,
     a panel per user titled with its (improved, degraded, n) from ``counts``."""
-    with rc_context(_RC):
-        fig = _figure(4.0 * len(policies) + 0.6, 2.6)
-        axes = fig.subplots(1, len(policies), sharey=True, squeeze=False)[0]
-        for ax, policy in zip(axes, policies, strict=True):
-            values = np.sort(deltas.loc[deltas["policy"] == policy, "delta"].to_numpy(float))
-            # Two filled step paths instead of a bar per query: 225 bars are 225 SVG paths.
-            edges = np.arange(len(values) + 1)
-            ax.stairs(np.maximum(values, 0.0), edges, fill=True, color=GAIN, baseline=0.0)
-            ax.stairs(np.minimum(values, 0.0), edges, fill=True, color=LOSS, baseline=0.0)
-            ax.axhline(0.0, color="#57606a", linewidth=0.8)
-            gains, losses, n = counts.get(policy, (0, 0, len(values)))
-            ax.set_title(f"{policy}: {gains} better, {losses} worse than control, of {n}")
-            ax.set_xlabel("queries, sorted by change")
-            ax.set_xticks([])
-            ax.grid(axis="x", visible=False)
-        axes[0].set_ylabel(f"{measure}: feedback \u2212 control")
-        return _svg(fig, f"Per-query gain in {measure} over the control, sorted", key)
+    per_user = {
+        policy: np.sort(deltas.loc[deltas["policy"] == policy, "delta"].to_numpy(float))
+        for policy in policies
+    }
+    ylim = _limits([v for values in per_user.values() for v in values], zero=True, pad=0.05)
+    ticks = [t for t in _ticks(*ylim) if ylim[0] <= t <= ylim[1]]
+    left, top, width, height, gap = 62.0, 28.0, 280.0, 150.0, 36.0
+    c = _Canvas()
+    for u, policy in enumerate(policies):
+        values = per_user[policy]
+        p = _panel(left + u * (width + gap), top, width, height, (0.0, max(1, len(values))), ylim)
+        _y_axis(c, p, ticks, show=u == 0,
+                title=f"{measure}: feedback \u2212 control" if u == 0 else None,
+                title_offset=48.0)  # fmt: skip
+        c.line(p.left, p.bottom, p.right, p.bottom, stroke=_AXIS, stroke_width=0.8)
+        c.path(_stairs(p, np.maximum(values, 0.0)), fill=GAIN)
+        c.path(_stairs(p, np.minimum(values, 0.0)), fill=LOSS)
+        c.line(p.left, p.y(0.0), p.right, p.y(0.0), stroke=_ZERO, stroke_width=0.8)
+        gains, losses, n = counts.get(policy, (0, 0, len(values)))
+        _title(c, p, f"{policy}: {gains} better, {losses} worse than control, of {n}")
+        c.text(p.left + p.width / 2, p.bottom + 18, "queries, sorted by change",
+               text_anchor="middle")  # fmt: skip
+    total = left + len(policies) * (width + gap) - gap + 12
+    return _svg(
+        c, total, top + height + 30, f"Per-query gain in {measure} over the control, sorted"
+    )
 
 
 def rounds_chart(
@@ -300,66 +580,75 @@ def rounds_chart(
     ``rows``: stage means (config_id, policy, round, stage, measure, mean, ci_low, ci_high);
     ``configs``: (config_id, label) pairs, the first drawn with its confidence band.
     """
-    with rc_context(_RC):
-        fig = _figure(2.2 * len(measures) + 0.6, 2.0 * len(policies) + 0.8)
-        axes = fig.subplots(len(policies), len(measures), sharex=True, squeeze=False)
-        for m, measure in enumerate(measures):
-            for p, policy in enumerate(policies):
-                ax: Axes = axes[p][m]
-                sub = rows[(rows["measure"] == measure) & (rows["policy"] == policy)]
-                for c, (config_id, label) in enumerate(configs):
-                    mine = sub[sub["config_id"] == config_id]
-                    start = mine[mine["round"] == 0]
-                    line = pd.concat(
-                        [start[start["stage"] == "initial"], mine[mine["stage"] == stage]]
-                    ).sort_values("round")
-                    base = pd.concat(
-                        [
-                            start[start["stage"] == "control"],
-                            mine[(mine["stage"] == control) & (mine["round"] > 0)],
-                        ]
-                    ).sort_values("round")
-                    colour = _CONFIG_COLOURS[c % len(_CONFIG_COLOURS)]
-                    width = 2.0 if c == 0 else 1.3
-                    ax.plot(
-                        line["round"],
-                        line["mean"],
-                        color=colour,
-                        linewidth=width,
-                        marker="o",
-                        markersize=3.5,
-                        label=label,
-                    )
-                    if c == 0:
-                        ax.fill_between(
-                            line["round"],
-                            line["ci_low"],
-                            line["ci_high"],
-                            color=colour,
-                            alpha=0.12,
-                            linewidth=0,
-                        )
-                    ax.plot(
-                        base["round"],
-                        base["mean"],
-                        color=colour,
-                        linewidth=0.9,
-                        linestyle="--",
-                        alpha=0.8,
-                    )
-                if p == 0:
-                    ax.set_title(measure)
-                if m == 0:
-                    ax.set_ylabel(policy)
-                if p == len(policies) - 1:
-                    ax.set_xlabel("round")
-                rounds = sorted(sub["round"].unique())
-                ax.set_xticks(rounds)
-        handles, names = axes[0][0].get_legend_handles_labels()
-        if handles:
-            fig.legend(handles, names, loc="outside upper center", ncols=min(3, len(handles)))
-        title = f"Measures over rounds ({stage}; dashed: {control}, no feedback)"
-        return _svg(fig, title, key)
+    left, top, width, height, col_gap, row_gap = 74.0, 56.0, 150.0, 110.0, 52.0, 30.0
+    c = _Canvas()
+    all_rounds = sorted(int(r) for r in pd.unique(rows["round"]))
+    xlim = (min(all_rounds, default=0) - 0.25, max(all_rounds, default=1) + 0.25)
+    for m, measure in enumerate(measures):
+        for u, policy in enumerate(policies):
+            sub = rows[(rows["measure"] == measure) & (rows["policy"] == policy)]
+            lines = []
+            for config_id, _ in configs:
+                mine = sub[sub["config_id"] == config_id]
+                start = mine[mine["round"] == 0]
+                line = pd.concat(
+                    [start[start["stage"] == "initial"], mine[mine["stage"] == stage]]
+                ).sort_values("round")
+                base = pd.concat(
+                    [
+                        start[start["stage"] == "control"],
+                        mine[(mine["stage"] == control) & (mine["round"] > 0)],
+                    ]
+                ).sort_values("round")
+                lines.append((line, base))
+            shown = [*lines[0][0]["ci_low"], *lines[0][0]["ci_high"]] if lines else []
+            shown += [v for line, base in lines for v in (*line["mean"], *base["mean"])]
+            ylim = _limits(shown)
+            ticks = [t for t in _ticks(*ylim, 4) if ylim[0] <= t <= ylim[1]]
+            p = _panel(left + m * (width + col_gap), top + u * (height + row_gap), width,
+                       height, xlim, ylim)  # fmt: skip
+            rounds = sorted(int(r) for r in pd.unique(sub["round"]))
+            last = u == len(policies) - 1
+            _x_axis(c, p, [float(r) for r in rounds], [str(r) for r in rounds],
+                    title="round" if last else None)  # fmt: skip
+            _y_axis(c, p, ticks, title=str(policy) if m == 0 else None, title_offset=50.0)
+            if u == 0:
+                _title(c, p, measure)
+            for k, (line, base) in enumerate(lines):
+                colour = _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]
+                xs, means = _values(line, "round"), _values(line, "mean")
+                if k == 0 and len(line):
+                    low, high = _values(line, "ci_low"), _values(line, "ci_high")
+                    band = [
+                        (p.x(x), p.y(v)) for x, v in zip(xs, high, strict=True) if math.isfinite(v)
+                    ] + [
+                        (p.x(x), p.y(v))
+                        for x, v in zip(xs[::-1], low[::-1], strict=True)
+                        if math.isfinite(v)
+                    ]
+                    if len(band) > 2:
+                        c.polygon(band, fill=colour, fill_opacity=0.12)
+                points = [(p.x(x), p.y(v)) for x, v in zip(xs, means, strict=True)]
+                c.polyline(points, stroke=colour, stroke_width=2.0 if k == 0 else 1.3)
+                for x, y in points:
+                    c.circle(x, y, 2.5, fill=colour)
+                dashed = [
+                    (p.x(x), p.y(v))
+                    for x, v in zip(_values(base, "round"), _values(base, "mean"), strict=True)
+                ]
+                c.polyline(dashed, stroke=colour, stroke_width=0.9, stroke_dasharray="4 3",
+                           stroke_opacity=0.8)  # fmt: skip
+    entries = [
+        (label, _line_key(c, _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]))
+        for k, (_, label) in enumerate(configs)
+    ]
+    end = _legend(c, left, 16.0, entries[:3])
+    if len(entries) > 3:
+        end = max(end, _legend(c, left, 32.0, entries[3:]))
+    total_w = max(left + len(measures) * (width + col_gap) - col_gap + 12, end)
+    total_h = top + len(policies) * (height + row_gap) - row_gap + 40
+    title = f"Measures over rounds ({stage}; dashed: {control}, no feedback)"
+    return _svg(c, total_w, total_h, title)
 
 
 def budget_chart(curve: pd.DataFrame, measure: str, key: str) -> Markup:
@@ -371,33 +660,47 @@ def budget_chart(curve: pd.DataFrame, measure: str, key: str) -> Markup:
     users = list(dict.fromkeys(curve["user"]))
     settings = list(dict.fromkeys(curve["label"]))
     depths = sorted({int(d) for d in curve["depth"]})
-    with rc_context(_RC):
-        fig = _figure(3.4 * len(users) + 0.8, 2.8)
-        axes = fig.subplots(1, len(users), sharey=True, squeeze=False)[0]
-        for ax, user in zip(axes, users, strict=True):
-            ax.axhline(0.0, color="#57606a", linewidth=0.8)
-            for c, setting in enumerate(settings):
-                mine = curve[(curve["user"] == user) & (curve["label"] == setting)]
-                mine = mine.sort_values("depth")
-                x = mine["depth"].to_numpy(float)
-                y = mine["mean"].to_numpy(float)
-                low = np.nan_to_num(y - mine["ci_low"].to_numpy(float))
-                high = np.nan_to_num(mine["ci_high"].to_numpy(float) - y)
-                colour = _CONFIG_COLOURS[c % len(_CONFIG_COLOURS)]
-                ax.errorbar(
-                    x, y, yerr=np.vstack([low, high]), color=colour, marker="o", markersize=3.5,
-                    linewidth=1.4, capsize=2, label=setting,
-                )  # fmt: skip
-            ax.set_xscale("log")
-            ax.set_xticks(depths, [str(d) for d in depths])
-            ax.minorticks_off()
-            ax.set_title(user)
-            ax.set_xlabel("results examined per round")
-        axes[0].set_ylabel(f"gain in {measure} over control")
-        handles, names = axes[0].get_legend_handles_labels()
-        if handles:
-            fig.legend(handles, names, loc="outside upper center", ncols=min(3, len(handles)))
-        return _svg(fig, f"Gain in {measure} over the control against the judgment budget", key)
+    low_d, high_d = (min(depths), max(depths)) if depths else (1, 10)
+    xlim = (low_d / 1.25, high_d * 1.25)
+    ylim = _limits([*curve["mean"], *curve["ci_low"], *curve["ci_high"]], zero=True)
+    ticks = [t for t in _ticks(*ylim) if ylim[0] <= t <= ylim[1]]
+    left, top, width, height, gap = 66.0, 52.0, 220.0, 150.0, 30.0
+    c = _Canvas()
+    for u, user in enumerate(users):
+        p = _panel(left + u * (width + gap), top, width, height, xlim, ylim, log_x=True)
+        _x_axis(c, p, [float(d) for d in depths], [str(d) for d in depths],
+                title="results examined per round")  # fmt: skip
+        _y_axis(c, p, ticks, show=u == 0,
+                title=f"gain in {measure} over control" if u == 0 else None,
+                title_offset=52.0)  # fmt: skip
+        c.line(p.left, p.y(0.0), p.right, p.y(0.0), stroke=_ZERO, stroke_width=0.8)
+        _title(c, p, str(user))
+        for k, setting in enumerate(settings):
+            mine = curve[(curve["user"] == user) & (curve["label"] == setting)]
+            mine = mine.sort_values("depth")
+            colour = _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]
+            xs, ys = _values(mine, "depth"), _values(mine, "mean")
+            lows, highs = _values(mine, "ci_low"), _values(mine, "ci_high")
+            points = [(p.x(x), p.y(y)) for x, y in zip(xs, ys, strict=True) if math.isfinite(y)]
+            c.polyline(points, stroke=colour, stroke_width=1.4)
+            for x, y, lo, hi in zip(xs, ys, lows, highs, strict=True):
+                if not math.isfinite(y):
+                    continue
+                lo, hi = (lo if math.isfinite(lo) else y), (hi if math.isfinite(hi) else y)
+                c.line(p.x(x), p.y(lo), p.x(x), p.y(hi), stroke=colour, stroke_width=1.2)
+                for end in (lo, hi):
+                    c.line(p.x(x) - 2.5, p.y(end), p.x(x) + 2.5, p.y(end), stroke=colour)
+                c.circle(p.x(x), p.y(y), 3.0, fill=colour)
+    entries = [
+        (str(s), _line_key(c, _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]))
+        for k, s in enumerate(settings)
+    ]
+    end = _legend(c, left, 16.0, entries[:3])
+    if len(entries) > 3:
+        end = max(end, _legend(c, left, 32.0, entries[3:]))
+    total = max(left + len(users) * (width + gap) - gap + 12, end)
+    label = f"Gain in {measure} over the control against the judgment budget"
+    return _svg(c, total, top + height + 40, label)
 
 
 _SOURCE_COLOURS = {
@@ -419,22 +722,30 @@ def variance_chart(variance: pd.DataFrame, key: str) -> Markup:
     parts = variance[variance["source"] != "total"]
     bars = list(dict.fromkeys(zip(parts["user"], parts["stage"], strict=True)))
     sources = list(dict.fromkeys(parts["source"]))
-    with rc_context({**_RC, "axes.grid": False}):
-        fig = _figure(6.4, 0.36 * len(bars) + 1.1)
-        ax = fig.subplots()
-        for b, (user, stage) in enumerate(bars):
-            left = 0.0
-            mine = parts[(parts["user"] == user) & (parts["stage"] == stage)]
-            for source in sources:
-                share = float(mine.loc[mine["source"] == source, "share"].sum())
-                colour = _SOURCE_COLOURS.get(source, "#7f7f7f")
-                ax.barh(
-                    b, share, left=left, color=colour, height=0.6, label=source if b == 0 else None
-                )
-                left += share
-        ax.set_yticks(range(len(bars)), [f"{u} · {s}" for u, s in bars])
-        ax.set_ylim(len(bars) - 0.5, -0.5)
-        ax.set_xlim(0.0, 1.0)
-        ax.set_xlabel("share of the per-query gain's sum of squares")
-        fig.legend(loc="outside upper center", ncols=4)
-        return _svg(fig, "Share of the per-query gain's variance by source", key)
+    names = [f"{u} · {s}" for u, s in bars]
+    left = 12.0 + max((_width(n) for n in names), default=0.0)
+    legend_rows = math.ceil(len(sources) / 4)
+    top, width, bar_h = 14.0 + 18.0 * legend_rows, 420.0, 26.0
+    height = bar_h * max(1, len(bars))
+    p = _panel(left, top, width, height, (0.0, 1.0), (len(bars) - 0.5, -0.5))
+    c = _Canvas()
+    ticks = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    _x_axis(c, p, ticks, grid=False, title="share of the per-query gain's sum of squares")
+    _y_axis(c, p, [float(b) for b in range(len(bars))], names, grid=False)
+    for b, (user, stage) in enumerate(bars):
+        start = 0.0
+        mine = parts[(parts["user"] == user) & (parts["stage"] == stage)]
+        for source in sources:
+            share = float(mine.loc[mine["source"] == source, "share"].sum())
+            colour = _SOURCE_COLOURS.get(source, "#7f7f7f")
+            if math.isfinite(share) and share > 0:
+                c.rect(p.x(start), p.y(b - 0.3), p.x(start + share) - p.x(start), 0.6 * bar_h,
+                       fill=colour)  # fmt: skip
+                start += share
+    for row in range(legend_rows):
+        chunk = sources[row * 4 : row * 4 + 4]
+        _legend(c, left, 14.0 + 18.0 * row, [(s, _box_key(c, _SOURCE_COLOURS.get(s, "#7f7f7f")))
+                                             for s in chunk])  # fmt: skip
+    return _svg(
+        c, left + width + 16, top + height + 40, "Share of the per-query gain's variance by source"
+    )

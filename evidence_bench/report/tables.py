@@ -553,7 +553,13 @@ def oracle_shares(data: RunData) -> pd.DataFrame:
     Fieller's interval, as :func:`~evidence_bench.evaluation.oracle_share.oracle_share`
     computes it; rows in the run's config, user and stage order."""
     settings = data.settings
-    shares = oracle_share(data.per_query, reference=REFERENCE, eval_modes=[settings.primary_mode])
+    pq = data.per_query
+    # Only the primary mode and measure are shown; each share is computed within its own
+    # mode and measure, so the others need not be computed at all.
+    frame = pq[
+        (pq["eval_mode"] == settings.primary_mode) & (pq["measure"] == settings.primary_measure)
+    ]
+    shares = oracle_share(frame, reference=REFERENCE, eval_modes=[settings.primary_mode])
     shares = shares[shares["measure"] == settings.primary_measure]
     if shares.empty:
         return pd.DataFrame(columns=SHARE_COLUMNS)
