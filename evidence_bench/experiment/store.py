@@ -196,6 +196,7 @@ class QueryRowsBuilder:
         self._stages: dict[str, int] = {}
         self._modes: dict[str, int] = {}
         self._episodes: list[tuple[int, str, list[EpisodeRound]]] = []
+        self._details: dict[str, str] = {}
         self._scores: tuple[list[int], list[int], list[int], list[int], list[int]] = (
             [], [], [], [], [],
         )  # fmt: skip
@@ -246,7 +247,8 @@ class QueryRowsBuilder:
         for record in rounds:
             round_ = int(record["round"])
             rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
-            detail = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+            text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+            detail = self._details.setdefault(text, text)  # one object: pickled once
             before, rerank, expand = (self._ranking(record.get(k)) for k in _LISTS)
             mark_set = self._mark_set(marks.pop(round_, []))
             entries.append((round_, detail, mark_set, before, rerank, expand))
@@ -379,19 +381,23 @@ class _Levels:
     def codes(self, values: Sequence[str]) -> _Int:
         return _ints([self.code(value) for value in values])
 
-    def categorical(self, parts: Sequence[npt.NDArray[Any]]) -> pd.Categorical[Any]:
-        """The values coded ``parts`` (concatenated) as ``pd.Categorical(values)`` gives
-        them: the categories present, sorted."""
+    def categorical(
+        self, parts: Sequence[npt.NDArray[Any]], repeats: npt.NDArray[np.int64] | None = None
+    ) -> pd.Categorical[Any]:
+        """The values coded ``parts`` (concatenated; each repeated ``repeats`` times) as
+        ``pd.Categorical(values)`` gives them: the categories present, sorted, the codes in
+        the smallest integer type that holds them."""
         codes = np.concatenate(parts) if parts else _ints([])
         names = self.names
         present = np.flatnonzero(np.bincount(codes, minlength=len(names)))
         ordered = sorted(present.tolist(), key=names.__getitem__)
-        remap = np.full(len(names), -1, dtype=np.int64)
-        remap[ordered] = np.arange(len(ordered))
         if not ordered:
             return pd.Categorical([])
-        categories = pd.Index([names[i] for i in ordered])
-        return pd.Categorical.from_codes(remap[codes], categories=categories)
+        kind = next(t for t in (np.int8, np.int16, np.int32) if len(ordered) < np.iinfo(t).max)
+        remap = np.full(len(names), -1, dtype=kind)
+        remap[ordered] = np.arange(len(ordered))
+        final = remap[codes] if repeats is None else np.repeat(remap[codes], repeats)
+        return pd.Categorical.from_codes(final, categories=pd.Index([names[i] for i in ordered]))
 
 
 def _joined(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
@@ -410,7 +416,10 @@ class TableBuilder:
     def __init__(self, doc_id: Any = None) -> None:
         self._doc_id = doc_id
         self._levels = {name: _Levels() for name in _CATEGORIES}
+        #: per query: its scored keys' codes (one entry per (config, policy, round, stage,
+        #: eval_mode), spread over its measures in tables()), measures and values
         self._scores: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in PER_QUERY_COLUMNS}
+        self._widths: list[npt.NDArray[np.int64]] = []
         self._mark_ids: dict[tuple[MarkRow, ...], int] = {}
         self._mark_starts: list[int] = []
         self._mark_sizes: list[int] = []
@@ -463,16 +472,17 @@ class TableBuilder:
         if count and width:
             owner = rows.score_pair
             scores = self._scores
-            scores["config_id"].append(np.repeat(configs[owner], width))
-            scores["policy"].append(np.repeat(policies[owner], width))
-            scores["query_id"].append(np.full(count * width, query, dtype=np.int32))
-            scores["round"].append(np.repeat(rows.score_round, width))
-            scores["stage"].append(np.repeat(stages[rows.score_stage], width))
+            scores["config_id"].append(configs[owner])
+            scores["policy"].append(policies[owner])
+            scores["query_id"].append(np.full(count, query, dtype=np.int32))
+            scores["round"].append(rows.score_round)
+            scores["stage"].append(stages[rows.score_stage])
             modes = levels["eval_mode"].codes(rows.modes)
-            scores["eval_mode"].append(np.repeat(modes[rows.score_mode], width))
-            measures = levels["measure"].codes(rows.measures)
+            scores["eval_mode"].append(modes[rows.score_mode])
+            measures = levels["measure"].codes(rows.measures).astype(np.int16)
             scores["measure"].append(np.tile(measures, count))
             scores["value"].append(rows.values[rows.score_evaluation].reshape(-1))
+            self._widths.append(np.full(count, width, dtype=np.int64))
         if len(rows.run_pair):
             runs = self._runs
             runs["config_id"].append(configs[rows.run_pair])
@@ -520,7 +530,16 @@ class TableBuilder:
                 columns=list(columns),
             )
 
-        scores = frame(self._scores, {"round": np.int16, "value": np.float64})
+        # the scores' keys, each spread over its query's measures (measure and value are)
+        widths, parts, levels = _joined(self._widths, np.int64), self._scores, self._levels
+        columns: dict[str, Any] = {
+            name: levels[name].categorical(parts[name], widths)
+            for name in ("config_id", "policy", "query_id", "stage", "eval_mode")
+        }
+        columns["round"] = np.repeat(_joined(parts["round"], np.int16), widths)
+        columns["measure"] = levels["measure"].categorical(parts["measure"])
+        columns["value"] = _joined(parts["value"], np.float64)
+        scores = pd.DataFrame(columns, columns=PER_QUERY_COLUMNS)
         marks = _categorical(
             dict(zip(TABLES["feedback"], self._marks, strict=True)),
             {"marks": "int32", "rank": "int32"},
