@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,7 +132,9 @@ class QueryRows:
     one column per measure of ``measures``; each scored (pair, round, stage, eval_mode) is
     one entry of the ``score_*`` columns, its values row ``score_evaluation``, which the
     scores table spreads over one row per measure. ``pair`` indexes ``pairs``, ``stage`` and
-    ``mode`` index ``stages`` and ``modes``, ``run_ranking`` indexes ``rankings``."""
+    ``mode`` index ``stages`` and ``modes``; rankings are numbered in the order of
+    ``ranking_offsets``: ranking ``i`` is ``ranking_keys[ranking_items[offsets[i] :
+    offsets[i + 1]]]``."""
 
     query_id: str
     #: the distinct (config_id, policy) of the query's episodes and runs
@@ -139,7 +142,10 @@ class QueryRows:
     #: each episode in run order: its pair, its query and its rounds
     episodes: list[tuple[int, str, list[EpisodeRound]]] = field(default_factory=list)
     mark_sets: list[tuple[MarkRow, ...]] = field(default_factory=list)
-    rankings: list[tuple[str, ...]] = field(default_factory=list)
+    #: the distinct rankings: every key they hold once, and each as indexes of those keys
+    ranking_keys: list[str] = field(default_factory=list)
+    ranking_items: _Int = field(default_factory=lambda: _ints([]))
+    ranking_offsets: npt.NDArray[np.int64] = field(default_factory=lambda: _ints([0], np.int64))
     stages: list[str] = field(default_factory=list)
     modes: list[str] = field(default_factory=list)
     measures: tuple[str, ...] = ()
@@ -278,6 +284,10 @@ class QueryRowsBuilder:
         """The rows; ``values``: the evaluations the scores' ids index, a column per
         measure."""
         runs = [(p, r, s, self._ranking(keys)) for p, r, s, keys in self._runs]
+        vocabulary: dict[str, int] = {}
+        items = [
+            vocabulary.setdefault(key, len(vocabulary)) for r in self._ranking_ids for key in r
+        ]
         columns: list[Sequence[Any]] = list(zip(*runs, strict=True)) if runs else [()] * 4
         pairs, rounds, stages, modes, ids = self._scores
         return QueryRows(
@@ -285,7 +295,9 @@ class QueryRowsBuilder:
             pairs=list(self._pairs),
             episodes=self._episodes,
             mark_sets=list(self._mark_ids),
-            rankings=list(self._ranking_ids),
+            ranking_keys=list(vocabulary),
+            ranking_items=_ints(items),
+            ranking_offsets=np.cumsum([0, *(len(r) for r in self._ranking_ids)], dtype=np.int64),
             stages=list(self._stages),
             modes=list(self._modes),
             measures=tuple(measures),
@@ -400,6 +412,33 @@ class _Levels:
         return pd.Categorical.from_codes(final, categories=pd.Index([names[i] for i in ordered]))
 
 
+class _CodedRankings(Sequence[Sequence[str]]):
+    """A run's distinct rankings as codes of its keys (each ranking: its int32 codes as
+    bytes), each turned into Python only when asked for."""
+
+    def __init__(self, keys: Sequence[str], rankings: Sequence[bytes]) -> None:
+        self._keys = keys
+        self._codes = np.frombuffer(b"".join(rankings), dtype=np.int32)
+        sizes = [len(r) // 4 for r in rankings]
+        self._offsets = np.cumsum([0, *sizes], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index: int) -> list[str]:  # type: ignore[override]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        start, end = self._offsets[index : index + 2].tolist()
+        keys = self._keys
+        return [keys[code] for code in self._codes[start:end].tolist()]
+
+    def arrow(self) -> pa.ListArray:
+        """The rankings as one Arrow list<string> array."""
+        values = pa.array(self._keys, pa.string()).take(pa.array(self._codes))
+        return pa.ListArray.from_arrays(pa.array(self._offsets, pa.int32()), values)
+
+
 def _joined(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.array([], dtype)
 
@@ -424,16 +463,24 @@ class TableBuilder:
         self._mark_starts: list[int] = []
         self._mark_sizes: list[int] = []
         self._marks: list[list[Any]] = [[] for _ in TABLES["feedback"]]
-        self._ranking_ids: dict[tuple[str, ...], int] = {}
-        self._rankings: list[tuple[str, ...]] = []
+        #: each distinct ranking (its keys' codes, as bytes) -> its id
+        self._ranking_ids: dict[bytes, int] = {}
+        self._keys = _Levels()  # every key of a ranking
         self._episodes: list[list[Any]] = [[] for _ in TABLES["episodes"]]
         self._runs: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in TABLES["runs"]}
 
-    def _ranking(self, items: tuple[str, ...]) -> int:
-        found = self._ranking_ids.get(items)
-        if found is None:
-            found = self._ranking_ids[items] = len(self._rankings)
-            self._rankings.append(items)
+    def _rankings(self, rows: QueryRows) -> list[int]:
+        """The run's ids of the query's rankings (numbered in the order first seen)."""
+        codes = self._keys.codes(rows.ranking_keys)[rows.ranking_items]
+        offsets = rows.ranking_offsets.tolist()
+        ids = self._ranking_ids
+        found = []
+        for start, end in pairwise(offsets):
+            key = codes[start:end].tobytes()
+            number = ids.get(key)
+            if number is None:
+                number = ids[key] = len(ids)
+            found.append(number)
         return found
 
     def _mark_set(self, key: tuple[MarkRow, ...]) -> int:
@@ -456,7 +503,7 @@ class TableBuilder:
         query = levels["query_id"].code(rows.query_id)
         stages = levels["stage"].codes(rows.stages)
         marks = [self._mark_set(key) for key in rows.mark_sets]
-        rankings = [self._ranking(key) for key in rows.rankings]
+        rankings = self._rankings(rows)
 
         episodes = self._episodes
         for pair, text, rounds in rows.episodes:
@@ -555,7 +602,8 @@ class TableBuilder:
             },
             {"relevance": "int16"},
         )
-        return RunTables(scores, marks, episodes, self._rankings, runs, trec_qrels)
+        rankings = _CodedRankings(self._keys.names, list(self._ranking_ids))
+        return RunTables(scores, marks, episodes, rankings, runs, trec_qrels)
 
 
 #: Significant digits of a stored per-query value (a shard's: all of them).
@@ -602,7 +650,11 @@ def write_tables(directory: Path, tables: RunTables) -> None:
     rankings = pa.table(
         {
             "ranking": pa.array(range(len(tables.rankings)), pa.int32()),
-            "items": pa.array([list(r) for r in tables.rankings], pa.list_(pa.string())),
+            "items": (
+                tables.rankings.arrow()
+                if isinstance(tables.rankings, _CodedRankings)
+                else pa.array([list(r) for r in tables.rankings], pa.list_(pa.string()))
+            ),
         }
     )
     pq.write_table(rankings, directory / "rankings.parquet", compression="zstd")
