@@ -18,7 +18,7 @@ import os
 import pickle
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -363,7 +363,7 @@ def query_output(
     The episodes share one memo, so their scores are ids of the query's distinct
     evaluations (:attr:`QueryMemo.values`), sent once each."""
     query_id, query = replayed.query_id, replayed.query
-    doc_id = worker.query_set.collection.doc_id_for
+    doc_id = _doc_ids(worker.query_set.collection.doc_id_for)
     out = QueryOutput(query_id)
     out.replayed_initial, out.judged_hits = replayed.replayed_initial, replayed.judged_hits
     memo = QueryMemo(query, plan.measures)
@@ -403,6 +403,20 @@ def query_output(
             out.documents.setdefault(item.key, item)
     out.missing_dates = sum(1 for item in replayed.initial if item.page_age is None)
     return out
+
+
+def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:
+    """``lookup(key) or key``, each key's looked up once (a query's episodes show the same
+    documents over and over)."""
+    known: dict[str, str] = {}
+
+    def doc_id(key: str) -> str:
+        found = known.get(key)
+        if found is None:
+            found = known[key] = lookup(key) or key
+        return found
+
+    return doc_id
 
 
 def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:

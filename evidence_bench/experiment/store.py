@@ -203,6 +203,7 @@ class QueryRowsBuilder:
         self._modes: dict[str, int] = {}
         self._episodes: list[tuple[int, str, list[EpisodeRound]]] = []
         self._details: dict[str, str] = {}
+        self._scored: dict[tuple[tuple[int, str, str], ...], tuple[list[int], ...]] = {}
         self._scores: tuple[list[int], list[int], list[int], list[int], list[int]] = (
             [], [], [], [], [],
         )  # fmt: skip
@@ -265,14 +266,20 @@ class QueryRowsBuilder:
     ) -> None:
         """An episode's scored (round, stage, eval_mode)s and their evaluation ids."""
         pairs, rounds, stages, modes, ids = self._scores
-        stage_of, mode_of = self._stage, self._modes
-        for round_, stage, mode in scored:
-            rounds.append(round_)
-            stages.append(stage_of(stage))
-            code = mode_of.get(mode)
-            if code is None:
-                code = mode_of[mode] = len(mode_of)
-            modes.append(code)
+        key = tuple(scored)
+        codes = self._scored.get(key)  # most episodes score the same sequence
+        if codes is None:
+            mode_of = self._modes
+            for _, _, mode in scored:
+                mode_of.setdefault(mode, len(mode_of))
+            codes = self._scored[key] = (
+                [round_ for round_, _, _ in scored],
+                [self._stage(stage) for _, stage, _ in scored],
+                [mode_of[mode] for _, _, mode in scored],
+            )
+        rounds.extend(codes[0])
+        stages.extend(codes[1])
+        modes.extend(codes[2])
         pairs.extend([pair] * len(scored))
         ids.extend(evaluations)
 
