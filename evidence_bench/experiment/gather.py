@@ -190,30 +190,33 @@ def _query_outputs(
     """The tables as the :class:`QueryOutput`\\ s they were built from, one per query in
     ``query_ids`` order (a shard's, read back to be gathered); ``documents`` go to the
     first. A row of another query is a :class:`DataError` naming the shard's table."""
-    outs = {qid: QueryOutput(qid) for qid in query_ids}
+    rows: dict[str, dict[str, Any]] = {
+        qid: {"scores": [], "feedback": [], "episodes": [], "rankings": {}} for qid in query_ids
+    }
 
-    def out(query_id: str, table: str) -> QueryOutput:
-        if query_id not in outs:
+    def out(query_id: str, table: str) -> dict[str, Any]:
+        if query_id not in rows:
             raise DataError(
                 f"{shard.path / table}.parquet: query {query_id!r} is not one of "
                 f"{shard.name}'s queries"
             )
-        return outs[query_id]
+        return rows[query_id]
 
     scores = tables.scores
     for row in zip(*(scores[c].tolist() for c in PER_QUERY_COLUMNS), strict=True):
         cid, policy, qid, round_, stage, mode, measure, value = row
-        out(str(qid), "scores").scores.append(
+        out(str(qid), "scores")["scores"].append(
             (str(cid), str(policy), str(qid), int(round_), str(stage), str(mode), str(measure),
              float(value))
         )  # fmt: skip
     for row in feedback_frame(tables):
-        out(row[2], "feedback").feedback.append(row)
+        out(row[2], "feedback")["feedback"].append(row)
     for episode in episode_records(tables):
-        out(episode["query_id"], "episodes").episodes.append(episode)
+        out(episode["query_id"], "episodes")["episodes"].append(episode)
     for (cid, policy, round_, stage), run in trec_runs(tables).items():
         for qid, ranking in run.items():
-            out(qid, "runs").rankings[(cid, policy, round_, stage)] = ranking
+            out(qid, "runs")["rankings"][(cid, policy, round_, stage)] = ranking
+    outs = {qid: QueryOutput.from_rows(qid, **mine) for qid, mine in rows.items()}
     if query_ids:
         first = outs[query_ids[0]]
         for evidence in documents:

@@ -32,6 +32,9 @@ from collections.abc import Hashable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
 from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import (
@@ -51,7 +54,6 @@ from evidence_bench.engine.text import Analyzer
 from evidence_bench.evaluation.measures import (
     Measure,
     QueryJudgments,
-    evaluate,
     evaluate_many,
     prepare,
 )
@@ -134,7 +136,12 @@ class QueryMemo:
         self._refined: dict[tuple[Hashable, int, _FeedbackKey], RefinedQuery] = {}
         self._marks: dict[tuple[Hashable, ...], list[Mark]] = {}
         self._judgments: dict[int, QueryJudgments] = {}  # kept alive: their ids are keys
-        self._values: dict[tuple[int, tuple[str, ...]], list[tuple[str, float]]] = {}
+        #: each distinct (judgments, ranking) scored -> its evaluation id (row of ``values``)
+        self.names = tuple(str(measure) for measure in self.measures)
+        self._ids: dict[tuple[int, tuple[str, ...]], int] = {}
+        self._matrix: npt.NDArray[np.float64] = np.empty((0, len(self.measures)))
+        self._count = 0
+        self._pairs: dict[int, list[tuple[str, float]]] = {}
         self._residual: dict[frozenset[str], QueryJudgments] = {}
         self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
 
@@ -248,38 +255,66 @@ class QueryMemo:
 
     # --- evaluation -----------------------------------------------------------------------
 
+    @property
+    def values(self) -> npt.NDArray[np.float64]:
+        """The query's distinct evaluations so far: row ``i`` holds the measures (in
+        :attr:`measures`' order) of the ``i``-th distinct (ranking, judgments) scored, the id
+        :meth:`evaluate_ids` gave it. A view; a later evaluation leaves its rows as they are."""
+        return self._matrix[: self._count]
+
+    def evaluate_ids(self, pending: Sequence[tuple[Sequence[str], QueryJudgments]]) -> list[int]:
+        """The evaluation id (row of :attr:`values`) of every (ranking, judgments), the ones
+        not seen yet scored in one :func:`evaluate_many` batch (the same floats as
+        ``evaluate``, bit for bit)."""
+        ids = []
+        known = self._ids
+        new: dict[tuple[int, tuple[str, ...]], int] = {}
+        rankings: list[Sequence[str]] = []
+        graded: list[QueryJudgments] = []
+        for ranking, judgments in pending:
+            self._judgments.setdefault(id(judgments), judgments)
+            key = (id(judgments), tuple(ranking))
+            found = known.get(key)
+            if found is None:
+                found = new.get(key)
+                if found is None:
+                    found = new[key] = self._count + len(rankings)
+                    rankings.append(ranking)
+                    graded.append(judgments)
+            ids.append(found)
+        if rankings:
+            self._append(evaluate_many(rankings, graded, self.measures))
+            known.update(new)
+        return ids
+
+    def _append(self, rows: npt.NDArray[np.float64]) -> None:
+        end = self._count + len(rows)
+        if end > len(self._matrix):  # grown by doubling: earlier views keep their rows
+            grown = np.empty((max(end, 2 * len(self._matrix), 64), len(self.measures)))
+            grown[: self._count] = self._matrix[: self._count]
+            self._matrix = grown
+        self._matrix[self._count : end] = rows
+        self._count = end
+
     def evaluate(
         self, ranking: Sequence[str], judgments: QueryJudgments
     ) -> list[tuple[str, float]]:
         """``evaluate(ranking, judgments, measures)`` as (measure, value) pairs, in order."""
-        self._judgments.setdefault(id(judgments), judgments)
-        key = (id(judgments), tuple(ranking))
-        values = self._values.get(key)
-        if values is None:
-            values = self._values[key] = list(evaluate(ranking, judgments, self.measures).items())
-        return values
+        (found,) = self.evaluate_ids([(ranking, judgments)])
+        pairs = self._pairs.get(found)
+        if pairs is None:
+            values = self._matrix[found].tolist()
+            pairs = self._pairs[found] = list(zip(self.names, values, strict=True))
+        return pairs
 
     def evaluate_many(
         self, pending: Sequence[tuple[Sequence[str], QueryJudgments]]
     ) -> list[list[tuple[str, float]]]:
         """:meth:`evaluate` of every (ranking, judgments), the ones not seen yet scored in one
-        :func:`evaluate_many` batch (the same floats as ``evaluate``, bit for bit)."""
-        keys = []
-        missing: dict[tuple[int, tuple[str, ...]], tuple[Sequence[str], QueryJudgments]] = {}
-        for ranking, judgments in pending:
-            self._judgments.setdefault(id(judgments), judgments)
-            key = (id(judgments), tuple(ranking))
-            keys.append(key)
-            if key not in self._values:
-                missing[key] = (ranking, judgments)
-        if missing:
-            names = [str(measure) for measure in self.measures]
-            rows = evaluate_many(
-                [r for r, _ in missing.values()], [j for _, j in missing.values()], self.measures
-            ).tolist()
-            for key, row in zip(missing, rows, strict=True):
-                self._values[key] = list(zip(names, row, strict=True))
-        return [self._values[key] for key in keys]
+        batch (:meth:`evaluate_ids`)."""
+        ids = self.evaluate_ids(pending)
+        rows = self._matrix[ids].tolist()
+        return [list(zip(self.names, row, strict=True)) for row in rows]
 
     def residual(self, grades: Mapping[str, int], examined: Set[str]) -> QueryJudgments:
         """The judgments of the documents not examined (the residual mode's qrels)."""

@@ -18,7 +18,7 @@ import os
 import pickle
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -31,6 +31,7 @@ from evidence_bench.engine.background import Background, query_set_background
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
 from evidence_bench.engine.evidence_mode import PageSource
 from evidence_bench.errors import (
+    DataError,
     EvidenceBenchError,
     RequestError,
     ResponseFormatError,
@@ -47,6 +48,13 @@ from evidence_bench.experiment.components import (
 )
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
+from evidence_bench.experiment.store import (
+    EpisodeRound,
+    MarkRow,
+    QueryRows,
+    QueryRowsBuilder,
+    query_rows,
+)
 from evidence_bench.protocol.episode import EpisodeResult, Judgments, run_episode
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
@@ -78,13 +86,12 @@ __all__ = [
 
 @dataclass
 class QueryOutput:
-    """One query's rows, for every engine config and user."""
+    """One query's results for every engine config and user: its rows, in the compact
+    columns a worker sends the parent (:class:`~evidence_bench.experiment.store.QueryRows`),
+    and the counts the run sums."""
 
     query_id: str
-    scores: list[tuple[str, str, str, int, str, str, str, float]] = field(default_factory=list)
-    feedback: list[tuple[str, str, str, int, str, str, str, int]] = field(default_factory=list)
-    episodes: list[dict[str, Any]] = field(default_factory=list)
-    rankings: dict[tuple[str, str, int, str], list[str]] = field(default_factory=dict)
+    rows: QueryRows = field(default=None)  # type: ignore[assignment]
     documents: dict[str, Evidence] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     skipped_expands: int = 0
@@ -95,6 +102,42 @@ class QueryOutput:
     #: collection its cassettes were recorded from)
     replayed_initial: bool = False
     judged_hits: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rows is None:
+            self.rows = QueryRows(self.query_id)
+
+    @classmethod
+    def from_rows(
+        cls,
+        query_id: str,
+        *,
+        scores: Sequence[Sequence[Any]] = (),
+        feedback: Sequence[Sequence[Any]] = (),
+        episodes: Sequence[Mapping[str, Any]] = (),
+        rankings: Mapping[tuple[str, str, int, str], Sequence[str]] | None = None,
+    ) -> QueryOutput:
+        """A query's output from its rows (a shard's tables read back):
+        :func:`~evidence_bench.experiment.store.query_rows`."""
+        rows = query_rows(query_id, scores, feedback, episodes, rankings or {})
+        return cls(query_id, rows)
+
+    @property
+    def scores(self) -> list[tuple[str, str, str, int, str, str, str, float]]:
+        """The per-query values as (config_id, policy, query_id, round, stage, eval_mode,
+        measure, value) rows (built on each call: the run's tables read :attr:`rows`)."""
+        return self.rows.score_rows()
+
+    @property
+    def feedback(self) -> list[tuple[str, str, str, int, str, str, str, int]]:
+        """Every examined document as (config_id, policy, query_id, round, doc_id, label,
+        url, rank) rows (built on each call)."""
+        return self.rows.feedback_rows()
+
+    @property
+    def episodes(self) -> list[tuple[int, str, list[EpisodeRound]]]:
+        """One entry per (engine config, user) episode (:attr:`QueryRows.episodes`)."""
+        return self.rows.episodes
 
 
 class MemoProvider:
@@ -253,10 +296,13 @@ def query_episodes(
     *,
     rounds: int | None = None,
     modes: Sequence[str] | None = None,
+    memo: QueryMemo | None = None,
 ) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
     """Every (engine config, user) episode of one query, in plan order; they share the
-    steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`)."""
-    memo = QueryMemo(query, plan.measures)
+    steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`:
+    ``memo``, or a new one)."""
+    if memo is None:
+        memo = QueryMemo(query, plan.measures)
     shared = [
         (engine, memo.ranker(ranker), memo.ranker(control), memo.refiner(refiner))
         for engine, ranker, control, refiner in engines
@@ -344,11 +390,15 @@ def query_output(
 ) -> QueryOutput:
     """Every (engine, user) episode of one replayed query as rows; ``plan`` gives the
     rounds, modes and measures (the worker's own, or fewer). ``requests`` is left empty:
-    the caller counts what its store answered."""
+    the caller counts what its store answered.
+
+    The episodes share one memo, so their scores are ids of the query's distinct
+    evaluations (:attr:`QueryMemo.values`), sent once each."""
     query_id, query = replayed.query_id, replayed.query
-    doc_id = worker.query_set.collection.doc_id_for
+    doc_id = _doc_ids(worker.query_set.collection.doc_id_for)
     out = QueryOutput(query_id)
     out.replayed_initial, out.judged_hits = replayed.replayed_initial, replayed.judged_hits
+    memo = QueryMemo(query, plan.measures)
     episodes = query_episodes(
         engines,
         worker.users,
@@ -359,32 +409,46 @@ def query_output(
         replayed.provider,
         replayed.initial,
         replayed.deep,
+        memo=memo,
     )
+    rows = QueryRowsBuilder(query_id)
     for engine, user_name, result in episodes:
-        cid = engine.config_id
+        pair = rows.pair(engine.config_id, user_name)
         out.skipped_expands += result.skipped_expand
         out.no_usable_feedback += result.no_usable_feedback
-        for round_, stage, mode, measure, value in result.scores:
-            out.scores.append((cid, user_name, query_id, round_, stage, mode, measure, value))
+        rows.scores(pair, result.scored, result.evaluations)
+        marks: dict[int, list[MarkRow]] = {}
         for round_, key, label, rank in result.feedback:
-            row = (cid, user_name, query_id, round_, doc_id(key) or key, label, key, rank)
-            out.feedback.append(row)
+            marks.setdefault(round_, []).append((doc_id(key) or key, label, key, rank))
+        records = [_episode_round(r, doc_id) for r in result.rounds]
+        rows.episode(pair, query, records, marks)
+        if marks:  # every mark belongs to a round of its episode
+            raise DataError(
+                f"query {query_id!r}: feedback for config {engine.config_id}, policy "
+                f"{user_name}, round {next(iter(marks))} belongs to no episode round"
+            )
         for (round_, stage), keys in result.rankings.items():
-            out.rankings[(cid, user_name, round_, stage)] = keys
-        out.episodes.append(
-            {
-                "config_id": cid,
-                "policy": user_name,
-                "query_id": query_id,
-                "query": query,
-                "rounds": [_episode_round(r, doc_id) for r in result.rounds],
-            }
-        )
+            rows.run(pair, round_, stage, keys)
+    out.rows = rows.build(memo.names, memo.values)
     for answer in replayed.provider.answers():
         for item in answer:
             out.documents.setdefault(item.key, item)
     out.missing_dates = sum(1 for item in replayed.initial if item.page_age is None)
     return out
+
+
+def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:
+    """``lookup(key) or key``, each key's looked up once (a query's episodes show the same
+    documents over and over)."""
+    known: dict[str, str] = {}
+
+    def doc_id(key: str) -> str:
+        found = known.get(key)
+        if found is None:
+            found = known[key] = lookup(key) or key
+        return found
+
+    return doc_id
 
 
 def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:

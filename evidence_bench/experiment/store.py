@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,11 +48,16 @@ __all__ = [
     "RUN_KEYS",
     "STORED_DIGITS",
     "TABLES",
+    "EpisodeRound",
+    "MarkRow",
+    "QueryRows",
+    "QueryRowsBuilder",
     "RunTables",
     "TableBuilder",
     "as_stored",
     "episode_records",
     "feedback_frame",
+    "query_rows",
     "read_table",
     "read_tables",
     "trec_qrels",
@@ -102,20 +109,119 @@ def _categorical(columns: Mapping[str, Sequence[Any]], ints: Mapping[str, str]) 
     return pd.DataFrame(data, columns=list(columns))
 
 
-class TableBuilder:
-    """Collects :class:`QueryOutput`\\ s in run order into :class:`RunTables`, each
-    distinct mark set and ranking once."""
+#: One episode round as the builder stores it: (round, detail JSON, mark set, before,
+#: after_rerank, after_expand); mark set and lists index the query's ``mark_sets`` and
+#: ``rankings``. An episode without rounds: one (0, None, its mark set, None, None, None).
+EpisodeRound = tuple[int, str | None, int, int | None, int | None, int | None]
+#: One examined document of a mark set: (doc_id, label, url, rank).
+MarkRow = tuple[str, str, str, int]
+_Int = npt.NDArray[np.int32]
 
-    def __init__(self, doc_id: Any = None) -> None:
-        self._doc_id = doc_id
-        self._scores: list[list[Any]] = [[] for _ in PER_QUERY_COLUMNS]
-        self._feedback: list[tuple[Any, ...]] = []
-        self._mark_ids: dict[tuple[tuple[Any, ...], ...], int] = {}
-        self._marks: list[list[Any]] = [[] for _ in TABLES["feedback"]]
+
+def _ints(values: Sequence[int], dtype: Any = np.int32) -> npt.NDArray[Any]:
+    return np.array(values, dtype=dtype)
+
+
+@dataclass
+class QueryRows:
+    """One query's rows for every engine config and user, as compactly as a worker sends
+    them to the parent: each distinct mark set, ranking and evaluation once, the rest as
+    integer columns (:class:`TableBuilder` turns them into the run's tables).
+
+    ``values`` holds one row per distinct (ranking, judgments) the query's episodes scored,
+    one column per measure of ``measures``; each scored (pair, round, stage, eval_mode) is
+    one entry of the ``score_*`` columns, its values row ``score_evaluation``, which the
+    scores table spreads over one row per measure. ``pair`` indexes ``pairs``, ``stage`` and
+    ``mode`` index ``stages`` and ``modes``; rankings are numbered in the order of
+    ``ranking_offsets``: ranking ``i`` is ``ranking_keys[ranking_items[offsets[i] :
+    offsets[i + 1]]]``."""
+
+    query_id: str
+    #: the distinct (config_id, policy) of the query's episodes and runs
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    #: each episode in run order: its pair, its query and its rounds
+    episodes: list[tuple[int, str, list[EpisodeRound]]] = field(default_factory=list)
+    mark_sets: list[tuple[MarkRow, ...]] = field(default_factory=list)
+    #: the distinct rankings: every key they hold once, and each as indexes of those keys
+    ranking_keys: list[str] = field(default_factory=list)
+    ranking_items: _Int = field(default_factory=lambda: _ints([]))
+    ranking_offsets: npt.NDArray[np.int64] = field(default_factory=lambda: _ints([0], np.int64))
+    stages: list[str] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)
+    measures: tuple[str, ...] = ()
+    values: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty((0, 0)))
+    score_pair: _Int = field(default_factory=lambda: _ints([]))
+    score_round: npt.NDArray[np.int16] = field(default_factory=lambda: _ints([], np.int16))
+    score_stage: _Int = field(default_factory=lambda: _ints([]))
+    score_mode: _Int = field(default_factory=lambda: _ints([]))
+    score_evaluation: _Int = field(default_factory=lambda: _ints([]))
+    #: the TREC runs (full mode): (pair, round, stage) -> ranking
+    run_pair: _Int = field(default_factory=lambda: _ints([]))
+    run_round: npt.NDArray[np.int16] = field(default_factory=lambda: _ints([], np.int16))
+    run_stage: _Int = field(default_factory=lambda: _ints([]))
+    run_ranking: _Int = field(default_factory=lambda: _ints([]))
+
+    def score_rows(self) -> list[tuple[str, str, str, int, str, str, str, float]]:
+        """The scores as :data:`PER_QUERY_COLUMNS` rows, in order."""
+        rows = self.values[self.score_evaluation].tolist() if len(self.score_evaluation) else []
+        qid, pairs, stages, modes = self.query_id, self.pairs, self.stages, self.modes
+        return [
+            (*pairs[p], qid, r, stages[s], modes[m], name, value)
+            for p, r, s, m, row in zip(
+                self.score_pair.tolist(),
+                self.score_round.tolist(),
+                self.score_stage.tolist(),
+                self.score_mode.tolist(),
+                rows,
+                strict=True,
+            )
+            for name, value in zip(self.measures, row, strict=True)
+        ]
+
+    def feedback_rows(self) -> list[tuple[str, str, str, int, str, str, str, int]]:
+        """Every examined document as :data:`FEEDBACK_COLUMNS` rows, in run order."""
+        return [
+            (*self.pairs[pair], self.query_id, round_, *mark)
+            for pair, _query, rounds in self.episodes
+            for round_, _detail, marks, *_ in rounds
+            for mark in self.mark_sets[marks]
+        ]
+
+
+class QueryRowsBuilder:
+    """Builds one query's :class:`QueryRows` (in a worker): episodes in run order, then
+    :meth:`build`. Mark sets and rankings get ids in the order the run's tables number
+    them (the episodes' lists, then the runs), so the parent numbers them in that order
+    too."""
+
+    def __init__(self, query_id: str) -> None:
+        self.query_id = query_id
+        self._pairs: dict[tuple[str, str], int] = {}
+        self._mark_ids: dict[tuple[MarkRow, ...], int] = {}
         self._ranking_ids: dict[tuple[str, ...], int] = {}
-        self._rankings: list[tuple[str, ...]] = []
-        self._episodes: list[list[Any]] = [[] for _ in TABLES["episodes"]]
-        self._runs: list[list[Any]] = [[] for _ in TABLES["runs"]]
+        self._stages: dict[str, int] = {}
+        self._modes: dict[str, int] = {}
+        self._episodes: list[tuple[int, str, list[EpisodeRound]]] = []
+        self._details: dict[str, str] = {}
+        self._scored: dict[tuple[tuple[int, str, str], ...], tuple[list[int], ...]] = {}
+        self._scores: tuple[list[int], list[int], list[int], list[int], list[int]] = (
+            [], [], [], [], [],
+        )  # fmt: skip
+        self._runs: list[tuple[int, int, int, Sequence[str]]] = []
+
+    def pair(self, config_id: str, policy: str) -> int:
+        """The index of (config_id, policy)."""
+        key = (config_id, policy)
+        found = self._pairs.get(key)
+        if found is None:
+            found = self._pairs[key] = len(self._pairs)
+        return found
+
+    def _stage(self, stage: str) -> int:
+        found = self._stages.get(stage)
+        if found is None:
+            found = self._stages[stage] = len(self._stages)
+        return found
 
     def _ranking(self, items: Sequence[str] | None) -> int | None:
         if items is None:
@@ -123,15 +229,273 @@ class TableBuilder:
         key = tuple(items)
         found = self._ranking_ids.get(key)
         if found is None:
-            found = self._ranking_ids[key] = len(self._rankings)
-            self._rankings.append(key)
+            found = self._ranking_ids[key] = len(self._ranking_ids)
         return found
 
-    def _mark_set(self, rows: Sequence[tuple[Any, ...]]) -> int:
-        key = tuple((r[4], r[5], r[6], r[7]) for r in rows)
+    def _mark_set(self, rows: Sequence[MarkRow]) -> int:
+        key = tuple(rows)
         found = self._mark_ids.get(key)
         if found is None:
             found = self._mark_ids[key] = len(self._mark_ids)
+        return found
+
+    def episode(
+        self,
+        pair: int,
+        query: str,
+        rounds: Sequence[Mapping[str, Any]],
+        marks: dict[int, list[MarkRow]],
+    ) -> None:
+        """One episode's round records (as ``episodes.jsonl`` holds them) and each round's
+        examined documents (``marks``: round -> rows, popped)."""
+        entries: list[EpisodeRound] = []
+        if not rounds:  # an episode without rounds keeps a row (round 0, no detail)
+            entries.append((0, None, self._mark_set(marks.pop(0, [])), None, None, None))
+        for record in rounds:
+            round_ = int(record["round"])
+            rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
+            text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+            detail = self._details.setdefault(text, text)  # one object: pickled once
+            before, rerank, expand = (self._ranking(record.get(k)) for k in _LISTS)
+            mark_set = self._mark_set(marks.pop(round_, []))
+            entries.append((round_, detail, mark_set, before, rerank, expand))
+        self._episodes.append((pair, query, entries))
+
+    def scores(
+        self, pair: int, scored: Sequence[tuple[int, str, str]], evaluations: Sequence[int]
+    ) -> None:
+        """An episode's scored (round, stage, eval_mode)s and their evaluation ids."""
+        pairs, rounds, stages, modes, ids = self._scores
+        key = tuple(scored)
+        codes = self._scored.get(key)  # most episodes score the same sequence
+        if codes is None:
+            mode_of = self._modes
+            for _, _, mode in scored:
+                mode_of.setdefault(mode, len(mode_of))
+            codes = self._scored[key] = (
+                [round_ for round_, _, _ in scored],
+                [self._stage(stage) for _, stage, _ in scored],
+                [mode_of[mode] for _, _, mode in scored],
+            )
+        rounds.extend(codes[0])
+        stages.extend(codes[1])
+        modes.extend(codes[2])
+        pairs.extend([pair] * len(scored))
+        ids.extend(evaluations)
+
+    def run(self, pair: int, round_: int, stage: str, keys: Sequence[str]) -> None:
+        """A TREC run's ranking (numbered after every episode's lists)."""
+        self._runs.append((pair, round_, self._stage(stage), keys))
+
+    def build(self, measures: Sequence[str], values: npt.NDArray[np.float64]) -> QueryRows:
+        """The rows; ``values``: the evaluations the scores' ids index, a column per
+        measure."""
+        runs = [(p, r, s, self._ranking(keys)) for p, r, s, keys in self._runs]
+        vocabulary: dict[str, int] = {}
+        items = [
+            vocabulary.setdefault(key, len(vocabulary)) for r in self._ranking_ids for key in r
+        ]
+        columns: list[Sequence[Any]] = list(zip(*runs, strict=True)) if runs else [()] * 4
+        pairs, rounds, stages, modes, ids = self._scores
+        return QueryRows(
+            self.query_id,
+            pairs=list(self._pairs),
+            episodes=self._episodes,
+            mark_sets=list(self._mark_ids),
+            ranking_keys=list(vocabulary),
+            ranking_items=_ints(items),
+            ranking_offsets=np.cumsum([0, *(len(r) for r in self._ranking_ids)], dtype=np.int64),
+            stages=list(self._stages),
+            modes=list(self._modes),
+            measures=tuple(measures),
+            values=values,
+            score_pair=_ints(pairs),
+            score_round=_ints(rounds, np.int16),
+            score_stage=_ints(stages),
+            score_mode=_ints(modes),
+            score_evaluation=_ints(ids),
+            run_pair=_ints(columns[0]),
+            run_round=_ints(columns[1], np.int16),
+            run_stage=_ints(columns[2]),
+            run_ranking=_ints(columns[3]),
+        )
+
+
+def query_rows(
+    query_id: str,
+    scores: Sequence[Sequence[Any]],
+    feedback: Sequence[Sequence[Any]],
+    episodes: Sequence[Mapping[str, Any]],
+    rankings: Mapping[tuple[str, str, int, str], Sequence[str]],
+) -> QueryRows:
+    """One query's :class:`QueryRows` from its rows: ``scores`` as :data:`PER_QUERY_COLUMNS`,
+    ``feedback`` as :data:`FEEDBACK_COLUMNS`, ``episodes`` as ``episodes.jsonl`` holds them,
+    ``rankings``: (config_id, policy, round, stage) -> the full mode's ranking. The scores
+    of each (config_id, policy, round, stage, eval_mode) follow each other, each with the
+    query's measures in one order (as every run writes them), else a :class:`DataError`."""
+    builder = QueryRowsBuilder(query_id)
+    marks: dict[tuple[Any, ...], list[MarkRow]] = {}
+    for row in feedback:
+        marks.setdefault((row[0], row[1], row[2], int(row[3])), []).append(
+            (row[4], row[5], row[6], int(row[7]))
+        )
+    for episode in episodes:
+        cid, policy, qid = episode["config_id"], episode["policy"], episode["query_id"]
+        rounds = episode.get("rounds") or []
+        mine = {
+            r: marks.pop((cid, policy, qid, r))
+            for r in [0, *(int(record["round"]) for record in rounds)]
+            if (cid, policy, qid, r) in marks
+        }
+        builder.episode(builder.pair(cid, policy), episode.get("query", ""), rounds, mine)
+        for r, rows in mine.items():  # a round's marks the episode did not hold
+            marks[(cid, policy, qid, r)] = rows
+    if marks:
+        cid, policy, qid, round_ = next(iter(marks))
+        raise DataError(
+            f"query {qid!r}: feedback for config {cid}, policy {policy}, round {round_} "
+            "belongs to no episode round"
+        )
+    names: list[str] = []  # the measures, as the first (config, policy, round, ...) has them
+    groups: list[tuple[tuple[Any, ...], list[str], list[float]]] = []
+    for cid, policy, _qid, round_, stage, mode, measure, value in scores:
+        key = (str(cid), str(policy), int(round_), str(stage), str(mode))
+        last = groups[-1] if groups else None
+        if last is not None and last[0] == key and (len(groups) == 1 or len(last[1]) < len(names)):
+            last[1].append(str(measure))
+            last[2].append(float(value))
+        else:
+            groups.append((key, [str(measure)], [float(value)]))
+        if len(groups) == 1:
+            names = groups[0][1]
+    for key, measures, _values in groups:
+        if measures != names:
+            raise DataError(
+                f"query {query_id!r}: the scores of config {key[0]}, policy {key[1]}, round "
+                f"{key[2]}, stage {key[3]}, eval_mode {key[4]} hold the measures "
+                f"{', '.join(measures)}, not {', '.join(names)}"
+            )
+    for index, (key, _measures, _values) in enumerate(groups):
+        builder.scores(builder.pair(key[0], key[1]), [key[2:]], [index])
+    for (cid, policy, round_, stage), keys in rankings.items():
+        builder.run(builder.pair(cid, policy), int(round_), stage, keys)
+    matrix = np.array([g[2] for g in groups], dtype=np.float64).reshape(len(groups), len(names))
+    return builder.build(names, matrix)
+
+
+class _Levels:
+    """Text values numbered in the order first seen."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def code(self, value: str) -> int:
+        found = self._codes.get(value)
+        if found is None:
+            found = self._codes[value] = len(self.names)
+            self.names.append(value)
+        return found
+
+    def codes(self, values: Sequence[str]) -> _Int:
+        return _ints([self.code(value) for value in values])
+
+    def categorical(
+        self, parts: Sequence[npt.NDArray[Any]], repeats: npt.NDArray[np.int64] | None = None
+    ) -> pd.Categorical[Any]:
+        """The values coded ``parts`` (concatenated; each repeated ``repeats`` times) as
+        ``pd.Categorical(values)`` gives them: the categories present, sorted, the codes in
+        the smallest integer type that holds them."""
+        codes = np.concatenate(parts) if parts else _ints([])
+        names = self.names
+        present = np.flatnonzero(np.bincount(codes, minlength=len(names)))
+        ordered = sorted(present.tolist(), key=names.__getitem__)
+        if not ordered:
+            return pd.Categorical([])
+        kind = next(t for t in (np.int8, np.int16, np.int32) if len(ordered) < np.iinfo(t).max)
+        remap = np.full(len(names), -1, dtype=kind)
+        remap[ordered] = np.arange(len(ordered))
+        final = remap[codes] if repeats is None else np.repeat(remap[codes], repeats)
+        return pd.Categorical.from_codes(final, categories=pd.Index([names[i] for i in ordered]))
+
+
+class _CodedRankings(Sequence[Sequence[str]]):
+    """A run's distinct rankings as codes of its keys (each ranking: its int32 codes as
+    bytes), each turned into Python only when asked for."""
+
+    def __init__(self, keys: Sequence[str], rankings: Sequence[bytes]) -> None:
+        self._keys = keys
+        self._codes = np.frombuffer(b"".join(rankings), dtype=np.int32)
+        sizes = [len(r) // 4 for r in rankings]
+        self._offsets = np.cumsum([0, *sizes], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index: int) -> list[str]:  # type: ignore[override]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        start, end = self._offsets[index : index + 2].tolist()
+        keys = self._keys
+        return [keys[code] for code in self._codes[start:end].tolist()]
+
+    def arrow(self) -> pa.ListArray:
+        """The rankings as one Arrow list<string> array."""
+        values = pa.array(self._keys, pa.string()).take(pa.array(self._codes))
+        return pa.ListArray.from_arrays(pa.array(self._offsets, pa.int32()), values)
+
+
+def _joined(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.array([], dtype)
+
+
+class TableBuilder:
+    """Collects :class:`QueryOutput`\\ s in run order into :class:`RunTables`, each
+    distinct mark set and ranking once.
+
+    A query's rows arrive as columns (:class:`QueryRows`): its keys are numbered here,
+    its mark sets and rankings looked up once each, and its scores spread into the long
+    layout of :data:`PER_QUERY_COLUMNS` with numpy (one row per measure of each scored
+    (config, policy, round, stage, eval_mode))."""
+
+    def __init__(self, doc_id: Any = None) -> None:
+        self._doc_id = doc_id
+        self._levels = {name: _Levels() for name in _CATEGORIES}
+        #: per query: its scored keys' codes (one entry per (config, policy, round, stage,
+        #: eval_mode), spread over its measures in tables()), measures and values
+        self._scores: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in PER_QUERY_COLUMNS}
+        self._widths: list[npt.NDArray[np.int64]] = []
+        self._mark_ids: dict[tuple[MarkRow, ...], int] = {}
+        self._mark_starts: list[int] = []
+        self._mark_sizes: list[int] = []
+        self._marks: list[list[Any]] = [[] for _ in TABLES["feedback"]]
+        #: each distinct ranking (its keys' codes, as bytes) -> its id
+        self._ranking_ids: dict[bytes, int] = {}
+        self._keys = _Levels()  # every key of a ranking
+        self._episodes: list[list[Any]] = [[] for _ in TABLES["episodes"]]
+        self._runs: dict[str, list[npt.NDArray[Any]]] = {c: [] for c in TABLES["runs"]}
+
+    def _rankings(self, rows: QueryRows) -> list[int]:
+        """The run's ids of the query's rankings (numbered in the order first seen)."""
+        codes = self._keys.codes(rows.ranking_keys)[rows.ranking_items]
+        offsets = rows.ranking_offsets.tolist()
+        ids = self._ranking_ids
+        found = []
+        for start, end in pairwise(offsets):
+            key = codes[start:end].tobytes()
+            number = ids.get(key)
+            if number is None:
+                number = ids[key] = len(ids)
+            found.append(number)
+        return found
+
+    def _mark_set(self, key: tuple[MarkRow, ...]) -> int:
+        found = self._mark_ids.get(key)
+        if found is None:
+            found = self._mark_ids[key] = len(self._mark_ids)
+            self._mark_starts.append(len(self._marks[0]))
+            self._mark_sizes.append(len(key))
             for row in key:
                 for column, value in zip(self._marks, (found, *row), strict=True):
                     column.append(value)
@@ -139,61 +503,104 @@ class TableBuilder:
 
     def add(self, out: QueryOutput) -> None:
         """One query's rows (outputs come in query order)."""
-        for column, score in zip(self._scores, zip(*out.scores, strict=True), strict=True):
-            column.extend(score)
-        self._feedback.extend(out.feedback)
-        marks: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-        for row in out.feedback:
-            marks.setdefault((row[0], row[1], row[2], int(row[3])), []).append(row)
-        for episode in out.episodes:
-            cid, policy, qid = episode["config_id"], episode["policy"], episode["query_id"]
-            rounds = episode.get("rounds") or []
-            # an episode without rounds keeps a row (round 0, no detail) to be listed at all
-            for record in rounds or [None]:
-                round_ = 0 if record is None else int(record["round"])
-                rows = marks.pop((cid, policy, qid, round_), [])
-                detail = None
-                lists: list[int | None] = [None, None, None]
-                if record is not None:
-                    rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
-                    detail = json.dumps(rest, ensure_ascii=False, sort_keys=True)
-                    lists = [self._ranking(record.get(k)) for k in _LISTS]
-                entry: list[Any] = [cid, policy, qid, round_, episode.get("query", ""), detail]
-                entry += [self._mark_set(rows), *lists]
-                for column, value in zip(self._episodes, entry, strict=True):
+        rows = out.rows
+        levels = self._levels
+        configs = levels["config_id"].codes([c for c, _ in rows.pairs])
+        policies = levels["policy"].codes([p for _, p in rows.pairs])
+        query = levels["query_id"].code(rows.query_id)
+        stages = levels["stage"].codes(rows.stages)
+        marks = [self._mark_set(key) for key in rows.mark_sets]
+        rankings = self._rankings(rows)
+
+        episodes = self._episodes
+        for pair, text, rounds in rows.episodes:
+            cid, policy = rows.pairs[pair]
+            for round_, detail, mark_set, *lists in rounds:
+                entry = (cid, policy, rows.query_id, round_, text, detail, marks[mark_set])
+                for column, value in zip(episodes, entry, strict=False):
                     column.append(value)
-        if marks:
-            cid, policy, qid, round_ = next(iter(marks))
-            raise DataError(
-                f"query {qid!r}: feedback for config {cid}, policy {policy}, round {round_} "
-                "belongs to no episode round"
-            )
-        for (cid, policy, round_, stage), keys in out.rankings.items():
-            run: list[Any] = [cid, policy, round_, stage, out.query_id, self._ranking(keys)]
-            for column, value in zip(self._runs, run, strict=True):
-                column.append(value)
+                for column, ranking in zip(episodes[7:], lists, strict=True):
+                    column.append(None if ranking is None else rankings[ranking])
+
+        count, width = len(rows.score_evaluation), len(rows.measures)
+        if count and width:
+            owner = rows.score_pair
+            scores = self._scores
+            scores["config_id"].append(configs[owner])
+            scores["policy"].append(policies[owner])
+            scores["query_id"].append(np.full(count, query, dtype=np.int32))
+            scores["round"].append(rows.score_round)
+            scores["stage"].append(stages[rows.score_stage])
+            modes = levels["eval_mode"].codes(rows.modes)
+            scores["eval_mode"].append(modes[rows.score_mode])
+            measures = levels["measure"].codes(rows.measures).astype(np.int16)
+            scores["measure"].append(np.tile(measures, count))
+            scores["value"].append(rows.values[rows.score_evaluation].reshape(-1))
+            self._widths.append(np.full(count, width, dtype=np.int64))
+        if len(rows.run_pair):
+            runs = self._runs
+            runs["config_id"].append(configs[rows.run_pair])
+            runs["policy"].append(policies[rows.run_pair])
+            runs["round"].append(rows.run_round)
+            runs["stage"].append(stages[rows.run_stage])
+            runs["query_id"].append(np.full(len(rows.run_pair), query, dtype=np.int32))
+            runs["ranking"].append(_ints(rankings)[rows.run_ranking])
 
     def feedback(self) -> pd.DataFrame:
         """Every examined document in run order (:data:`FEEDBACK_COLUMNS`)."""
-        return pd.DataFrame(self._feedback, columns=FEEDBACK_COLUMNS)
+        episodes = self._episodes
+        sets = np.array(episodes[6], dtype=np.int64)
+        sizes = np.array(self._mark_sizes, dtype=np.int64)[sets] if len(sets) else sets
+        total = int(sizes.sum())
+        if not total:
+            return pd.DataFrame([], columns=FEEDBACK_COLUMNS)
+        # each episode round's mark set, row by row: where its rows are in the marks table
+        owner = np.repeat(np.arange(len(sets)), sizes)
+        first = np.array(self._mark_starts, dtype=np.int64)[sets] - (np.cumsum(sizes) - sizes)
+        where = np.arange(total) + np.repeat(first, sizes)
+        data: dict[str, Any] = {}
+        for name, column in zip(FEEDBACK_COLUMNS[:4], episodes[:4], strict=True):
+            kind = np.int64 if name == "round" else object
+            data[name] = np.array(column, dtype=kind)[owner]
+        for name, column in zip(FEEDBACK_COLUMNS[4:], self._marks[1:], strict=True):
+            kind = np.int64 if name == "rank" else object
+            data[name] = np.array(column, dtype=kind)[where]
+        return pd.DataFrame(data, columns=FEEDBACK_COLUMNS)
 
     def tables(self, qrels: Mapping[str, Mapping[str, int]]) -> RunTables:
         """The tables, without the summary (computed from ``scores``: set it with
         :func:`dataclasses.replace`). ``qrels``: query_id -> URL -> grade, as TREC's."""
-        scores = _categorical(
-            dict(zip(PER_QUERY_COLUMNS, self._scores, strict=True)),
-            {"round": "int16", "value": "float64"},
-        )
+
+        def frame(columns: Mapping[str, list[npt.NDArray[Any]]], ints: Mapping[str, Any]) -> Any:
+            return pd.DataFrame(
+                {
+                    name: (
+                        _joined(parts, ints[name])
+                        if name in ints
+                        else self._levels[name].categorical(parts)
+                    )
+                    for name, parts in columns.items()
+                },
+                columns=list(columns),
+            )
+
+        # the scores' keys, each spread over its query's measures (measure and value are)
+        widths, parts, levels = _joined(self._widths, np.int64), self._scores, self._levels
+        columns: dict[str, Any] = {
+            name: levels[name].categorical(parts[name], widths)
+            for name in ("config_id", "policy", "query_id", "stage", "eval_mode")
+        }
+        columns["round"] = np.repeat(_joined(parts["round"], np.int16), widths)
+        columns["measure"] = levels["measure"].categorical(parts["measure"])
+        columns["value"] = _joined(parts["value"], np.float64)
+        scores = pd.DataFrame(columns, columns=PER_QUERY_COLUMNS)
         marks = _categorical(
             dict(zip(TABLES["feedback"], self._marks, strict=True)),
             {"marks": "int32", "rank": "int32"},
         )
         ids = {"round": "int16", "marks": "int32", **dict.fromkeys(_LISTS, "Int32")}
         episodes = _categorical(dict(zip(TABLES["episodes"], self._episodes, strict=True)), ids)
-        runs = _categorical(
-            dict(zip(TABLES["runs"], self._runs, strict=True)),
-            {"round": "int16", "ranking": "int32"},
-        )
+        runs = frame(self._runs, {"round": np.int16, "ranking": np.int32})
         trec_qrels = _categorical(
             {
                 "query_id": [q for q, grades in qrels.items() for _ in grades],
@@ -202,7 +609,8 @@ class TableBuilder:
             },
             {"relevance": "int16"},
         )
-        return RunTables(scores, marks, episodes, self._rankings, runs, trec_qrels)
+        rankings = _CodedRankings(self._keys.names, list(self._ranking_ids))
+        return RunTables(scores, marks, episodes, rankings, runs, trec_qrels)
 
 
 #: Significant digits of a stored per-query value (a shard's: all of them).
@@ -249,7 +657,11 @@ def write_tables(directory: Path, tables: RunTables) -> None:
     rankings = pa.table(
         {
             "ranking": pa.array(range(len(tables.rankings)), pa.int32()),
-            "items": pa.array([list(r) for r in tables.rankings], pa.list_(pa.string())),
+            "items": (
+                tables.rankings.arrow()
+                if isinstance(tables.rankings, _CodedRankings)
+                else pa.array([list(r) for r in tables.rankings], pa.list_(pa.string()))
+            ),
         }
     )
     pq.write_table(rankings, directory / "rankings.parquet", compression="zstd")

@@ -50,6 +50,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from evidence_bench.engine.base import Feedback, Label, Ranker, Refiner, SearchProvider
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import FeedbackError
@@ -101,12 +104,23 @@ class _Tolerant:
             return self.inner.rank(query, candidates, {})
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class EpisodeResult:
-    """What one (config, user, query) episode produced, in plain rows."""
+    """What one (config, user, query) episode produced.
 
-    #: (round, stage, eval_mode, measure, value)
-    scores: list[tuple[int, str, str, str, float]] = field(default_factory=list)
+    Its scores are kept as evaluation ids: each scored (round, stage, eval_mode) points at
+    a row of ``values`` (one column per measure of ``measures``), which an episode run with
+    a :class:`~evidence_bench.experiment.memo.QueryMemo` shares with the query's other
+    episodes; :attr:`scores` gives them as rows."""
+
+    #: every scored (round, stage, eval_mode), in the order scored
+    scored: list[tuple[int, str, str]] = field(default_factory=list)
+    #: for each of ``scored``, its row of ``values``
+    evaluations: list[int] = field(default_factory=list)
+    #: the measures' names, the columns of ``values``
+    measures: tuple[str, ...] = ()
+    #: the values of each evaluation (rows; the query's memo's when it ran with one)
+    values: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty((0, 0)))
     #: (round, key, label, rank) for every examined document ("seen": not marked); rank is
     #: its absolute position in the frozen list it was shown in (see frozen_order)
     feedback: list[tuple[int, str, str, int]] = field(default_factory=list)
@@ -117,6 +131,31 @@ class EpisodeResult:
     skipped_expand: int = 0
     #: reranks where the ranker found no usable feedback and kept its first ranking
     no_usable_feedback: int = 0
+
+    @property
+    def scores(self) -> list[tuple[int, str, str, str, float]]:
+        """(round, stage, eval_mode, measure, value) rows, in the order scored."""
+        rows = self.values[self.evaluations].tolist() if self.evaluations else []
+        return [
+            (round_, stage, mode, name, value)
+            for (round_, stage, mode), row in zip(self.scored, rows, strict=True)
+            for name, value in zip(self.measures, row, strict=True)
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal rows, whatever evaluation ids they were stored under."""
+        if not isinstance(other, EpisodeResult):
+            return NotImplemented
+        return (
+            self.scores == other.scores
+            and self.feedback == other.feedback
+            and self.rankings == other.rankings
+            and self.rounds == other.rounds
+            and self.skipped_expand == other.skipped_expand
+            and self.no_usable_feedback == other.no_usable_feedback
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]:
@@ -204,18 +243,16 @@ def _score(
     memo: QueryMemo | None = None,
 ) -> None:
     """Every ranking of the episode, scored in one batch, in the order they were queued;
-    with a query's memo, only the rankings it has not scored yet are computed."""
+    with a query's memo, only the rankings it has not scored yet are computed, and the
+    episode keeps the memo's evaluation ids."""
+    result.scored = [(p[0], p[1], p[2]) for p in pending]
+    result.measures = tuple(str(measure) for measure in measures)
     if memo is not None:
-        shared = memo.evaluate_many([(p[3], p[4]) for p in pending])
-        for (round_, stage, mode, _, _), pairs in zip(pending, shared, strict=True):
-            result.scores.extend((round_, stage, mode, name, value) for name, value in pairs)
+        result.evaluations = memo.evaluate_ids([(p[3], p[4]) for p in pending])
+        result.values = memo.values
         return
-    names = [str(measure) for measure in measures]
-    values = evaluate_many([p[3] for p in pending], [p[4] for p in pending], measures)
-    for (round_, stage, mode, _, _), row in zip(pending, values.tolist(), strict=True):
-        result.scores.extend(
-            (round_, stage, mode, name, value) for name, value in zip(names, row, strict=True)
-        )
+    result.values = evaluate_many([p[3] for p in pending], [p[4] for p in pending], measures)
+    result.evaluations = list(range(len(pending)))
 
 
 def run_episode(

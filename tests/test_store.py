@@ -1,0 +1,208 @@
+"""A query's rows travel as columns (each distinct evaluation, mark set and ranking once)
+and the builder turns them into the run's tables: row for row what the episodes gave, in
+run order, with the keys as sorted categories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+from evidence_bench.errors import DataError
+from evidence_bench.evaluation.measures import parse_measure, prepare
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.memo import QueryMemo
+from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
+from evidence_bench.experiment.runner import (
+    QueryOutput,
+    query_output,
+    replay_query,
+    replay_worker,
+)
+from evidence_bench.experiment.store import TableBuilder
+from evidence_bench.protocol.episode import EpisodeResult, run_episode
+
+
+def test_each_distinct_evaluation_gets_one_id_and_one_row() -> None:
+    memo = QueryMemo("q", [parse_measure("P@2"), parse_measure("RR")])
+    full = prepare({"a": 1, "c": 2})
+    residual = prepare({"c": 2})
+    # by hand: [b, a, c] has a relevant document at 2 of the top 2 (P@2 1/2) first at
+    # rank 2 (RR 1/2); [a, c]: both relevant (1, 1); against the residual qrels {c},
+    # [b, a, c] finds none in the top 2 (0) and c at rank 3 (1/3)
+    ids = memo.evaluate_ids([(["b", "a", "c"], full), (["a", "c"], full), (("b", "a", "c"), full)])
+    assert ids == [0, 1, 0]
+    first = memo.values
+    assert first.tolist() == [[0.5, 0.5], [1.0, 1.0]]
+    assert memo.evaluate_ids([(["a", "c"], full), (["b", "a", "c"], residual)]) == [1, 2]
+    assert memo.values.tolist() == [[0.5, 0.5], [1.0, 1.0], [0.0, 1 / 3]]
+    assert first.tolist() == [[0.5, 0.5], [1.0, 1.0]]  # a view of rows that do not change
+    assert memo.evaluate_many([(["a", "c"], full)]) == [[("P@2", 1.0), ("RR", 1.0)]]
+
+
+def test_a_duplicate_document_gets_no_id() -> None:
+    memo = QueryMemo("q", [parse_measure("P@2")])
+    with pytest.raises(ValueError):
+        memo.evaluate_ids([(["a", "a"], prepare({"a": 1}))])
+    assert memo.evaluate_ids([(["a"], prepare({"a": 1}))]) == [0]
+
+
+def test_an_episode_gives_its_scores_as_rows_whatever_their_ids() -> None:
+    shared = EpisodeResult(
+        scored=[(0, "initial", "full"), (1, "rerank", "residual")],
+        evaluations=[2, 0],
+        measures=("P@2", "RR"),
+        values=np.array([[1.0, 1.0], [0.0, 0.0], [0.5, 0.25]]),
+    )
+    assert shared.scores == [
+        (0, "initial", "full", "P@2", 0.5),
+        (0, "initial", "full", "RR", 0.25),
+        (1, "rerank", "residual", "P@2", 1.0),
+        (1, "rerank", "residual", "RR", 1.0),
+    ]
+    alone = EpisodeResult(
+        scored=list(shared.scored),
+        evaluations=[0, 1],
+        measures=("P@2", "RR"),
+        values=np.array([[0.5, 0.25], [1.0, 1.0]]),
+    )
+    assert shared == alone
+    alone.values = np.array([[0.5, 0.25], [1.0, 0.5]])
+    assert shared != alone
+
+
+def _output(query_id: str, config: str, *, ranking: list[str], label: str) -> QueryOutput:
+    """One query with one episode of two rounds, two measures scored in two stages."""
+    scores = [
+        (config, "oracle", query_id, 0, "initial", "full", "P@5", 0.2),
+        (config, "oracle", query_id, 0, "initial", "full", "AP", 0.125),
+        (config, "oracle", query_id, 1, "rerank", "full", "P@5", 0.4),
+        (config, "oracle", query_id, 1, "rerank", "full", "AP", 0.5),
+    ]
+    feedback = [(config, "oracle", query_id, 1, "d1", label, "https://x.org/1", 1)]
+    rounds = [
+        {"round": 1, "marks": [{"doc_id": "d1", "label": label}], "before": ranking},
+        {"round": 2, "marks": [], "before": ranking},
+    ]
+    episode = {"config_id": config, "policy": "oracle", "query_id": query_id, "query": "q"}
+    runs = {(config, "oracle", 0, "initial"): ranking, (config, "oracle", 1, "rerank"): ["u"]}
+    return QueryOutput.from_rows(
+        query_id,
+        scores=scores,
+        feedback=feedback,
+        episodes=[{**episode, "rounds": rounds}],
+        rankings=runs,
+    )
+
+
+def test_the_builder_numbers_marks_and_rankings_once_across_queries() -> None:
+    builder = TableBuilder()
+    first = _output("q2", "b", ranking=["u", "v"], label="relevant")
+    second = _output("q1", "a", ranking=["u", "v"], label="relevant")
+    for out in (first, second):
+        builder.add(out)
+    tables = builder.tables({"q1": {"https://x.org/1": 1}})
+
+    scores = tables.scores
+    assert list(scores.columns) == PER_QUERY_COLUMNS
+    rows = list(scores.itertuples(index=False, name=None))
+    assert rows == [tuple(r) for out in (first, second) for r in out.scores]
+    assert len(rows) == 8 and rows[0] == ("b", "oracle", "q2", 0, "initial", "full", "P@5", 0.2)
+    assert str(scores["round"].dtype) == "int16" and str(scores["value"].dtype) == "float64"
+    # keys are categories, sorted as pd.Categorical sorts them, whatever came first
+    assert list(scores["config_id"].cat.categories) == ["a", "b"]
+    assert list(scores["query_id"].cat.categories) == ["q1", "q2"]
+    assert list(scores["measure"].cat.categories) == ["AP", "P@5"]
+
+    # one mark set (d1 relevant at 1) for both queries' round 1, one (empty) for round 2
+    assert tables.episodes["marks"].tolist() == [0, 1, 0, 1]
+    assert tables.feedback["doc_id"].tolist() == ["d1"]
+    # rankings: [u, v] (the episodes' lists and the initial runs), then [u]
+    assert [list(r) for r in tables.rankings] == [["u", "v"], ["u"]]
+    assert tables.episodes["before"].tolist() == [0, 0, 0, 0]
+    assert tables.runs["ranking"].tolist() == [0, 1, 0, 1]
+
+    feedback = builder.feedback()
+    assert list(feedback.columns) == FEEDBACK_COLUMNS
+    assert list(feedback.itertuples(index=False, name=None)) == [
+        ("b", "oracle", "q2", 1, "d1", "relevant", "https://x.org/1", 1),
+        ("a", "oracle", "q1", 1, "d1", "relevant", "https://x.org/1", 1),
+    ]
+    assert [str(t) for t in feedback.dtypes] == ["str", "str", "str", "int64"] * 2
+
+
+def test_an_empty_run_has_empty_tables() -> None:
+    builder = TableBuilder()
+    builder.add(QueryOutput("q1"))
+    tables = builder.tables({})
+    assert tables.scores.empty and list(tables.scores.columns) == PER_QUERY_COLUMNS
+    assert builder.feedback().empty and len(tables.rankings) == 0
+
+
+def test_scores_without_every_measure_are_a_data_error() -> None:
+    scores = [
+        ("c", "oracle", "q1", 0, "initial", "full", "P@5", 0.2),
+        ("c", "oracle", "q1", 0, "initial", "full", "AP", 0.1),
+        ("c", "oracle", "q1", 0, "control", "full", "P@5", 0.2),
+    ]
+    with pytest.raises(DataError, match=r"query 'q1'.*stage control.*P@5, not P@5, AP"):
+        QueryOutput.from_rows("q1", scores=scores)
+
+
+def test_feedback_of_no_episode_round_is_a_data_error() -> None:
+    feedback = [("c", "oracle", "q1", 3, "d1", "relevant", "https://x.org/1", 1)]
+    episode = {"config_id": "c", "policy": "oracle", "query_id": "q1", "rounds": []}
+    with pytest.raises(DataError, match="config c, policy oracle, round 3 belongs to no"):
+        QueryOutput.from_rows("q1", feedback=feedback, episodes=[episode])
+
+
+def test_a_real_query_s_table_holds_what_each_episode_gives_alone(tmp_path: Path) -> None:
+    over = ["+experiment=rocchio_sweep", "experiment.queries=2", "experiment.grid.beta=[0.5,4.0]"]
+    cfg, _ = compose([*over, "experiment.grid.gamma=[0.0]", f"runs_dir={tmp_path}"])
+    plan = plan_run(cfg)
+    worker = replay_worker(plan)
+    query_id = list(worker.query_set.queries)[1]
+    with httpx.Client(transport=worker.store.transport(query_id)) as client:
+        replayed = replay_query(worker, query_id, client)
+        out = query_output(worker, replayed, worker.engines, plan)
+        expected = []
+        doc_id = worker.query_set.collection.doc_id_for
+        marks = []
+        for engine, ranker, control, refiner in worker.engines:
+            for user_name, user in worker.users:
+                alone = run_episode(
+                    query_id=query_id,
+                    query=replayed.query,
+                    initial=replayed.initial,
+                    deep=replayed.deep,
+                    provider=replayed.provider,
+                    ranker=ranker,
+                    control=control,
+                    refiner=refiner,
+                    user=user,
+                    judgments=replayed.judgments,
+                    measures=plan.measures,
+                    modes=plan.modes,
+                    rounds=plan.rounds,
+                    depth=plan.depth,
+                    seed=plan.user_seed(user_name),
+                    policy=plan.episode_policy(user_name),
+                )
+                key = (engine.config_id, user_name, query_id)
+                expected += [(*key, *row) for row in alone.scores]
+                marks += [
+                    (*key, r, doc_id(k) or k, lab, k, rank) for r, k, lab, rank in alone.feedback
+                ]
+    # each distinct evaluation went once: fewer value rows than scored (stage, mode)s
+    assert len(out.rows.values) < len(out.rows.score_evaluation)
+    builder = TableBuilder()
+    builder.add(out)
+    tables = builder.tables(worker.query_set.qrels)
+    assert len(expected) > 500
+    assert list(tables.scores.itertuples(index=False, name=None)) == expected
+    assert list(builder.feedback().itertuples(index=False, name=None)) == marks
+    assert isinstance(tables.scores["config_id"].dtype, pd.CategoricalDtype)
