@@ -74,7 +74,14 @@ def _parser() -> argparse.ArgumentParser:
         "--fetch",
         action="store_true",
         help="fetch each result's page and show its publication date and supporting "
-        "quotes (LiveFetch; pages cached in livefetch.sqlite)",
+        "quotes (LiveFetch; pages cached in --cache)",
+    )
+    parser.add_argument(
+        "--cache",
+        metavar="PATH",
+        default="livefetch.sqlite",
+        help="with --fetch: the SQLite page cache, reused while a page is under a day old "
+        "(livefetch.sqlite)",
     )
     parser.add_argument(
         "--interactive",
@@ -98,8 +105,9 @@ def _render(results: Sequence[Evidence]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _fetch_pages(query: str, results: Sequence[Evidence]) -> PacketSet:
-    """Each result's page through LiveFetch: no freshness filter, no new discovery."""
+def _fetch_pages(query: str, results: Sequence[Evidence], cache: str) -> PacketSet:
+    """Each result's page through LiveFetch (pages cached in ``cache``): no freshness
+    filter, no new discovery."""
     from evidence_bench.livefetch import Candidate, LiveFetch, RetrievalIntent, StaticDiscovery
 
     candidates = [
@@ -113,7 +121,7 @@ def _fetch_pages(query: str, results: Sequence[Evidence]) -> PacketSet:
         for item in results
     ]
     intent = RetrievalIntent(query, max_results=max(len(results), 1), freshness_days=None)
-    with LiveFetch(StaticDiscovery(candidates)) as lf:
+    with LiveFetch(StaticDiscovery(candidates), cache_path=cache) as lf:
         return lf.run_sync(intent)
 
 
@@ -245,6 +253,9 @@ def _main(argv: list[str] | None) -> int:
     if args.interactive and args.fetch:
         print(f"{PROG}: --fetch works only without --interactive", file=sys.stderr)
         return 2
+    if args.cache != parser.get_default("cache") and not args.fetch:
+        print(f"{PROG}: --cache works only with --fetch", file=sys.stderr)
+        return 2
     query = " ".join(args.query)
     try:
         # Both modes show the session's first ranking (the local ranker, no feedback yet),
@@ -256,7 +267,7 @@ def _main(argv: list[str] | None) -> int:
                 return 0
             return _interact(session, sys.stdin, sys.stdout, sys.stderr)
         results = session.ranking
-        fetched = _fetch_pages(query, results) if args.fetch and results else None
+        fetched = _fetch_pages(query, results, args.cache) if args.fetch and results else None
     except EvidenceBenchError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1

@@ -102,13 +102,16 @@ def test_every_evidence_fetcher_option_has_help_text() -> None:
     parser = cli._parser()
     documented = _extension("cliref").options(parser)
     flags = {flag for action in parser._actions for flag in action.option_strings}
-    assert flags == {"-h", "--help", "--format", "--limit", "--fetch", "--interactive"}
+    assert flags == {
+        "-h", "--help", "--format", "--limit", "--fetch", "--cache", "--interactive"
+    }  # fmt: skip
     assert [signature for signature, _ in documented] == [
         "-h, --help",
         "QUERY",
         "--format {text,json}",
         "--limit LIMIT",
         "--fetch",
+        "--cache PATH",
         "--interactive",
     ]
     for signature, text in documented:

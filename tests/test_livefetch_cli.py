@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -218,6 +219,28 @@ def test_evidence_fetcher_fetch_json_adds_date_quotes_and_failure(
     assert rows["ai-act-case"]["quotes"][0].startswith("The European AI Office")
     assert rows["ai-act-case"]["fetch_failure"] is None
     assert rows["missing"]["fetch_failure"]["reason"] == "http_status"
+
+
+def test_evidence_fetcher_fetch_caches_where_cache_says_and_reads_it_back(
+    brave_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cache = tmp_path / "elsewhere" / "pages.sqlite"
+    cache.parent.mkdir()
+    assert cli.main(["EU AI Act enforcement", "--fetch", "--cache", str(cache)]) == 0
+    first = capsys.readouterr().out
+    assert cache.exists() and not (tmp_path / "livefetch.sqlite").exists()
+    with sqlite3.connect(cache) as db:
+        urls = {url.rsplit("/", 1)[1] for (url,) in db.execute("SELECT url FROM docs")}
+    assert "ai-act-case" in urls and "missing" not in urls  # a failed page is not cached
+    assert cli.main(["EU AI Act enforcement", "--fetch", "--cache", str(cache)]) == 0
+    assert capsys.readouterr().out == first
+
+
+def test_evidence_fetcher_cache_without_fetch_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["q", "--cache", "x.sqlite"]) == 2
+    assert "--cache works only with --fetch" in capsys.readouterr().err
 
 
 def test_evidence_fetcher_fetch_and_interactive_are_exclusive(
