@@ -411,56 +411,50 @@ def pool_scores(
     gamma) per row, ``pull`` and ``push`` the marked documents' positions."""
     rows, n = len(weights), matrix.dense.shape[0]
     columns = matrix.columns
-    # The terms of q' in the order _rocchio inserts them: first occurrences in q, then in
-    # the pulled documents, then in the pushed ones; every other term is 0.0 in every row.
     query_columns = [columns[term] for term in query_vector]
-    if pull or push:
+    if not query_columns and not pull:  # q' has no positive weight in any row
+        return np.zeros((rows, n))
+    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0, a
+    # column per term (the last: padding, always 0.0) and a ranker per row of the transposed
+    # q'. A term's weight is the same sum as _rocchio's: an absent part adds 0.0 (or -0.0),
+    # which leaves it as it was or turns a -0.0 into the 0.0 the clamp gives anyway.
+    q = np.zeros(len(columns) + 1)
+    q[query_columns] = list(query_vector.values())
+    part = np.multiply.outer(q, weights[:, 0])
+    if pull:
+        part += np.multiply.outer(_centroid_part(matrix, pull), weights[:, 1])
+    if push:
+        part += np.multiply.outer(_centroid_part(matrix, push), -weights[:, 2])
+    modified = np.where(part > 0.0, part, 0.0)
+    # |q'|: the squares summed in the order _rocchio inserts the terms: q's, then the pulled
+    # documents' new ones in order. A term only the pushed documents hold is clamped to 0.0
+    # and adds 0.0 wherever it falls, as does every other term.
+    if pull:
         documents = matrix.document_columns or [
             [c for c in row if c != len(columns)] for row in matrix.terms.tolist()
         ]
         order = dict.fromkeys(query_columns)
-        for d in (*pull, *push):
+        for d in pull:
             order.update(dict.fromkeys(documents[d]))
         inserted = list(order)
     else:
         inserted = query_columns
-    width = len(inserted)
-    if not width:
-        return np.zeros((rows, n))
-    # q' transposed: a term per row, a ranker per column. q's terms come first in
-    # ``inserted``, in q's order.
-    q = np.zeros(width)
-    q[: len(query_columns)] = list(query_vector.values())
-    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0. An
-    # absent part adds 0.0 (or -0.0), which leaves every term's weight as it was, or turns a
-    # -0.0 into 0.0, which the clamp does too.
-    part = np.multiply.outer(q, weights[:, 0])
-    if pull:
-        part += np.multiply.outer(_centroid_part(matrix, pull, inserted), weights[:, 1])
-    if push:
-        part += np.multiply.outer(_centroid_part(matrix, push, inserted), -weights[:, 2])
-    modified = np.where(part > 0.0, part, 0.0)
-    # Sums run down axis 0, term after term in order (_sum_down), over every ranker at once;
-    # a document's products are gathered by its own terms' columns, its vector's order.
-    norm = np.sqrt(_sum_down(modified * modified))
-    full = np.zeros((len(columns) + 1, rows))  # by column; the last row: padding, 0.0
-    full[inserted] = modified
-    products = matrix.weights_t[:, :, None] * full[matrix.terms_t]
+    held = modified[inserted]
+    norm = np.sqrt(_sum_down(held * held))
+    # cos(q', d): each document's products summed over its own terms in its vector's order
+    # (_sum_down runs down axis 0), over every ranker at once.
+    products = matrix.weights_t[:, :, None] * modified[matrix.terms_t]
     sums = _sum_down(products).T
     scores = np.zeros((rows, n))
     np.divide(sums, norm[:, None], out=scores, where=(norm != 0.0)[:, None])
     return scores
 
 
-def _centroid_part(
-    matrix: PoolMatrix, rows: list[int], inserted: list[int]
-) -> npt.NDArray[np.float64]:
-    """:func:`_centroid` of the documents ``rows`` over the terms ``inserted``: each term
-    summed in the documents' order (_sum_down; a document without the term adds 0.0) and
-    divided by their number."""
-    if not rows:
-        return np.zeros(len(inserted))
-    picked: npt.NDArray[np.float64] = matrix.dense[rows][:, inserted]
+def _centroid_part(matrix: PoolMatrix, rows: list[int]) -> npt.NDArray[np.float64]:
+    """:func:`_centroid` of the documents ``rows``, a column per term: each term summed in
+    the documents' order (_sum_down; a document without the term adds 0.0) and divided by
+    their number."""
+    picked: npt.NDArray[np.float64] = matrix.dense[rows]
     if len(rows) == 1:
         return picked[0]  # type: ignore[no-any-return]  # x / 1 is x
     summed: npt.NDArray[np.float64] = _sum_down(picked) / len(rows)
@@ -472,7 +466,9 @@ def _sum_down(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     to right; numpy's ``sum`` may add pairwise): by cumsum where the rows are many, by
     adding row after row where they are few and wide (cumsum down a short axis runs one
     slow loop per column)."""
-    if len(values) <= 1 or values[0].size <= 4 * len(values):
+    if not len(values):
+        return np.zeros(values.shape[1:])
+    if len(values) == 1 or values[0].size <= 4 * len(values):
         summed: npt.NDArray[np.float64] = np.cumsum(values, axis=0)[-1]
         return summed
     total: npt.NDArray[np.float64] = values[0].copy()
