@@ -487,7 +487,7 @@ def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
     if scores.size == 0:
         return [[] for _ in range(scores.shape[0])]
     orders = np.argsort(-scores, axis=1, kind="stable")
-    ranked = np.take_along_axis(scores, orders, axis=1)
+    ranked = scores[np.arange(len(scores))[:, None], orders]
     gaps = ranked[:, :-1] - ranked[:, 1:]
     close = ((gaps > 0.0) & (gaps < _TIE_GAP)).any(axis=1)
     result: list[list[int]] = orders.tolist()
