@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.base import Feedback
+from evidence_bench.engine.base import Feedback, Label
 from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence, renumber
@@ -393,11 +393,16 @@ def marked_positions(keys: Sequence[str], feedback: Feedback) -> tuple[list[int]
             label = feedback.get(key)
             if label is None:
                 continue
-            if label.polarity > 0:
+            polarity = _POLARITY[label]
+            if polarity > 0:
                 pull.append(d)
-            elif label.polarity < 0:
+            elif polarity < 0:
                 push.append(d)
     return pull, push
+
+
+#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
+_POLARITY = {label: label.polarity for label in Label}
 
 
 def pool_scores(
