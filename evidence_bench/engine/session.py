@@ -86,14 +86,8 @@ class SearchSession:
         """Search once with a refined query, append the results not yet held, rerank."""
         refined = self.refiner.refine(self.query, self.candidates, self.feedback)
         found = self.provider.search(refined.query, limit=self.limit)
-        # the results not held yet, the first of each canonical URL (dedupe's choice),
-        # renumbered once, after the candidates
-        held = set(self._candidate_keys())
-        new: list[Evidence] = []
-        for item in found:
-            if item.key not in held:
-                held.add(item.key)
-                new.append(item)
+        held = {item.key for item in self.candidates}
+        new = [item for item in dedupe(found) if item.key not in held]
         self.candidates = dedupe([*self.candidates, *new])
         self.refined_queries.append(refined)
         return Expansion(refined=refined, added=len(new), ranking=self.show())
