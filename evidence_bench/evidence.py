@@ -41,6 +41,9 @@ _EDGE = re.compile(r"^[\s\x00-\x20]+|[\s\x00-\x20]+$")
 _SPACE = re.compile(r"\s+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_EXACT = frozenset({"gclid", "fbclid"})
+# A frozen dataclass's fields are set through object's own __setattr__ (as its __init__ does).
+_new = object.__new__
+_set = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +64,13 @@ class Evidence:
     domain: str = ""
     language: str = ""
     extra_snippets: tuple[str, ...] = field(default=())
+    #: The canonical URL (:func:`canonical_url` of ``url``): the identity used for dedup,
+    #: feedback and judgments. Computed once, when the result is made: an episode reads it
+    #: millions of times.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        """The canonical URL: the identity used for dedup, feedback and judgments."""
-        return canonical_url(self.url)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", canonical_url(self.url))
 
     @property
     def text(self) -> str:
@@ -73,19 +78,21 @@ class Evidence:
         return f"{self.title} {self.snippet}"
 
     def with_rank(self, rank: int) -> Evidence:
-        """A copy at another rank (rankers renumber often; faster than ``replace``)."""
-        return Evidence(
-            self.title,
-            self.url,
-            self.snippet,
-            self.source,
-            rank,
-            self.page_age,
-            self.age,
-            self.domain,
-            self.language,
-            self.extra_snippets,
-        )
+        """A copy at another rank (rankers renumber often; faster than ``replace``): every
+        field is copied as it is, the key too, without running ``__init__``."""
+        copy: Evidence = _new(Evidence)
+        _set(copy, "title", self.title)
+        _set(copy, "url", self.url)
+        _set(copy, "snippet", self.snippet)
+        _set(copy, "source", self.source)
+        _set(copy, "rank", rank)
+        _set(copy, "page_age", self.page_age)
+        _set(copy, "age", self.age)
+        _set(copy, "domain", self.domain)
+        _set(copy, "language", self.language)
+        _set(copy, "extra_snippets", self.extra_snippets)
+        _set(copy, "key", self.key)
+        return copy
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready fields (``page_age`` as ISO-8601)."""

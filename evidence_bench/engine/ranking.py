@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.base import Feedback
+from evidence_bench.engine.base import Feedback, Label
 from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence, renumber
@@ -245,26 +245,86 @@ class PoolMatrix:
     #: ``terms`` and ``weights`` transposed (a document's k-th term in row k), contiguous
     terms_t: npt.NDArray[np.intp]
     weights_t: npt.NDArray[np.float64]
+    #: each document's columns in its vector's order, unpadded (``terms[d]`` as a list)
+    document_columns: tuple[list[int], ...] = ()
+
+
+#: Every term an analyzer has met in this process, numbered in order of meeting: a
+#: candidate set's columns are found by numpy over these numbers, not a dict per term.
+_VOCABULARY: dict[Analyzer, dict[str, int]] = {}
+
+
+@lru_cache(maxsize=65536)
+def _term_ids(
+    analyzer: Analyzer, text: str
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], tuple[str, ...]]:
+    """``text``'s terms as :func:`_term_counts` gives them: their numbers in the analyzer's
+    vocabulary, their sublinear tf ``1 + ln(tf)`` (by ``math.log``, as :func:`_index`), and
+    the terms themselves."""
+    pairs = _term_counts(analyzer, text)
+    vocabulary = _VOCABULARY.setdefault(analyzer, {})
+    ids = np.array([vocabulary.setdefault(term, len(vocabulary)) for term, _ in pairs], np.intp)
+    sublinear = np.array([1.0 + math.log(tf) for _, tf in pairs], dtype=np.float64)
+    return ids, sublinear, tuple(term for term, _ in pairs)
 
 
 @lru_cache(maxsize=1024)
 def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
-    idf, documents = _index(analyzer, texts)
-    columns: dict[str, int] = {}
-    for document in documents:
-        for term in document:
-            columns.setdefault(term, len(columns))
-    n, width = len(documents), len(columns)
-    depth = max((len(document) for document in documents), default=0)
+    """The arrays of :class:`PoolMatrix` for ``texts``, every float as :func:`_index` computes
+    it: idf by ``math.log`` per term, ``(1 + ln tf) * idf`` per (document, term), and each
+    document's L2 norm summed over its terms in order (cumsum adds left to right, as
+    Python's ``sum`` does) before the division."""
+    n = len(texts)
+    parts = [_term_ids(analyzer, text) for text in texts]
+    sizes = [len(part[2]) for part in parts]
+    total = sum(sizes)
+    if not total:
+        nothing = np.zeros((n, 0), dtype=np.intp)
+        return PoolMatrix(
+            {}, {}, np.zeros((n, 1)), nothing, np.zeros((n, 0)), nothing.T.copy(),
+            np.zeros((0, n)), tuple([] for _ in range(n)),
+        )  # fmt: skip
+    depth = max(sizes)
+    ids = np.concatenate([part[0] for part in parts])
+    sublinear = np.concatenate([part[1] for part in parts])
+    # Columns in order of first occurrence, document by document, term by term: a stable
+    # sort groups each term's elements, its first element first.
+    perm = np.argsort(ids, kind="stable")
+    starts = np.empty(total, dtype=bool)
+    starts[0] = True
+    np.not_equal(ids[perm[1:]], ids[perm[:-1]], out=starts[1:])
+    heads = perm[starts]  # each term's first element, in the order of the terms' numbers
+    order = np.argsort(heads)
+    width = len(order)
+    column_of = np.empty(width, dtype=np.intp)
+    column_of[order] = np.arange(width)
+    column = np.empty(total, dtype=np.intp)
+    column[perm] = column_of[np.cumsum(starts) - 1]
+    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1; a term occurs
+    # once in a document's counts, so its number of elements is its df.
+    df = np.bincount(column, minlength=width).tolist()
+    idf_values = [math.log((n + 1) / (freq + 1)) + 1.0 for freq in df]
+    every = [term for part in parts for term in part[2]]
+    names = [every[element] for element in heads[order].tolist()]  # each column's term
+    columns = dict(zip(names, range(width), strict=True))
+    idf = dict(zip(names, idf_values, strict=True))
+    # Sublinear tf times idf, then L2-normalized per document (_normalized).
+    lengths = np.array(sizes, dtype=np.intp)
+    owner = np.repeat(np.arange(n), lengths)  # each element's document
+    ends = np.cumsum(lengths)
+    slot = np.arange(total) - (ends - lengths)[owner]
+    raw = sublinear * np.array(idf_values)[column]
+    squares = np.zeros((n, depth))
+    squares[owner, slot] = raw * raw
+    norm = np.sqrt(np.cumsum(squares, axis=1)[:, -1])
+    values = raw / norm[owner]
     dense = np.zeros((n, width + 1))
+    dense[owner, column] = values
     terms = np.full((n, depth), width, dtype=np.intp)
+    terms[owner, slot] = column
     weights = np.zeros((n, depth))
-    for d, document in enumerate(documents):
-        where = [columns[term] for term in document]
-        values = list(document.values())
-        dense[d, where] = values
-        terms[d, : len(where)] = where
-        weights[d, : len(where)] = values
+    weights[owner, slot] = values
+    flat = column.tolist()
     return PoolMatrix(
         idf,
         columns,
@@ -273,6 +333,7 @@ def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
         weights,
         np.ascontiguousarray(terms.T),
         np.ascontiguousarray(weights.T),
+        tuple(flat[end - size : end] for end, size in zip(ends.tolist(), sizes, strict=True)),
     )
 
 
@@ -332,11 +393,16 @@ def marked_positions(keys: Sequence[str], feedback: Feedback) -> tuple[list[int]
             label = feedback.get(key)
             if label is None:
                 continue
-            if label.polarity > 0:
+            polarity = _POLARITY[label]
+            if polarity > 0:
                 pull.append(d)
-            elif label.polarity < 0:
+            elif polarity < 0:
                 push.append(d)
     return pull, push
+
+
+#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
+_POLARITY = {label: label.polarity for label in Label}
 
 
 def pool_scores(
@@ -350,58 +416,70 @@ def pool_scores(
     gamma) per row, ``pull`` and ``push`` the marked documents' positions."""
     rows, n = len(weights), matrix.dense.shape[0]
     columns = matrix.columns
-    # The terms of q' in the order _rocchio inserts them: first occurrences in q, then in
-    # the pulled documents, then in the pushed ones; every other term is 0.0 in every row.
     query_columns = [columns[term] for term in query_vector]
-    sequence = np.concatenate(
-        [
-            np.array(query_columns, dtype=np.intp),
-            matrix.terms[pull].ravel(),
-            matrix.terms[push].ravel(),
-        ]
-    )
-    sequence = sequence[sequence != len(columns)]
-    present, first = np.unique(sequence, return_index=True)
-    inserted = present[np.argsort(first, kind="stable")]
-    width = len(inserted)
-    if not width:
+    if not query_columns and not pull:  # q' has no positive weight in any row
         return np.zeros((rows, n))
-    # q' transposed: a term per row, a ranker per column. q's terms come first in
-    # ``inserted``, in q's order.
-    q = np.zeros(width)
-    q[: len(query_columns)] = list(query_vector.values())
-    alpha, beta, gamma = weights[:, 0], weights[:, 1], weights[:, 2]
-    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0.
-    modified = np.zeros((width + 1, rows))  # the last row: padding, always 0.0
-    part = q[:, None] * alpha[None, :]
-    part = part + _centroid_part(matrix, pull, inserted)[:, None] * beta[None, :]
-    part = part + _centroid_part(matrix, push, inserted)[:, None] * (-gamma)[None, :]
-    modified[:width] = np.where(part > 0.0, part, 0.0)
-    # Sums run down axis 0 (cumsum adds left to right; its last row is the sum), term by
-    # term, over every ranker at once.
-    squares = modified[:width] * modified[:width]
-    norm = np.sqrt(np.cumsum(squares, axis=0)[-1])
-    position = np.full(len(columns) + 1, width, dtype=np.intp)
-    position[inserted] = np.arange(width)
-    products = matrix.weights_t[:, :, None] * modified[position[matrix.terms_t]]
-    sums = np.cumsum(products, axis=0)[-1].T
+    # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0, a
+    # column per term (the last: padding, always 0.0) and a ranker per row of the transposed
+    # q'. A term's weight is the same sum as _rocchio's: an absent part adds 0.0 (or -0.0),
+    # which leaves it as it was or turns a -0.0 into the 0.0 the clamp gives anyway.
+    q = np.zeros(len(columns) + 1)
+    q[query_columns] = list(query_vector.values())
+    part = np.multiply.outer(q, weights[:, 0])
+    if pull:
+        part += np.multiply.outer(_centroid_part(matrix, pull), weights[:, 1])
+    if push:
+        part += np.multiply.outer(_centroid_part(matrix, push), -weights[:, 2])
+    modified = np.where(part > 0.0, part, 0.0)
+    # |q'|: the squares summed in the order _rocchio inserts the terms: q's, then the pulled
+    # documents' new ones in order. A term only the pushed documents hold is clamped to 0.0
+    # and adds 0.0 wherever it falls, as does every other term.
+    if pull:
+        documents = matrix.document_columns or [
+            [c for c in row if c != len(columns)] for row in matrix.terms.tolist()
+        ]
+        order = dict.fromkeys(query_columns)
+        for d in pull:
+            order.update(dict.fromkeys(documents[d]))
+        inserted = list(order)
+    else:
+        inserted = query_columns
+    held = modified[inserted]
+    norm = np.sqrt(_sum_down(held * held))
+    # cos(q', d): each document's products summed over its own terms in its vector's order
+    # (_sum_down runs down axis 0), over every ranker at once.
+    products = matrix.weights_t[:, :, None] * modified[matrix.terms_t]
+    sums = _sum_down(products).T
     scores = np.zeros((rows, n))
-    live = norm != 0.0
-    scores[live] = sums[live] / norm[live, None]
+    np.divide(sums, norm[:, None], out=scores, where=(norm != 0.0)[:, None])
     return scores
 
 
-def _centroid_part(
-    matrix: PoolMatrix, rows: list[int], inserted: npt.NDArray[np.intp]
-) -> npt.NDArray[np.float64]:
-    """:func:`_centroid` of the documents ``rows`` over the terms ``inserted``: each term
-    summed in the documents' order (cumsum adds left to right; a document without the term
-    adds 0.0) and divided by their number."""
-    if not rows:
-        return np.zeros(len(inserted))
-    picked = matrix.dense[np.ix_(np.array(rows, dtype=np.intp), inserted)]
-    summed: npt.NDArray[np.float64] = np.cumsum(picked, axis=0)[-1] / len(rows)
+def _centroid_part(matrix: PoolMatrix, rows: list[int]) -> npt.NDArray[np.float64]:
+    """:func:`_centroid` of the documents ``rows``, a column per term: each term summed in
+    the documents' order (_sum_down; a document without the term adds 0.0) and divided by
+    their number."""
+    picked: npt.NDArray[np.float64] = matrix.dense[rows]
+    if len(rows) == 1:
+        return picked[0]  # type: ignore[no-any-return]  # x / 1 is x
+    summed: npt.NDArray[np.float64] = _sum_down(picked) / len(rows)
     return summed
+
+
+def _sum_down(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``values`` summed over axis 0, one row after another, as Python's ``sum`` adds (left
+    to right; numpy's ``sum`` may add pairwise): by cumsum where the rows are many, by
+    adding row after row where they are few and wide (cumsum down a short axis runs one
+    slow loop per column)."""
+    if not len(values):
+        return np.zeros(values.shape[1:])
+    if len(values) == 1 or values[0].size <= 4 * len(values):
+        summed: npt.NDArray[np.float64] = np.cumsum(values, axis=0)[-1]
+        return summed
+    total: npt.NDArray[np.float64] = values[0].copy()
+    for row in values[1:]:
+        total += row
+    return total
 
 
 def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
@@ -414,7 +492,7 @@ def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
     if scores.size == 0:
         return [[] for _ in range(scores.shape[0])]
     orders = np.argsort(-scores, axis=1, kind="stable")
-    ranked = np.take_along_axis(scores, orders, axis=1)
+    ranked = scores[np.arange(len(scores))[:, None], orders]
     gaps = ranked[:, :-1] - ranked[:, 1:]
     close = ((gaps > 0.0) & (gaps < _TIE_GAP)).any(axis=1)
     result: list[list[int]] = orders.tolist()

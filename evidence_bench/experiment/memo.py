@@ -89,6 +89,10 @@ class _Pool:
         """The candidates in ``order`` with rank renumbered, as
         :func:`~evidence_bench.evidence.renumber` gives them; built once per order, and each
         (candidate, rank) copy once."""
+        return list(self.shared_ranking(order))
+
+    def shared_ranking(self, order: Sequence[int]) -> list[Evidence]:
+        """:meth:`ranking`, the list the pool keeps (not to be changed)."""
         key = tuple(order)
         ranked = self.ranked.get(key)
         if ranked is None:
@@ -103,7 +107,16 @@ class _Pool:
                     placed[(index, position)] = item
                 ranked.append(item)
             self.ranked[key] = ranked
-        return list(ranked)
+        return ranked
+
+
+@dataclass(slots=True)
+class _Orders:
+    """One (candidates, feedback)'s order of the candidates under each row of a family, and
+    the rankings built from them."""
+
+    orders: list[list[int]]
+    rankings: list[list[Evidence] | None]
 
 
 @dataclass(slots=True)
@@ -113,8 +126,8 @@ class _Family:
     analyzer: Analyzer
     rows: dict[TfidfRocchioRanker, int] = field(default_factory=dict)
     weights: Any = None  # rocchio_weights of the rows, once they are all known
-    #: (content id, feedback) -> each row's order
-    orders: dict[tuple[int, _FeedbackKey], list[list[int]]] = field(default_factory=dict)
+    #: (content id, feedback) -> each row's order, and each row's ranking once built
+    orders: dict[tuple[int, _FeedbackKey], _Orders] = field(default_factory=dict)
 
     def row(self, ranker: TfidfRocchioRanker) -> int:
         if ranker not in self.rows:
@@ -204,17 +217,35 @@ class QueryMemo:
     def orders(
         self, family: _Family, candidates: Sequence[Evidence], feedback: Feedback
     ) -> tuple[_Pool, list[list[int]]]:
+        """Each row's order of ``candidates`` under ``feedback``."""
+        pool, orders = self._orders(family, candidates, feedback)
+        return pool, orders.orders
+
+    def _orders(
+        self, family: _Family, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> tuple[_Pool, _Orders]:
         pool = self.pool(candidates)
         key = (pool.content, frozenset(feedback.items()))
         orders = family.orders.get(key)
-        if orders is None or len(orders) < len(family.rows):
+        if orders is None or len(orders.orders) < len(family.rows):
             if family.weights is None:
                 family.weights = rocchio_weights(list(family.rows))
             matrix, query_vector = pool.space(family.analyzer, self.query)
             pull, push = marked_positions(pool.keys, feedback)
             scores = pool_scores(family.weights, query_vector, matrix, pull, push)
-            orders = family.orders[key] = order_many(scores)
+            rows = order_many(scores)
+            orders = family.orders[key] = _Orders(rows, [None] * len(rows))
         return pool, orders
+
+    def ranked(
+        self, family: _Family, row: int, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[Evidence]:
+        """``candidates`` ranked by ``family``'s row ``row`` under ``feedback`` (a new list)."""
+        pool, orders = self._orders(family, candidates, feedback)
+        ranking = orders.rankings[row]
+        if ranking is None:
+            ranking = orders.rankings[row] = pool.shared_ranking(orders.orders[row])
+        return ranking.copy()
 
     def refine(
         self, refiner: _MemoRefiner, candidates: Sequence[Evidence], feedback: Feedback
@@ -349,8 +380,7 @@ class _MemoTfidf:
     ) -> list[Evidence]:
         if query != self.memo.query:
             return self.inner.rank(query, candidates, feedback)
-        pool, orders = self.memo.orders(self.family, candidates, feedback)
-        return pool.ranking(orders[self.row])
+        return self.memo.ranked(self.family, self.row, candidates, feedback)
 
 
 class _MemoProviderOrder:

@@ -307,8 +307,12 @@ def run_episode(
     for round_ in range(1, rounds + 1):
         # What the user sees: the last ranking with every document examined so far held
         # where it was first shown (full freezing, see frozen_order).
-        by_key = {**{item.key: item for item in displayed}, **shown}
-        frozen = [by_key[key] for key in frozen_order([i.key for i in displayed], pinned)]
+        if pinned:
+            by_key = {item.key: item for item in displayed}
+            by_key.update(shown)
+            frozen = [by_key[key] for key in frozen_order([i.key for i in displayed], pinned)]
+        else:
+            frozen = list(displayed)
         position = {item.key: index for index, item in enumerate(frozen, start=1)}
         marks = user.judge(
             query_id=query_id,
@@ -318,14 +322,17 @@ def run_episode(
             examined=examined,
         )
         for mark in marks:
+            at = position[mark.key]
             examined.add(mark.key)
-            pinned[mark.key] = position[mark.key]
-            shown[mark.key] = by_key[mark.key]
+            pinned[mark.key] = at
+            shown[mark.key] = frozen[at - 1]
             label = mark.label.value if mark.label else "seen"
-            result.feedback.append((round_, mark.key, label, position[mark.key]))
+            result.feedback.append((round_, mark.key, label, at))
             if mark.label is not None:
                 session.mark(mark.label, mark.key)
-        pool = list(session.candidates)  # what rerank and its controls all order
+        # what rerank and its controls all order (a session replaces its list, never
+        # changes it, so this one stays as it is after expand)
+        pool = session.candidates
         reranked = [item.key for item in session.show()]
         deal = partial(
             _shuffled,
