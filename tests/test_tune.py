@@ -21,6 +21,7 @@ from evidence_bench.experiment.tune.folds import assign_folds, deal
 from evidence_bench.experiment.tune.plan import plan_tuning
 from evidence_bench.experiment.tune.search import CrossValidation, SearchSpace, cross_validate
 from tests.conftest import exported
+from tests.fault_fixtures import main_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CRANFIELD = {"name": "cranfield", "path": "collections/cranfield", "cassettes": "x"}
@@ -353,8 +354,12 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_cli_runs_a_tuning_experiment_and_fails_in_one_line(tmp_path: Path) -> None:
-    done = cli("run", "+experiment=rocchio_tune", "experiment.tune.folds=1")
+def test_the_cli_runs_a_tuning_experiment_and_fails_in_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the bad setting in this process (main answers as the command line would), the run in one
+    args = ("run", "+experiment=rocchio_tune", "experiment.tune.folds=1")
+    done = main_in_process(*args, capfd=capfd, monkeypatch=monkeypatch)
     assert done.returncode == 1
     assert done.stderr.strip() == (
         "evidence_bench: experiment.tune.folds=1 must be a whole number >= 2"
