@@ -18,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evidence_bench.web.cassette_manifest import MANIFEST_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +93,30 @@ def cli(
         check=False,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
         preexec_fn=_limit_file_size(file_size_limit) if file_size_limit else None,
+    )
+
+
+def main_in_process(
+    *args: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> subprocess.CompletedProcess[str]:
+    """``python -m evidence_bench ARGS`` as :func:`cli` runs it, but in this process (from the
+    project root, stdout and stderr captured at the file descriptors): for the cases where
+    what is tested is the command's answer, not the process. ``returncode`` is the exit
+    status ``main`` ends with (0 when it returns); any other exception fails the test, as a
+    traceback would."""
+    from evidence_bench.__main__ import main
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["evidence_bench", *args])  # run and record set it
+    capfd.readouterr()
+    code: int | str | None = 0
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(
+        list(args), 0 if code is None else code if isinstance(code, int) else 1, out, err
     )
 
 

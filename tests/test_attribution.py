@@ -56,13 +56,15 @@ def test_with_feedback_on_the_same_queries_gain_is_not_zero(
 
 @pytest.fixture(scope="module")
 def random_and_oracle(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    """Every Cranfield query, two rounds, an oracle and a user who marks at random."""
+    """Every Cranfield query, two rounds, an oracle and a user who marks at random, scored
+    in residual mode only (the mode ``attribution`` reads by default)."""
     return _per_query(
         [
             "+experiment=ci",
             "experiment.queries=null",
             "~policies.noisy",
             "+policy@policies.random=random",
+            "eval.modes=[residual]",
             f"runs_dir={tmp_path_factory.mktemp('validity')}",
         ]
     )

@@ -1,6 +1,10 @@
-"""Bad input and faults, as a hostile user would make them (issue 14): each row is a real
-``python -m evidence_bench`` process, the one line it must print on stderr, and its exit
+"""Bad input and faults, as a hostile user would make them (issue 14): each row is a
+``python -m evidence_bench`` command, the one line it must print on stderr, and its exit
 status (1: the input or the environment is at fault; no traceback, nothing half-written).
+
+A row runs in a real process where the process is what is tested (a file size limit, an
+error travelling from worker processes to the parent); the others run ``main`` in this
+process, which answers the same (test_main.py runs the command line itself, too).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from tests.fault_fixtures import (
     cli,
     copy_cassettes,
     edit_cassette,
+    main_in_process,
     one_line,
     serve_bytes,
     smoke_args,
@@ -31,6 +36,8 @@ class Invocation:
     module: str = "evidence_bench"
     file_size_limit: int | None = None
     env: dict[str, str] = field(default_factory=dict)
+    #: run a fresh ``python -m`` process (always with a file size limit)
+    fresh: bool = False
     #: after the process: what must (not) be on disk
     check: Callable[[], None] = lambda: None
 
@@ -108,7 +115,7 @@ def _big_grade(grade: str) -> Callable[[Path], Invocation]:
     return build
 
 
-def _recorded_status(status: int) -> Callable[[Path], Invocation]:
+def _recorded_status(status: int, *, fresh: bool = False) -> Callable[[Path], Invocation]:
     """A cassette that holds a recorded error answer (blessed in the manifest), replayed by
     two workers: the error travels from a worker to the parent, which must not hang."""
 
@@ -122,6 +129,7 @@ def _recorded_status(status: int) -> Callable[[Path], Invocation]:
         return Invocation(
             smoke_args(tmp / "runs", f"query_set.cassettes={cassettes}", "workers=2"),
             check=lambda: _assert_absent(*(tmp / "runs" / "smoke").glob("2*")),
+            fresh=fresh,
         )
 
     return build
@@ -197,7 +205,7 @@ CASES = [
            "no retrieved URL matches a judged document in any of 5 queries replayed from "
            "cassettes/cranfield (retrieved e.g. https://cranfield.evidence-bench.test/doc/"),
     # item 2: a worker's error reaches the parent, which ends the run (no hang)
-    _param("recorded 500, two workers", _recorded_status(500),
+    _param("recorded 500, two workers", _recorded_status(500, fresh=True),
            "cassettes/1.json): Brave answered HTTP 500 (no error body)"),
     _param("recorded 429, two workers", _recorded_status(429),
            "cassettes/1.json): Brave answered HTTP 429 (no error body)"),
@@ -217,16 +225,25 @@ CASES = [
 
 @pytest.mark.parametrize(("build", "message"), CASES)
 def test_bad_input_and_faults_end_in_one_line_and_exit_1(
-    build: Callable[[Path], Invocation], message: str, tmp_path: Path
+    build: Callable[[Path], Invocation],
+    message: str,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     invocation = build(tmp_path)
-    done = cli(
-        *invocation.args,
-        module=invocation.module,
-        file_size_limit=invocation.file_size_limit,
-        env=invocation.env,
-        timeout=180,  # a regression that hangs fails here instead of hanging the suite
-    )
+    if invocation.fresh or invocation.file_size_limit or invocation.module != "evidence_bench":
+        done = cli(
+            *invocation.args,
+            module=invocation.module,
+            file_size_limit=invocation.file_size_limit,
+            env=invocation.env,
+            timeout=180,  # a regression that hangs fails here instead of hanging the suite
+        )
+    else:
+        for name, value in invocation.env.items():
+            monkeypatch.setenv(name, value)
+        done = main_in_process(*invocation.args, capfd=capfd, monkeypatch=monkeypatch)
     line = one_line(done)
     assert done.returncode == 1, done.stderr
     assert message in line
@@ -255,9 +272,11 @@ def test_deeply_nested_json_from_a_server_is_one_line(body: bytes, message: str)
     assert line.startswith("evidence-fetcher: ") and message in line
 
 
-def test_the_manifest_of_a_run_names_the_cassette_manifest_hash(tmp_path: Path) -> None:
+def test_the_manifest_of_a_run_names_the_cassette_manifest_hash(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The renamed manifest (@manifest.json) is still what a run's provenance hashes."""
-    done = cli(*smoke_args(tmp_path / "runs"))
+    done = main_in_process(*smoke_args(tmp_path / "runs"), capfd=capfd, monkeypatch=monkeypatch)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "runs" / "smoke" / "latest" / "manifest.json").read_text())
     shipped = ROOT / "cassettes" / "cranfield" / "@manifest.json"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -13,6 +15,7 @@ from urllib.parse import quote, quote_plus
 import httpx
 import pytest
 
+from evidence_bench.__main__ import main
 from evidence_bench._atomic import write_atomic
 from evidence_bench.collections.beir import load_collection
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
@@ -30,7 +33,15 @@ from evidence_bench.web.cassettes import (
 from evidence_bench.web.record import record
 from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport, serve
 from tests.conftest import write_tiny_collection
-from tests.fault_fixtures import CRANFIELD_CASSETTES, bless, cli, copy_cassettes, one_line
+from tests.fault_fixtures import (
+    CRANFIELD_CASSETTES,
+    ROOT,
+    bless,
+    cli,
+    copy_cassettes,
+    main_in_process,
+    one_line,
+)
 
 HINT = "python -m evidence_bench record +experiment=smoke"
 
@@ -235,13 +246,34 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
-def test_a_full_disk_leaves_the_cassette_as_it_was(tmp_path: Path, tiny_collection: Path) -> None:
-    cassettes = tmp_path / "cassettes"
-    assert cli(*_record_args(tiny_collection, cassettes, "record_rounds=1")).returncode == 0
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny collection and its cassettes as ``python -m evidence_bench record ...
+    record_rounds=1`` writes them (recorded once, in this process; each test gets a copy)."""
+    root = tmp_path_factory.mktemp("recorded")
+    collection = write_tiny_collection(root / "tiny")
+    cassettes = root / "cassettes"
+    args = _record_args(collection, cassettes, "record_rounds=1")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        patch.setattr(sys, "argv", ["evidence_bench", *args])
+        main(args)  # returns: recorded
+    return collection, cassettes
+
+
+def _copy(recorded: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    collection, cassettes = recorded
+    return collection, Path(shutil.copytree(cassettes, tmp_path / "cassettes"))
+
+
+def test_a_full_disk_leaves_the_cassette_as_it_was(
+    recorded: tuple[Path, Path], tmp_path: Path
+) -> None:
+    collection, cassettes = _copy(recorded, tmp_path)
     before = _snapshot(cassettes)
     # recording every round makes 1.json grow; no file may grow past its current size
     done = cli(
-        *_record_args(tiny_collection, cassettes, "record_rounds=0"),
+        *_record_args(collection, cassettes, "record_rounds=0"),
         file_size_limit=len(before["1.json"]),
     )
     line = one_line(done)
@@ -254,26 +286,28 @@ def test_a_full_disk_leaves_the_cassette_as_it_was(tmp_path: Path, tiny_collecti
 
 
 def test_a_manifest_that_cannot_be_written_is_left_as_it_was(
-    tmp_path: Path, tiny_collection: Path
+    recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    cassettes = tmp_path / "cassettes"
-    assert cli(*_record_args(tiny_collection, cassettes, "record_rounds=1")).returncode == 0
+    collection, cassettes = _copy(recorded, tmp_path)
     before = _snapshot(cassettes)
     # nothing new to record: only the manifest is rewritten, and it cannot be
-    done = cli(*_record_args(tiny_collection, cassettes, "record_rounds=1"), file_size_limit=64)
+    done = cli(*_record_args(collection, cassettes, "record_rounds=1"), file_size_limit=64)
     assert done.returncode == 1
     assert one_line(done).startswith(f"evidence_bench: could not write {cassettes / MANIFEST_NAME}")
     assert _snapshot(cassettes) == before
 
 
 def test_record_replaces_a_damaged_cassette_and_says_so(
-    tmp_path: Path, tiny_collection: Path
+    recorded: tuple[Path, Path],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cassettes = tmp_path / "cassettes"
-    assert cli(*_record_args(tiny_collection, cassettes, "record_rounds=1")).returncode == 0
+    collection, cassettes = _copy(recorded, tmp_path)
     good = (cassettes / "2.json").read_bytes()
     (cassettes / "2.json").write_bytes(good[:100])  # the old, in-place write's leftover
-    done = cli(*_record_args(tiny_collection, cassettes, "record_rounds=1"))
+    args = _record_args(collection, cassettes, "record_rounds=1")
+    done = main_in_process(*args, capfd=capfd, monkeypatch=monkeypatch)
     assert done.returncode == 0, done.stderr
     assert one_line(done) == (
         f"evidence_bench: {cassettes / '2.json'} could not be read; recorded it afresh"
