@@ -62,6 +62,14 @@ def test_a_frame_with_an_unknown_label_is_refused_naming_it() -> None:
         label_counts(frame)
 
 
+@pytest.mark.parametrize("as_frame", [False, True], ids=["rows", "frame"])
+def test_a_missing_label_is_refused_not_counted_as_another(as_frame: bool) -> None:
+    rows = [("c00", "oracle", 1, "relevant"), ("c00", "oracle", 1, None)]
+    given = pd.DataFrame(rows, columns=["config_id", "policy", "round", "label"])
+    with pytest.raises(ValueError, match="unknown label None"):
+        label_counts(given if as_frame else rows)
+
+
 def test_a_kind_a_policy_should_give_and_never_gave_is_missing() -> None:
     rows = [
         ("c00", "oracle", 1, "more"),

@@ -68,6 +68,8 @@ def _counted(frame: pd.DataFrame) -> list[dict[str, Any]]:
     for name in label_names:
         if name not in COUNTED:
             raise ValueError(_unknown(name))
+    if (label < 0).any():  # factorize codes a missing label -1, which would index the last
+        raise ValueError(_unknown(None))
     if not len(frame):
         return []
     cells, cell = np.unique(np.stack([config, policy, rounds], axis=1), axis=0, return_inverse=True)
