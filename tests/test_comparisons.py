@@ -316,3 +316,55 @@ def test_cacm_signs_follow_the_seed(cacm: pd.DataFrame) -> None:
     assert first.tolist() == again.tolist()
     moved = (first != other) & (first < 1.0)
     assert moved.sum() > len(first) // 4  # another seed, other signs, over the same scores
+
+
+def test_wide_table_matches_pandas_unstack_row_for_row() -> None:
+    """The code-built wide table is pandas' ``set_index(...).unstack("stage")``: same rows
+    in the same order (a category level with unused categories in order of appearance, one
+    with all of them in category order, rounds sorted), same key dtypes, same values; the
+    order decides the order of every mean's sum, so it must be the same."""
+    from evidence_bench.evaluation.comparisons import _unstacked, _wide
+
+    rows = [
+        (c, p, r, "full", "AP", q, s, float(i))
+        for i, (c, p, r, q, s) in enumerate(
+            (c, p, r, q, s)
+            for c in ("c2", "c1")
+            for p in ("oracle", "noisy")
+            for r in (2, 1)
+            for q in ("10", "2", "1")
+            for s in ("rerank", "control")
+            if not (q == "2" and s == "control" and r == 1)
+        )
+    ]
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "config_id",
+            "policy",
+            "round",
+            "eval_mode",
+            "measure",
+            "query_id",
+            "stage",
+            "value",
+        ],
+    )
+    frame["round"] = frame["round"].astype("int16")
+    for column, categories in {
+        "config_id": ["c1", "c2"],
+        "policy": ["noisy", "oracle"],
+        "eval_mode": ["full"],
+        "measure": ["AP", "RR"],  # RR unused
+        "query_id": ["1", "10", "2", "99"],  # 99 unused
+        "stage": ["control", "rerank", "initial"],
+    }.items():
+        frame[column] = pd.Categorical(frame[column], categories=categories)
+    frame = frame.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    mine = _wide(frame, ["rerank", "control"])
+    theirs = _unstacked(frame)[["rerank", "control"]]
+    pd.testing.assert_frame_equal(
+        mine.index.to_frame(index=False), theirs.index.to_frame(index=False)
+    )
+    assert np.array_equal(mine.to_numpy(), theirs.to_numpy(), equal_nan=True)
+    assert np.isnan(mine.loc[("c1", "noisy", 1, "full", "AP", "2"), "control"])
