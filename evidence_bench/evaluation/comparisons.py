@@ -160,10 +160,10 @@ def _level_codes(column: pd.Series) -> tuple[_Ints, int]:
         size = len(column.cat.categories)
         if (codes < 0).any() or len(np.unique(codes)) == size:
             return codes, size
-        codes, uniques = pd.factorize(codes, sort=False)
-        return np.asarray(codes, dtype=np.int64), len(uniques)
-    codes, uniques = pd.factorize(column, sort=True)
-    return np.asarray(codes, dtype=np.int64), len(uniques)
+        seen, firsts = pd.factorize(codes, sort=False)
+        return np.asarray(seen, dtype=np.int64), len(firsts)
+    ranks, uniques = pd.factorize(column, sort=True)
+    return np.asarray(ranks, dtype=np.int64), len(uniques)
 
 
 def _query_order(query_ids: pd.Series) -> _Ints:
