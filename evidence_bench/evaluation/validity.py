@@ -168,12 +168,26 @@ def _codes(column: pd.Series) -> tuple[npt.NDArray[np.int64], int]:
     return np.asarray(codes, dtype=np.int64), len(uniques)
 
 
+def _equal(column: pd.Series, value: str) -> npt.NDArray[np.bool_]:
+    """``strings(column) == value`` per row; a categorical's by its codes."""
+    codes = column.cat.codes.to_numpy() if isinstance(column.dtype, pd.CategoricalDtype) else None
+    if codes is not None and not (codes < 0).any():  # a missing value: strings' own "nan"
+        names = np.asarray(column.cat.categories.astype(str), dtype=object)
+        return np.asarray(codes == _position(names, value), dtype=bool)
+    return np.asarray(strings(column).to_numpy() == value, dtype=bool)
+
+
+def _position(names: npt.NDArray[Any], value: str) -> int:
+    """The first index of ``value`` in ``names``; −2 (no code) when absent."""
+    found = np.flatnonzero(names == value)
+    return int(found[0]) if len(found) else -2
+
+
 def _paired_gain(sub: pd.DataFrame, stage: str, control: str) -> pd.DataFrame | None:
     """``stage − control`` per (config, policy, round, mode, measure, query) scored in both,
     in the keys' index order: what ``set_index(...).unstack("stage")`` and a difference
     give, by codes (an unstack of a sweep's million rows costs seconds)."""
-    names = strings(sub["stage"]).to_numpy()
-    is_stage, is_control = names == stage, names == control
+    is_stage, is_control = _equal(sub["stage"], stage), _equal(sub["stage"], control)
     if not is_stage.any() or not is_control.any():
         return None
     key = np.zeros(len(sub), dtype=np.int64)
