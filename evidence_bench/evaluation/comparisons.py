@@ -29,7 +29,6 @@ the run holds, it is the same in every process, and another ``seed`` resamples i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -105,41 +104,7 @@ def randomization_seed(seed: int, policy: str, n: int) -> int:
 
 
 def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> pd.DataFrame:
-    """One row per (KEYS, query_id), one column per stage: what ``set_index(...)
-    .unstack("stage")`` gives, in its row order, by codes (the unstack of a sweep's
-    scores costs a large part of a report)."""
     frame = per_query[per_query["stage"].isin(list(stages))]
-    levels = [*KEYS, "query_id"]
-    coded = [_level_codes(frame[c]) for c in levels]
-    names = strings(frame["stage"]).to_numpy()
-    present = [s for s in dict.fromkeys(str(s) for s in stages) if (names == s).any()]
-    radix = math.prod(max(1, size) for _, size in coded) * max(1, len(present))
-    if not len(frame) or any((codes < 0).any() for codes, _ in coded) or radix >= 2**62:
-        return _unstacked(frame)  # empty, a missing key, or too many to code in one integer
-    key = np.zeros(len(frame), dtype=np.int64)
-    for codes, size in coded:
-        key = key * size + codes
-    stage_code = np.full(len(frame), -1, dtype=np.int64)
-    for number, stage in enumerate(present):
-        stage_code[names == stage] = number
-    if len(np.unique(key * len(present) + stage_code)) < len(frame):
-        _unstacked(frame)  # raises the one-line error naming the duplicate
-    groups, group = np.unique(key, return_inverse=True)
-    group = group.ravel()
-    values = frame["value"].to_numpy(np.float64)
-    columns: dict[str, npt.NDArray[np.float64]] = {}
-    for number, stage in enumerate(present):
-        column = np.full(len(groups), np.nan)
-        mine = stage_code == number
-        column[group[mine]] = values[mine]
-        columns[stage] = column
-    first = np.full(len(groups), -1, dtype=np.int64)
-    first[group[::-1]] = np.arange(len(frame) - 1, -1, -1)  # each group's first row
-    index = pd.MultiIndex.from_frame(frame.iloc[first][levels])
-    return pd.DataFrame(columns, index=index)
-
-
-def _unstacked(frame: pd.DataFrame) -> pd.DataFrame:
     try:
         wide = frame.set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")
     except ValueError as exc:
@@ -148,22 +113,6 @@ def _unstacked(frame: pd.DataFrame) -> pd.DataFrame:
             f"appears more than once: {exc}"
         ) from exc
     return wide
-
-
-def _level_codes(column: pd.Series) -> tuple[_Ints, int]:
-    """Each value's position in its index level after the unstack, and the number of
-    positions: a categorical's category order where every category is used, else the order
-    of first appearance (``MultiIndex.remove_unused_levels``); other values sorted.
-    Missing values: −1."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = np.asarray(column.cat.codes, dtype=np.int64)
-        size = len(column.cat.categories)
-        if (codes < 0).any() or len(np.unique(codes)) == size:
-            return codes, size
-        seen, firsts = pd.factorize(codes, sort=False)
-        return np.asarray(seen, dtype=np.int64), len(firsts)
-    ranks, uniques = pd.factorize(column, sort=True)
-    return np.asarray(ranks, dtype=np.int64), len(uniques)
 
 
 def _query_order(query_ids: pd.Series) -> _Ints:
