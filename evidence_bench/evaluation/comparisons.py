@@ -58,6 +58,7 @@ __all__ = [
     "Comparisons",
     "common_queries",
     "compare",
+    "key_tuples",
     "randomization_seed",
     "strings",
 ]
@@ -181,11 +182,9 @@ def _fixed_rows(
     """Rows where any paired stage's cell is fixed (cannot change)."""
     if fixed is None or fixed.empty:
         return np.zeros(len(keys), dtype=bool)
-    cells = fixed[fixed["stage"].astype(str).isin(comparison.paired)]
-    cells = _plain(cells[list(KEYS)]).drop_duplicates()
-    cells["_fixed"] = True
-    marked = _plain(keys).merge(cells, on=list(KEYS), how="left")["_fixed"]
-    return marked.fillna(False).to_numpy(dtype=bool)
+    cells = fixed[strings(fixed["stage"]).isin(comparison.paired)]
+    marked = set(key_tuples(cells, KEYS))
+    return np.fromiter((k in marked for k in key_tuples(keys, KEYS)), bool, len(keys))
 
 
 def strings(column: pd.Series) -> pd.Series:
@@ -199,12 +198,15 @@ def strings(column: pd.Series) -> pd.Series:
     return column.astype(str)
 
 
-def _plain(frame: pd.DataFrame) -> pd.DataFrame:
-    """Keys as plain strings and ints, so frames read differently still merge."""
-    out = frame.copy()
-    for column in out.columns:
-        out[column] = out[column].astype("int64") if column == "round" else strings(out[column])
-    return out
+def key_tuples(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str | int, ...]]:
+    """Each row's ``columns`` as a tuple of plain strings (``round``: an int), as
+    :func:`strings` would give them: rows read differently still match (a set of fixed
+    cells, a few hundred keys, costs less than two frames' conversion and a merge)."""
+    values = [
+        frame[c].astype("int64").tolist() if c == "round" else strings(frame[c]).tolist()
+        for c in columns
+    ]
+    return list(zip(*values, strict=True)) if values else []
 
 
 def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], int]:

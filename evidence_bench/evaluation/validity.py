@@ -57,7 +57,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
-from evidence_bench.evaluation.comparisons import common_queries, strings
+from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
 from evidence_bench.evaluation.statistics import TIE, summarize_groups
 
 __all__ = [
@@ -168,12 +168,26 @@ def _codes(column: pd.Series) -> tuple[npt.NDArray[np.int64], int]:
     return np.asarray(codes, dtype=np.int64), len(uniques)
 
 
+def _equal(column: pd.Series, value: str) -> npt.NDArray[np.bool_]:
+    """``strings(column) == value`` per row; a categorical's by its codes."""
+    codes = column.cat.codes.to_numpy() if isinstance(column.dtype, pd.CategoricalDtype) else None
+    if codes is not None and not (codes < 0).any():  # a missing value: strings' own "nan"
+        names = np.asarray(column.cat.categories.astype(str), dtype=object)
+        return np.asarray(codes == _position(names, value), dtype=bool)
+    return np.asarray(strings(column).to_numpy() == value, dtype=bool)
+
+
+def _position(names: npt.NDArray[Any], value: str) -> int:
+    """The first index of ``value`` in ``names``; −2 (no code) when absent."""
+    found = np.flatnonzero(names == value)
+    return int(found[0]) if len(found) else -2
+
+
 def _paired_gain(sub: pd.DataFrame, stage: str, control: str) -> pd.DataFrame | None:
     """``stage − control`` per (config, policy, round, mode, measure, query) scored in both,
     in the keys' index order: what ``set_index(...).unstack("stage")`` and a difference
     give, by codes (an unstack of a sweep's million rows costs seconds)."""
-    names = strings(sub["stage"]).to_numpy()
-    is_stage, is_control = names == stage, names == control
+    is_stage, is_control = _equal(sub["stage"], stage), _equal(sub["stage"], control)
     if not is_stage.any() or not is_control.any():
         return None
     key = np.zeros(len(sub), dtype=np.int64)
@@ -202,20 +216,15 @@ def _without_fixed(
     if fixed is None or fixed.empty:
         return gains
     keys = ["config_id", "policy", "round", "eval_mode", "measure"]
-    cells = fixed[fixed["stage"].astype(str).isin(stages)][keys].copy()
-    for column in keys:
-        cells[column] = (
-            cells[column].astype("int64") if column == "round" else strings(cells[column])
-        )
-    cells = cells.drop_duplicates()
-    cells["_fixed"] = True
-    plain = gains[keys].copy()
-    for column in keys:
-        plain[column] = (
-            plain[column].astype("int64") if column == "round" else strings(plain[column])
-        )
-    marked = plain.merge(cells, on=keys, how="left")["_fixed"].fillna(False).to_numpy(bool)
-    return gains[~marked]
+    marked = set(key_tuples(fixed[strings(fixed["stage"]).isin(stages)], keys))
+    if not marked:
+        return gains
+    # Each distinct key once (a sweep's gains: thousands of cells, a million rows).
+    group = gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(group, return_index=True)[1]
+    cells = key_tuples(gains.iloc[first], keys)
+    hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))
+    return gains[~hit[group]]
 
 
 def setting_gains(gains: pd.DataFrame) -> pd.DataFrame:
@@ -241,19 +250,32 @@ def ordering(
     ]
     if mine.empty:
         return pd.Series(dtype="float64")
+    columns = (mine[c].tolist() for c in ("config_id", "stage", "policy", "gain"))
+    return _ordering(list(zip(*columns, strict=True)), labels)
+
+
+_Row = tuple[str, str, str, float]
+
+
+def _ordering(rows: Sequence[_Row], labels: Sequence[str]) -> pd.Series:
+    """:func:`ordering` of the (config_id, stage, policy, gain) rows at one mode, measure
+    and round."""
+    wanted = set(labels)
+    rows = [r for r in rows if r[2] in wanted]
+    if not rows:
+        return pd.Series(dtype="float64")
     # A (config_id, stage) × policy table of each label's first non-missing gain, kept
     # where every policy that has a gain has one for it; each row's mean adds its gains in
     # policy order, as a pivot table's row mean does (plain Python: a pivot table costs
     # ~50 ms per call and a run's panel makes dozens).
     table: dict[tuple[str, str], dict[str, float]] = {}
     present: set[str] = set()
-    columns = (mine[c].tolist() for c in ("config_id", "stage", "policy", "gain"))
-    for config_id, stage, policy, gain in zip(*columns, strict=True):
+    for config_id, stage, policy, gain in rows:
         if gain is None or math.isnan(gain):
             continue
         present.add(policy)
         table.setdefault((config_id, stage), {}).setdefault(policy, float(gain))
-    if len(present) < len(set(labels)):
+    if len(present) < len(wanted):
         return pd.Series(dtype="float64")
     order = sorted(present)
     kept = sorted(k for k, row in table.items() if len(row) == len(order))
@@ -262,6 +284,16 @@ def ordering(
     means_ = [sum(table[k][p] for p in order) / len(order) for k in kept]
     index = pd.MultiIndex.from_tuples(kept, names=["config_id", "stage"])
     return pd.Series(means_, index=index, dtype="float64")
+
+
+def _by_cell(means: pd.DataFrame) -> dict[tuple[str, str, int], list[_Row]]:
+    """``means``' rows grouped by (eval_mode, measure, round), in row order: what
+    :func:`ordering` filters, once for the dozens of orderings of a panel."""
+    cells: dict[tuple[str, str, int], list[_Row]] = {}
+    keys = ("eval_mode", "measure", "round", "config_id", "stage", "policy", "gain")
+    for mode, measure, round_, *row in zip(*(means[c].tolist() for c in keys), strict=True):
+        cells.setdefault((mode, measure, round_), []).append(tuple(row))
+    return cells
 
 
 def _sign(value: float) -> int:
@@ -373,10 +405,13 @@ def agreements(
     users = _users(labels)
     out: list[Agreement] = []
 
+    cells = _by_cell(means)
+
+    def of(labels_: Sequence[str], mode: str, measure: str) -> pd.Series:
+        return _ordering(cells.get((mode, measure, round_), []), labels_)
+
     def at(labels_: Sequence[str]) -> pd.Series:
-        return ordering(
-            means, labels_, eval_mode=primary_mode, measure=primary_measure, round_=round_
-        )
+        return of(labels_, primary_mode, primary_measure)
 
     pooled = {user: at(own) for user, own in users.items()}
     for (ua, xa), (ub, xb) in itertools.combinations(pooled.items(), 2):
@@ -394,10 +429,7 @@ def agreements(
             # measure both have (the others are only computed when they are needed).
             usable: dict[str, tuple[pd.Series, pd.Series]] = {}
             for m in [primary_measure, *(m for m in measures if m != primary_measure)]:
-                xy = (
-                    ordering(means, own, eval_mode=ma, measure=m, round_=round_),
-                    ordering(means, own, eval_mode=mb, measure=m, round_=round_),
-                )
+                xy = (of(own, ma, m), of(own, mb, m))
                 if len(xy[0]) and len(xy[1]):
                     usable[m] = xy
                     if m == primary_measure:

@@ -254,8 +254,11 @@ def _config_group(
 
 def _round0_views(analysis: Analysis) -> dict[str, list[dict[str, Any]]]:
     """Per measure: each config's round-0 provider order and no-feedback control, per user."""
-    configs = analysis.data.configs.set_index("config_id")
-    order = {c: i for i, c in enumerate(analysis.data.configs["config_id"])}
+    configs = analysis.data.configs
+    # plain dicts: a DataFrame's ``.at`` per record costs milliseconds each
+    label = dict(zip(configs["config_id"], configs["label"], strict=True))
+    role = dict(zip(configs["config_id"], configs["role"], strict=True))
+    order = {c: i for i, c in enumerate(configs["config_id"])}
     policies = {p: i for i, p in enumerate(analysis.data.policies)}
     records = sorted(
         analysis.round0.to_dict("records"),
@@ -265,14 +268,7 @@ def _round0_views(analysis: Analysis) -> dict[str, list[dict[str, Any]]]:
     for measure, by_measure in groupby(records, key=itemgetter("measure")):
         groups = []
         for config_id, by_config in groupby(by_measure, key=itemgetter("config_id")):
-            rows = [
-                {
-                    **r,
-                    "label": configs.at[config_id, "label"],
-                    "role": configs.at[config_id, "role"],
-                }
-                for r in by_config
-            ]
+            rows = [{**r, "label": label[config_id], "role": role[config_id]} for r in by_config]
             users = []
             for policy, by_policy in groupby(rows, key=itemgetter("policy")):
                 stages = {r["stage"]: r for r in by_policy}
