@@ -44,6 +44,7 @@ __all__ = [
     "STALE_AFTER_S",
     "SUMMARY_COLUMNS",
     "RunDirectory",
+    "group_codes",
     "new_run_id",
     "remove_stale",
     "summarize_scores",
@@ -277,7 +278,7 @@ def summarize_scores(
     return summary[SUMMARY_COLUMNS]
 
 
-def _cells(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
+def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
     """One int64 per row numbering its (``keys``) group, from the keys' category codes (and
     an integer key's values): what a groupby on the keys would group, without its
     per-key int64 copies; None when a key is neither, or is missing somewhere."""
@@ -305,7 +306,7 @@ def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
     """:func:`summarize_groups` of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by one
     precomputed code per row (a sweep's millions of rows: a fraction of the memory), the
     keys taken from each group's first row as it takes them."""
-    cell = _cells(per_query, SUMMARY_KEYS)
+    cell = group_codes(per_query, SUMMARY_KEYS)
     if cell is None:
         return summarize_groups(per_query, SUMMARY_KEYS)
     thin = pd.DataFrame({"cell": cell, "value": per_query["value"].to_numpy()}, copy=False)
@@ -342,12 +343,16 @@ def _fixed_cells(
     names = [str(name) for name in pd.unique(frozen["measure"])]
     measures = [parse_measure(name) for name in names]
     episodes = ["config_id", "policy", "query_id", "round"]
-    cell = _cells(frozen, episodes)  # by code: a groupby's int64 copies of every key
-    if cell is None:
-        cell = frozen.groupby(episodes, observed=True, sort=False).ngroup().to_numpy(np.int64)
+    coded = group_codes(frozen, episodes)  # by code: a groupby's int64 copies of every key
+    episode: npt.NDArray[Any] = (
+        frozen.groupby(episodes, observed=True, sort=False).ngroup().to_numpy(np.int64)
+        if coded is None
+        else coded
+    )
+    del coded
     # each episode's first row, and each row's episode (numbered as its first rows are)
-    first, code = np.unique(cell, return_index=True, return_inverse=True)[1:]
-    del cell
+    first, code = np.unique(episode, return_index=True, return_inverse=True)[1:]
+    del episode
     flags = np.zeros((len(first), len(names)), dtype=bool)
     judged: dict[tuple[Any, ...], list[bool]] = {}
     keys = frozen.iloc[first][episodes].itertuples(index=False, name=None)
@@ -365,7 +370,7 @@ def _fixed_cells(
         measure = pd.Index(names).get_indexer(pd.Index(strings(column)))
     flag = flags[code.reshape(-1), measure]
     del code, measure
-    cell = _cells(frozen, SUMMARY_KEYS)
+    cell = group_codes(frozen, SUMMARY_KEYS)
     if cell is None:
         cells = frozen[SUMMARY_KEYS].assign(fixed=flag)
         fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()

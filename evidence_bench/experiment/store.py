@@ -452,7 +452,7 @@ def _taken(column: Sequence[Any], rows: npt.NDArray[np.int64], number: bool) -> 
     if number:
         return np.array(column, dtype=np.int64)[rows]
     codes, names = pd.factorize(np.array(column, dtype=object))
-    return pd.Categorical.from_codes(codes[rows], categories=names)
+    return pd.Categorical.from_codes(codes[rows], categories=pd.Index(names))
 
 
 def _joined(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
@@ -574,7 +574,7 @@ class TableBuilder:
             data[name] = _taken(column, owner, name == "round")
         for name, column in zip(FEEDBACK_COLUMNS[4:], self._marks[1:], strict=True):
             data[name] = _taken(column, where, name == "rank")
-        return pd.DataFrame(data, columns=FEEDBACK_COLUMNS)
+        return pd.DataFrame(data, columns=FEEDBACK_COLUMNS, copy=False)
 
     def tables(self, qrels: Mapping[str, Mapping[str, int]]) -> RunTables:
         """The tables, without the summary (computed from ``scores``: set it with
@@ -602,7 +602,7 @@ class TableBuilder:
         columns["round"] = np.repeat(_joined(parts["round"], np.int16), widths)
         columns["measure"] = levels["measure"].categorical(parts["measure"])
         columns["value"] = _joined(parts["value"], np.float64)
-        scores = pd.DataFrame(columns, columns=PER_QUERY_COLUMNS)
+        scores = pd.DataFrame(columns, columns=PER_QUERY_COLUMNS, copy=False)
         marks = _categorical(
             dict(zip(TABLES["feedback"], self._marks, strict=True)),
             {"marks": "int32", "rank": "int32"},
