@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import os
 import subprocess
 import time
 from collections import Counter
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from tqdm import tqdm
 
 from evidence_bench.collections.queryset import (
@@ -126,6 +129,7 @@ def perform_run(
     (experiment/gather.py).
     """
     started = time.perf_counter()
+    _arrow_pool()
     plan = plan_run(cfg, overrides)
     # a shard is part of a run: ``latest`` keeps pointing at a whole one
     target = run_directory(cfg, config_yaml, plan.experiment, run_dir, link_latest=plan.shards == 1)
@@ -134,6 +138,17 @@ def perform_run(
         return _perform(cfg, config_yaml, plan, target, overrides, started, gathered)
     finally:
         target.release()  # a run that failed leaves nothing; a finished one is kept
+
+
+def _arrow_pool() -> None:
+    """Arrow's buffers (pandas' strings, the Parquet writer's pages) from jemalloc when this
+    pyarrow has it: it hands freed memory back within a second, where the default mimalloc
+    keeps it (a sweep's parent peaks ~50 MB lower). ``ARROW_DEFAULT_MEMORY_POOL``, when set,
+    is left to choose."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    with contextlib.suppress(NotImplementedError):  # a pyarrow built without jemalloc
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
 
 
 def run_directory(
