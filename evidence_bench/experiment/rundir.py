@@ -320,6 +320,17 @@ def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
+def _texts(column: pd.Series) -> list[str]:
+    """``strings(column).tolist()``; for a categorical, each category's one str object
+    referenced by every row that holds it (not a new object per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if not (codes < 0).any():
+            names: list[str] = column.cat.categories.astype(str).tolist()
+            return [names[code] for code in codes.tolist()]
+    return cast(list[str], strings(column).tolist())
+
+
 def _fixed_cells(
     per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
 ) -> dict[tuple[Any, ...], bool]:
@@ -333,7 +344,7 @@ def _fixed_cells(
     if frozen.empty:
         return {}
     shown: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
-    texts = (strings(feedback[c]).tolist() for c in ("config_id", "policy", "query_id", "url"))
+    texts = (_texts(feedback[c]) for c in ("config_id", "policy", "query_id", "url"))
     config_ids, policies, query_ids, urls = texts
     rounds, ranks = (feedback[c].to_numpy(np.int64).tolist() for c in ("round", "rank"))
     for config_id, policy, query_id, round_, url, rank in zip(
