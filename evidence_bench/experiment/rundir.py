@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from evidence_bench.errors import ConfigurationError, WriteError
@@ -43,6 +44,7 @@ __all__ = [
     "STALE_AFTER_S",
     "SUMMARY_COLUMNS",
     "RunDirectory",
+    "group_codes",
     "new_run_id",
     "remove_stale",
     "summarize_scores",
@@ -270,10 +272,63 @@ def summarize_scores(
     everywhere without them.
     """
     fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
-    summary = summarize_groups(per_query, SUMMARY_KEYS)
+    summary = _summarized(per_query)
     cells = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
     summary["fixed"] = [fixed.get(key, False) for key in cells] if fixed else False
     return summary[SUMMARY_COLUMNS]
+
+
+def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
+    """One int64 per row numbering its (``keys``) group, from the keys' category codes (and
+    an integer key's values): what a groupby on the keys would group, without its
+    per-key int64 copies; None when a key is neither, or is missing somewhere."""
+    cell = np.zeros(len(frame), dtype=np.int64)
+    space = 1
+    for key in keys:
+        column = frame[key]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes = column.cat.codes.to_numpy()
+            size = len(column.cat.categories)
+        elif pd.api.types.is_integer_dtype(column.dtype):
+            codes, uniques = pd.factorize(column.to_numpy())
+            size = len(uniques)
+        else:
+            return None
+        space *= max(size, 1)
+        if space >= 1 << 62 or (len(codes) and codes.min() < 0):
+            return None
+        cell *= size
+        cell += codes
+    return cell
+
+
+def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
+    """:func:`summarize_groups` of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by one
+    precomputed code per row (a sweep's millions of rows: a fraction of the memory), the
+    keys taken from each group's first row as it takes them."""
+    cell = group_codes(per_query, SUMMARY_KEYS)
+    if cell is None:
+        return summarize_groups(per_query, SUMMARY_KEYS)
+    thin = pd.DataFrame({"cell": cell, "value": per_query["value"].to_numpy()}, copy=False)
+    stats = summarize_groups(thin, ["cell"])
+    del thin
+    first = np.sort(np.unique(cell, return_index=True)[1])  # groups in the order first met
+    del cell
+    summary = per_query.iloc[first][SUMMARY_KEYS].reset_index(drop=True)
+    for name in stats.columns[1:]:
+        summary[name] = stats[name].to_numpy()
+    return summary
+
+
+def _texts(column: pd.Series) -> list[str]:
+    """``strings(column).tolist()``; for a categorical, each category's one str object
+    referenced by every row that holds it (not a new object per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if not (codes < 0).any():
+            names: list[str] = column.cat.categories.astype(str).tolist()
+            return [names[code] for code in codes.tolist()]
+    return cast(list[str], strings(column).tolist())
 
 
 def _fixed_cells(
@@ -289,7 +344,7 @@ def _fixed_cells(
     if frozen.empty:
         return {}
     shown: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
-    texts = (strings(feedback[c]).tolist() for c in ("config_id", "policy", "query_id", "url"))
+    texts = (_texts(feedback[c]) for c in ("config_id", "policy", "query_id", "url"))
     config_ids, policies, query_ids, urls = texts
     rounds, ranks = (feedback[c].to_numpy(np.int64).tolist() for c in ("round", "rank"))
     for config_id, policy, query_id, round_, url, rank in zip(
@@ -299,9 +354,16 @@ def _fixed_cells(
     names = [str(name) for name in pd.unique(frozen["measure"])]
     measures = [parse_measure(name) for name in names]
     episodes = ["config_id", "policy", "query_id", "round"]
-    grouped = frozen.groupby(episodes, observed=True, sort=False)
-    code = grouped.ngroup().to_numpy(np.int64)
-    first = np.unique(code, return_index=True)[1]  # each episode's first row, by its code
+    coded = group_codes(frozen, episodes)  # by code: a groupby's int64 copies of every key
+    episode: npt.NDArray[Any] = (
+        frozen.groupby(episodes, observed=True, sort=False).ngroup().to_numpy(np.int64)
+        if coded is None
+        else coded
+    )
+    del coded
+    # each episode's first row, and each row's episode (numbered as its first rows are)
+    first, code = np.unique(episode, return_index=True, return_inverse=True)[1:]
+    del episode
     flags = np.zeros((len(first), len(names)), dtype=bool)
     judged: dict[tuple[Any, ...], list[bool]] = {}
     keys = frozen.iloc[first][episodes].itertuples(index=False, name=None)
@@ -311,10 +373,24 @@ def _fixed_cells(
         if seen not in judged:
             judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
         flags[row] = judged[seen]
-    measure = pd.Index(names).get_indexer(pd.Index(strings(frozen["measure"])))
-    cells = frozen[SUMMARY_KEYS].assign(fixed=flags[code, measure])
-    fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()
-    return {cast(tuple[Any, ...], key): bool(flag) for key, flag in fixed.items()}
+    column = frozen["measure"]
+    if isinstance(column.dtype, pd.CategoricalDtype) and (column.cat.codes >= 0).all():
+        known = pd.Index(names).get_indexer(pd.Index(column.cat.categories.astype(str)))
+        measure = known[column.cat.codes.to_numpy()]
+    else:
+        measure = pd.Index(names).get_indexer(pd.Index(strings(column)))
+    flag = flags[code.reshape(-1), measure]
+    del code, measure
+    cell = group_codes(frozen, SUMMARY_KEYS)
+    if cell is None:
+        cells = frozen[SUMMARY_KEYS].assign(fixed=flag)
+        fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()
+        return {cast(tuple[Any, ...], key): bool(f) for key, f in fixed.items()}
+    # a cell is fixed when none of its rows is not
+    first, where = np.unique(cell, return_index=True, return_inverse=True)[1:]
+    unfixed = np.bincount(where.reshape(-1), weights=~flag, minlength=len(first)) > 0
+    keys = frozen.iloc[first][SUMMARY_KEYS].itertuples(index=False, name=None)
+    return {key: not bad for key, bad in zip(keys, unfixed.tolist(), strict=True)}
 
 
 def write_trec(

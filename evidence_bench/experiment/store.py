@@ -446,6 +446,15 @@ class _CodedRankings(Sequence[Sequence[str]]):
         return pa.ListArray.from_arrays(pa.array(self._offsets, pa.int32()), values)
 
 
+def _taken(column: Sequence[Any], rows: npt.NDArray[np.int64], number: bool) -> Any:
+    """``column``'s values at ``rows``: int64 for a ``number``, else a categorical whose
+    categories are the values in the order first met."""
+    if number:
+        return np.array(column, dtype=np.int64)[rows]
+    codes, names = pd.factorize(np.array(column, dtype=object))
+    return pd.Categorical.from_codes(codes[rows], categories=pd.Index(names))
+
+
 def _joined(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.array([], dtype)
 
@@ -558,14 +567,14 @@ class TableBuilder:
         owner = np.repeat(np.arange(len(sets)), sizes)
         first = np.array(self._mark_starts, dtype=np.int64)[sets] - (np.cumsum(sizes) - sizes)
         where = np.arange(total) + np.repeat(first, sizes)
+        # text as categories (in the order first met): a sweep's examined documents repeat a
+        # few thousand distinct strings hundreds of thousands of times
         data: dict[str, Any] = {}
         for name, column in zip(FEEDBACK_COLUMNS[:4], episodes[:4], strict=True):
-            kind = np.int64 if name == "round" else object
-            data[name] = np.array(column, dtype=kind)[owner]
+            data[name] = _taken(column, owner, name == "round")
         for name, column in zip(FEEDBACK_COLUMNS[4:], self._marks[1:], strict=True):
-            kind = np.int64 if name == "rank" else object
-            data[name] = np.array(column, dtype=kind)[where]
-        return pd.DataFrame(data, columns=FEEDBACK_COLUMNS)
+            data[name] = _taken(column, where, name == "rank")
+        return pd.DataFrame(data, columns=FEEDBACK_COLUMNS, copy=False)
 
     def tables(self, qrels: Mapping[str, Mapping[str, int]]) -> RunTables:
         """The tables, without the summary (computed from ``scores``: set it with
@@ -593,7 +602,7 @@ class TableBuilder:
         columns["round"] = np.repeat(_joined(parts["round"], np.int16), widths)
         columns["measure"] = levels["measure"].categorical(parts["measure"])
         columns["value"] = _joined(parts["value"], np.float64)
-        scores = pd.DataFrame(columns, columns=PER_QUERY_COLUMNS)
+        scores = pd.DataFrame(columns, columns=PER_QUERY_COLUMNS, copy=False)
         marks = _categorical(
             dict(zip(TABLES["feedback"], self._marks, strict=True)),
             {"marks": "int32", "rank": "int32"},
@@ -628,7 +637,7 @@ def as_stored(scores: pd.DataFrame, *, exact: bool = False) -> pd.DataFrame:
     # each distinct value rounded once, correctly (as printf's %.10g), then mapped back
     distinct, where = np.unique(values, return_inverse=True)
     rounded = np.array([float(f"{v:.{STORED_DIGITS}g}") for v in distinct.tolist()])
-    out = scores.copy()
+    out = scores.copy(deep=False)  # the keys shared (copy-on-write), only value is new
     out["value"] = rounded[where.reshape(-1)] if len(rounded) else values
     return out
 
