@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from evidence_bench.experiment.export import export_run
+
+if TYPE_CHECKING:
+    from evidence_bench.engine.base import Ranker, Refiner
+    from evidence_bench.experiment.components import EngineConfig
+    from evidence_bench.experiment.plan import RunPlan
+    from evidence_bench.experiment.runner import ReplayedQuery
+    from evidence_bench.protocol.episode import EpisodeResult
+    from evidence_bench.users.policies import UserPolicy
 
 TOPICS = {
     "wing": ["wing", "lift", "airfoil", "stall", "flap"],
@@ -88,6 +97,41 @@ LONGEST_FIRST = (
     "test_faults_runs.py",
     "test_cassettes.py",
 )
+
+
+def episode_alone(
+    plan: RunPlan,
+    replayed: ReplayedQuery,
+    parts: tuple[EngineConfig, Ranker, Ranker, Refiner],
+    user: UserPolicy,
+    *,
+    seed: int,
+    policy: str,
+) -> EpisodeResult:
+    """``run_episode`` of one replayed query (:class:`~evidence_bench.experiment.runner.
+    ReplayedQuery`) for one engine's (config, ranker, control, refiner) and one user, with no
+    memo: the reference the runner's shared episodes are compared with."""
+    from evidence_bench.protocol.episode import run_episode
+
+    _, ranker, control, refiner = parts
+    return run_episode(
+        query_id=replayed.query_id,
+        query=replayed.query,
+        initial=replayed.initial,
+        deep=replayed.deep,
+        provider=replayed.provider,
+        ranker=ranker,
+        control=control,
+        refiner=refiner,
+        user=user,
+        judgments=replayed.judgments,
+        measures=plan.measures,
+        modes=plan.modes,
+        rounds=plan.rounds,
+        depth=plan.depth,
+        seed=seed,
+        policy=policy,
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

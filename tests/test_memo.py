@@ -15,7 +15,7 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.runner import query_episodes, replay_query, replay_worker
-from evidence_bench.protocol.episode import run_episode
+from tests.conftest import episode_alone
 
 RUNS = {
     "cranfield": [
@@ -56,28 +56,9 @@ def test_shared_steps_give_each_episode_what_it_gives_alone(name: str, tmp_path:
             ]
             for (engine, user_name, result), key in zip(shared, expected, strict=True):
                 assert (engine.config_id, user_name) == key
-                _, ranker, control, refiner = next(
-                    p for p in alone_parts if p[0].config_id == engine.config_id
-                )
+                parts = next(p for p in alone_parts if p[0].config_id == engine.config_id)
                 user = dict(worker.users)[user_name]
-                alone = run_episode(
-                    query_id=query_id,
-                    query=replayed.query,
-                    initial=replayed.initial,
-                    deep=replayed.deep,
-                    provider=replayed.provider,
-                    ranker=ranker,
-                    control=control,
-                    refiner=refiner,
-                    user=user,
-                    judgments=replayed.judgments,
-                    measures=plan.measures,
-                    modes=plan.modes,
-                    rounds=plan.rounds,
-                    depth=plan.depth,
-                    seed=plan.seed,
-                    policy=user_name,
-                )
+                alone = episode_alone(plan, replayed, parts, user, seed=plan.seed, policy=user_name)
                 assert result == alone, (query_id, engine.config_id, user_name)
                 compared += 1
     assert compared >= 3 * len(worker.engines) * len(worker.users)

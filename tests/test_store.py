@@ -24,7 +24,8 @@ from evidence_bench.experiment.runner import (
     replay_worker,
 )
 from evidence_bench.experiment.store import TableBuilder
-from evidence_bench.protocol.episode import EpisodeResult, run_episode
+from evidence_bench.protocol.episode import EpisodeResult
+from tests.conftest import episode_alone
 
 
 def test_each_distinct_evaluation_gets_one_id_and_one_row() -> None:
@@ -173,23 +174,14 @@ def test_a_real_query_s_table_holds_what_each_episode_gives_alone(tmp_path: Path
         expected = []
         doc_id = worker.query_set.collection.doc_id_for
         marks = []
-        for engine, ranker, control, refiner in worker.engines:
+        for parts in worker.engines:
+            engine = parts[0]
             for user_name, user in worker.users:
-                alone = run_episode(
-                    query_id=query_id,
-                    query=replayed.query,
-                    initial=replayed.initial,
-                    deep=replayed.deep,
-                    provider=replayed.provider,
-                    ranker=ranker,
-                    control=control,
-                    refiner=refiner,
-                    user=user,
-                    judgments=replayed.judgments,
-                    measures=plan.measures,
-                    modes=plan.modes,
-                    rounds=plan.rounds,
-                    depth=plan.depth,
+                alone = episode_alone(
+                    plan,
+                    replayed,
+                    parts,
+                    user,
                     seed=plan.user_seed(user_name),
                     policy=plan.episode_policy(user_name),
                 )
