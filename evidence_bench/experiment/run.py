@@ -31,6 +31,7 @@ from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.rundir import (
     RunDirectory,
+    first_met,
     group_codes,
     new_run_id,
     summarize_scores,
@@ -382,16 +383,20 @@ def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:
     cell = group_codes(per_query, keys)
     query = per_query["query_id"]
     counts: Iterable[tuple[Any, int]]
-    if cell is not None and isinstance(query.dtype, pd.CategoricalDtype) and len(cell):
+    if not isinstance(query.dtype, pd.CategoricalDtype):
+        cell = None  # (a frame read back without categories: grouped by pandas)
+    if cell is not None and len(cell):
         # by codes (a sweep's millions of rows): each cell's distinct (cell, query) pairs
         width = max(len(query.cat.categories), 1)
         codes = query.cat.codes.to_numpy()
-        if int(cell.max()) < (1 << 62) // width and not (codes < 0).any():
-            pairs = np.unique(cell * width + codes)
-            sizes = np.unique(pairs // width, return_counts=True)[1]
-            first = np.unique(cell, return_index=True)[1]  # both in the cells' code order
-            names = per_query.iloc[first][keys].itertuples(index=False, name=None)
-            counts = zip(names, sizes.tolist(), strict=True)
+        if not (codes < 0).any():
+            # hashed, not sorted: each row's cell numbered as first met, its distinct queries
+            where, first = first_met(cell)
+            pairs = pd.unique(where * width + codes)
+            sizes = np.bincount(pairs // width, minlength=len(first))
+            order = np.argsort(cell[first], kind="stable")  # the cells' code order, as before
+            names = per_query.iloc[first[order]][keys].itertuples(index=False, name=None)
+            counts = zip(names, sizes[order].tolist(), strict=True)
         else:
             cell = None
     if cell is None or not len(cell):
