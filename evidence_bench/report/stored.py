@@ -192,12 +192,12 @@ def store_context(run_dir: Path, key: Mapping[str, Any], context: Mapping[str, A
     """Write ``context`` with its ``key`` as ``run_dir``/:data:`FILE`, atomically; a
     TypeError (and nothing written) when it holds a value JSON cannot hold exactly."""
     lines = [
-        json.dumps(key, sort_keys=True, ensure_ascii=False),
-        json.dumps(_encoded(dict(context)), ensure_ascii=False, separators=(",", ":")),
+        json.dumps(key, sort_keys=True),
+        json.dumps(_encoded(dict(context)), separators=(",", ":")),  # ASCII: the faster path
     ]
     text = "\n".join(lines) + "\n"
-    # mtime=0: the same context gives the same bytes
-    write_atomic(run_dir / FILE, gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0))
+    # mtime=0: the same context gives the same bytes; level 1: a third larger, twice as fast
+    write_atomic(run_dir / FILE, gzip.compress(text.encode("ascii"), compresslevel=1, mtime=0))
 
 
 def store_quietly(run_dir: Path, key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
