@@ -236,12 +236,13 @@ def _report(argv: list[str]) -> None:
     if not target.is_dir():
         _fail(f"report: {target} is not a directory", 2)
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.report.render import render_report
+    from evidence_bench.report.page import report
 
     try:
-        path = render_report(target)  # a run directory, or a multirun of them
+        path, note = report(target)  # a run directory, or a multirun of them
     except EvidenceBenchError as exc:
         _fail(str(exc))
+    print(f"report: {note}", file=sys.stderr)  # whether the stored analysis was used, or why not
     print(f"report: {path}")
 
 

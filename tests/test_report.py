@@ -900,7 +900,7 @@ def test_failed_write_leaves_no_partial_report(
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(render_module.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
         render_report(run_dir, trials=20)
     assert set(os.listdir(run_dir)) == before  # no report.html, no temporary file

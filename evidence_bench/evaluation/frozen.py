@@ -64,15 +64,23 @@ def fixed_measures(
 ) -> list[bool]:
     """:func:`fixed_in_frozen` for each of ``measures`` of one query and round."""
     prefix = frozen_prefix(pinned)
+    held_grades = [grades.get(key, 0) for key in prefix]
+    counts: dict[int, tuple[int, int]] = {}  # rel -> (held in the prefix, in the qrels)
     fixed = []
     for measure in measures:
         if measure.cutoff is not None and measure.cutoff <= len(prefix):
             fixed.append(True)
             continue
         # Documents that can score: grade >= rel (nDCG has rel 1; integer grades > 0 gain).
-        held = sum(1 for key in prefix if grades.get(key, 0) >= measure.rel)
+        rel = measure.rel
+        if rel not in counts:
+            counts[rel] = (
+                sum(1 for grade in held_grades if grade >= rel),
+                sum(1 for grade in grades.values() if grade >= rel),
+            )
+        held, relevant = counts[rel]
         if measure.name == "RR" and held:
             fixed.append(True)
             continue
-        fixed.append(held == sum(1 for grade in grades.values() if grade >= measure.rel))
+        fixed.append(held == relevant)
     return fixed

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,7 @@ __all__ = [
     "selection_intervals",
     "sign_flip_p_values",
     "summarize",
+    "summarize_codes",
     "summarize_groups",
     "t_intervals",
     "t_test_p_values",
@@ -144,8 +146,26 @@ def summarize_groups(
     grouped = frame.groupby(list(keys), observed=True, sort=False)
     code = grouped.ngroup().to_numpy(dtype=np.int64)
     groups = int(code.max()) + 1 if len(code) else 0
+    stats = summarize_codes(code, frame[value].to_numpy(dtype=np.float64), groups, confidence)
+    first = stats.pop("first")
+    out = frame.iloc[first][list(keys)].reset_index(drop=True)
+    for name, column in stats.items():
+        out[name] = column
+    return out
+
+
+def summarize_codes(
+    code: npt.NDArray[np.integer[Any]],
+    values: Floats,
+    groups: int,
+    confidence: float = 0.95,
+) -> dict[str, npt.NDArray[Any]]:
+    """:func:`summarize_groups`' numbers for ``values`` grouped by ``code`` (0 ..
+    ``groups`` − 1, every one present): ``n``, ``mean``, ``std``, ``ci_low``, ``ci_high``
+    per group, and ``first``, each group's first row; groups as numbered."""
+    _check_confidence(confidence)
     order = np.argsort(code, kind="stable")  # each group's rows, in frame order
-    data = frame[value].to_numpy(dtype=np.float64)[order]
+    data = values[order]
     n = np.bincount(code, minlength=groups)
     start = np.zeros(groups, dtype=np.int64)
     np.cumsum(n[:-1], out=start[1:])
@@ -157,12 +177,15 @@ def summarize_groups(
         mean[of_size] = rows.mean(axis=1)
         if size > 1:
             std[of_size] = rows.std(axis=1, ddof=1)
-    out = frame.iloc[order[start]][list(keys)].reset_index(drop=True)
-    out["n"] = n
-    out["mean"] = mean
-    out["std"] = std
-    out["ci_low"], out["ci_high"] = t_intervals(n, mean, std, confidence)
-    return out
+    low, high = t_intervals(n, mean, std, confidence)
+    return {
+        "first": order[start],
+        "n": n,
+        "mean": mean,
+        "std": std,
+        "ci_low": low,
+        "ci_high": high,
+    }
 
 
 def t_test_p_values(

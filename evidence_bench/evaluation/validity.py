@@ -355,8 +355,11 @@ class Agreement:
 def _agreement(
     factor: str, a: str, b: str, user: str, mode: str, measure: str, x: pd.Series, y: pd.Series
 ) -> Agreement:
-    items = [i for i in x.index if i in y.index]
-    xs, ys = [float(x[i]) for i in items], [float(y[i]) for i in items]
+    # plain dicts: a MultiIndex lookup per setting costs tens of microseconds
+    of_x = dict(zip(x.index, x.to_numpy(np.float64).tolist(), strict=True))
+    of_y = dict(zip(y.index, y.to_numpy(np.float64).tolist(), strict=True))
+    items = [i for i in of_x if i in of_y]
+    xs, ys = [of_x[i] for i in items], [of_y[i] for i in items]
     flips = tuple(
         Flip(items[i], items[j], xs[i], xs[j], ys[i], ys[j])
         if xs[i] > xs[j]

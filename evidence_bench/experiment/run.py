@@ -31,6 +31,7 @@ from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.rundir import (
     RunDirectory,
+    first_met,
     group_codes,
     new_run_id,
     summarize_scores,
@@ -326,11 +327,18 @@ def _perform(
         if plan.shards > 1:
             pass  # a shard's numbers are partial: the run gathered from its shards reports
         elif cfg.get("report", True):
-            from evidence_bench.report import analyze, load_run, render_report, summary_table
+            from evidence_bench.report import analyze, load_run, summary_table
+            from evidence_bench.report.page import DEFAULT_TRIALS, MAX_EPISODES, write_report
+            from evidence_bench.report.render import report_context
+            from evidence_bench.report.stored import analysis_key, store_context
 
             # the frames just computed, not read back; the statistics once for both renderings
-            analysis = analyze(load_run(tmp, tables=tables))
-            render_report(analysis)
+            analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
+            context = report_context(analysis, MAX_EPISODES)
+            # stored with what it depends on, so `report RUN_DIR` renders it without redoing it
+            stored = analysis_key(tmp, trials=DEFAULT_TRIALS, max_episodes=MAX_EPISODES)
+            store_context(tmp, stored, context)
+            write_report(context, tmp / "report.html")
             terminal = summary_table(analysis)
         else:  # no summary table, but a policy that gave no labels of a kind is still said
             terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
@@ -375,16 +383,20 @@ def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:
     cell = group_codes(per_query, keys)
     query = per_query["query_id"]
     counts: Iterable[tuple[Any, int]]
-    if cell is not None and isinstance(query.dtype, pd.CategoricalDtype) and len(cell):
+    if not isinstance(query.dtype, pd.CategoricalDtype):
+        cell = None  # (a frame read back without categories: grouped by pandas)
+    if cell is not None and len(cell):
         # by codes (a sweep's millions of rows): each cell's distinct (cell, query) pairs
         width = max(len(query.cat.categories), 1)
         codes = query.cat.codes.to_numpy()
-        if int(cell.max()) < (1 << 62) // width and not (codes < 0).any():
-            pairs = np.unique(cell * width + codes)
-            sizes = np.unique(pairs // width, return_counts=True)[1]
-            first = np.unique(cell, return_index=True)[1]  # both in the cells' code order
-            names = per_query.iloc[first][keys].itertuples(index=False, name=None)
-            counts = zip(names, sizes.tolist(), strict=True)
+        if not (codes < 0).any():
+            # hashed, not sorted: each row's cell numbered as first met, its distinct queries
+            where, first = first_met(cell)
+            pairs = pd.unique(where * width + codes)
+            sizes = np.bincount(pairs // width, minlength=len(first))
+            order = np.argsort(cell[first], kind="stable")  # the cells' code order, as before
+            names = per_query.iloc[first[order]][keys].itertuples(index=False, name=None)
+            counts = zip(names, sizes[order].tolist(), strict=True)
         else:
             cell = None
     if cell is None or not len(cell):

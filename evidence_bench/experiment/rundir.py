@@ -35,7 +35,7 @@ from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.evaluation.statistics import summarize_groups
+from evidence_bench.evaluation.statistics import summarize_codes, summarize_groups
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "STALE_AFTER_S",
     "SUMMARY_COLUMNS",
     "RunDirectory",
+    "first_met",
     "group_codes",
     "new_run_id",
     "remove_stale",
@@ -302,6 +303,22 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int6
     return cell
 
 
+def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Each row's group, the groups numbered in the order first met, and each group's first
+    row (ascending): :func:`numpy.unique`'s ``return_index`` and ``return_inverse`` up to the
+    groups' numbering, by hashing (:func:`pandas.factorize`) instead of sorting millions of
+    codes. A group is new exactly where the running maximum of the codes grows."""
+    codes, _ = pd.factorize(cell)
+    codes = codes.astype(np.intp, copy=False)
+    if not len(codes):
+        return codes, codes
+    seen = np.maximum.accumulate(codes)
+    grows = np.empty(len(codes), dtype=bool)
+    grows[0] = True
+    np.greater(seen[1:], seen[:-1], out=grows[1:])
+    return codes, np.flatnonzero(grows)
+
+
 def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
     """:func:`summarize_groups` of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by one
     precomputed code per row (a sweep's millions of rows: a fraction of the memory), the
@@ -309,26 +326,21 @@ def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
     cell = group_codes(per_query, SUMMARY_KEYS)
     if cell is None:
         return summarize_groups(per_query, SUMMARY_KEYS)
-    thin = pd.DataFrame({"cell": cell, "value": per_query["value"].to_numpy()}, copy=False)
-    stats = summarize_groups(thin, ["cell"])
-    del thin
-    first = np.sort(np.unique(cell, return_index=True)[1])  # groups in the order first met
+    code, first = first_met(cell)  # groups in the order first met, as summarize_groups has them
     del cell
+    stats = summarize_codes(code, per_query["value"].to_numpy(np.float64), len(first))
+    del code, stats["first"]
     summary = per_query.iloc[first][SUMMARY_KEYS].reset_index(drop=True)
-    for name in stats.columns[1:]:
-        summary[name] = stats[name].to_numpy()
+    for name, column in stats.items():
+        summary[name] = column
     return summary
 
 
-def _texts(column: pd.Series) -> list[str]:
-    """``strings(column).tolist()``; for a categorical, each category's one str object
-    referenced by every row that holds it (not a new object per row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()
-        if not (codes < 0).any():
-            names: list[str] = column.cat.categories.astype(str).tolist()
-            return [names[code] for code in codes.tolist()]
-    return cast(list[str], strings(column).tolist())
+def _codes(column: pd.Series) -> tuple[npt.NDArray[np.intp], list[str]]:
+    """Each row's value as a code, and each code's value as :func:`strings` gives it (a
+    missing value: ``"nan"``)."""
+    codes, names = pd.factorize(column, use_na_sentinel=False)
+    return codes.astype(np.intp, copy=False), [str(name) for name in names]
 
 
 def _fixed_cells(
@@ -336,21 +348,34 @@ def _fixed_cells(
 ) -> dict[tuple[Any, ...], bool]:
     """Frozen cell -> whether its measure is fixed for every query in it.
 
-    Every stage and measure of one (config, policy, query, round) shares its pins, and
-    configs that showed a query the same documents share them too (round 1: all of them),
-    so each distinct (query, pins) is judged once; rows find their episode's flags by code.
+    Every stage and measure of one (config, policy, query, round) shares its pins (the
+    examined documents of the episode's rounds up to it, each at the rank it was shown),
+    and configs that showed a query the same documents share them too (round 1: all of
+    them), so each distinct (query, pins) is judged once; rows find their episode's flags
+    by code. The feedback is grouped by codes, each episode's rows in their order.
     """
     frozen = per_query[per_query["eval_mode"] == "frozen"]
     if frozen.empty:
         return {}
-    shown: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
-    texts = (_texts(feedback[c]) for c in ("config_id", "policy", "query_id", "url"))
-    config_ids, policies, query_ids, urls = texts
-    rounds, ranks = (feedback[c].to_numpy(np.int64).tolist() for c in ("round", "rank"))
-    for config_id, policy, query_id, round_, url, rank in zip(
-        config_ids, policies, query_ids, rounds, urls, ranks, strict=True
-    ):
-        shown.setdefault((config_id, policy, query_id), []).append((round_, url, rank))
+    # the feedback of each (config, policy, query), its rows in order
+    shown = ["config_id", "policy", "query_id"]
+    parts = [_codes(feedback[c]) for c in (*shown, "url")]
+    group = np.zeros(len(feedback), dtype=np.int64)
+    for codes, names in parts[:3]:
+        group = group * max(len(names), 1) + codes
+    group, starts = first_met(group)
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(starts) + 1))
+    urls, url_names = parts[3]
+    urls = urls[order]
+    rounds = feedback["round"].to_numpy(np.int64)[order]
+    ranks = feedback["rank"].to_numpy(np.int64)[order]
+    where = {
+        (parts[0][1][a], parts[1][1][b], parts[2][1][c]): g
+        for g, (a, b, c) in enumerate(
+            zip(*(parts[k][0][starts].tolist() for k in range(3)), strict=True)
+        )
+    }
     names = [str(name) for name in pd.unique(frozen["measure"])]
     measures = [parse_measure(name) for name in names]
     episodes = ["config_id", "policy", "query_id", "round"]
@@ -361,25 +386,42 @@ def _fixed_cells(
         else coded
     )
     del coded
-    # each episode's first row, and each row's episode (numbered as its first rows are)
-    first, code = np.unique(episode, return_index=True, return_inverse=True)[1:]
+    # each row's episode (numbered as first met), and each episode's first row
+    code, first = first_met(episode)
     del episode
     flags = np.zeros((len(first), len(names)), dtype=bool)
     judged: dict[tuple[Any, ...], list[bool]] = {}
     keys = frozen.iloc[first][episodes].itertuples(index=False, name=None)
+    # where the feedback's rounds rise within each (config, policy, query), an episode's
+    # pins (rounds up to its own) are a slice of its rows; elsewhere they are picked out
+    rising = not (np.diff(rounds) < 0)[np.diff(group[order]) == 0].any()
     for row, (config_id, policy, query_id, round_) in enumerate(keys):
-        pins = {u: r for n, u, r in shown.get((config_id, policy, query_id), ()) if n <= round_}
-        seen = (str(query_id), *pins.items())
-        if seen not in judged:
-            judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
-        flags[row] = judged[seen]
+        g = where.get((str(config_id), str(policy), str(query_id)))
+        if g is None:
+            pinned_urls, pinned_ranks = urls[:0], ranks[:0]
+        elif rising:
+            start, end = bounds[g], bounds[g + 1]
+            end = start + int(np.searchsorted(rounds[start:end], round_, side="right"))
+            pinned_urls, pinned_ranks = urls[start:end], ranks[start:end]
+        else:
+            start, end = bounds[g], bounds[g + 1]
+            mine = np.flatnonzero(rounds[start:end] <= round_) + start
+            pinned_urls, pinned_ranks = urls[mine], ranks[mine]
+        seen = (str(query_id), pinned_urls.tobytes(), pinned_ranks.tobytes())
+        found = judged.get(seen)
+        if found is None:
+            # a document examined twice keeps its last rank, as a dict of the rows keeps it
+            pinned = [url_names[u] for u in pinned_urls.tolist()]
+            pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
+            found = judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
+        flags[row] = found
     column = frozen["measure"]
     if isinstance(column.dtype, pd.CategoricalDtype) and (column.cat.codes >= 0).all():
         known = pd.Index(names).get_indexer(pd.Index(column.cat.categories.astype(str)))
         measure = known[column.cat.codes.to_numpy()]
     else:
         measure = pd.Index(names).get_indexer(pd.Index(strings(column)))
-    flag = flags[code.reshape(-1), measure]
+    flag = flags[code, measure]
     del code, measure
     cell = group_codes(frozen, SUMMARY_KEYS)
     if cell is None:
@@ -387,8 +429,8 @@ def _fixed_cells(
         fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()
         return {cast(tuple[Any, ...], key): bool(f) for key, f in fixed.items()}
     # a cell is fixed when none of its rows is not
-    first, where = np.unique(cell, return_index=True, return_inverse=True)[1:]
-    unfixed = np.bincount(where.reshape(-1), weights=~flag, minlength=len(first)) > 0
+    where_cell, first = first_met(cell)
+    unfixed = np.bincount(where_cell, weights=~flag, minlength=len(first)) > 0
     keys = frozen.iloc[first][SUMMARY_KEYS].itertuples(index=False, name=None)
     return {key: not bad for key, bad in zip(keys, unfixed.tolist(), strict=True)}
 

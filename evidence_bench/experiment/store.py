@@ -634,8 +634,12 @@ def as_stored(scores: pd.DataFrame, *, exact: bool = False) -> pd.DataFrame:
     if exact or scores.empty:
         return scores
     values = scores["value"].to_numpy(dtype=float)
-    # each distinct value rounded once, correctly (as printf's %.10g), then mapped back
-    distinct, where = np.unique(values, return_inverse=True)
+    # each distinct value rounded once, correctly (as printf's %.10g), then mapped back;
+    # found by hashing, not sorting (a signed zero: sorted, as ever, where -0 and 0 merge)
+    if ((values == 0) & np.signbit(values)).any():
+        distinct, where = np.unique(values, return_inverse=True)
+    else:
+        where, distinct = pd.factorize(values, use_na_sentinel=False)
     rounded = np.array([float(f"{v:.{STORED_DIGITS}g}") for v in distinct.tolist()])
     out = scores.copy(deep=False)  # the keys shared (copy-on-write), only value is new
     out["value"] = rounded[where.reshape(-1)] if len(rounded) else values

@@ -14,21 +14,27 @@ of the run and every cell it names must exist: a gap is an error, never a pass.
 exits 0 when nothing failed, 1 on any FAIL, 2 when the run and baseline cannot be compared.
 
 Modules: ``_run`` reads a run directory, ``_baseline`` reads and writes the baseline file,
-``_compare`` compares and renders, ``_cli`` is the command.
+``_compare`` compares and renders, ``_cli`` is the command. The names are imported when
+first used (evidence_bench/_lazy.py), so ``check --help`` answers before pandas is loaded.
 """
 
 from __future__ import annotations
 
-from evidence_bench.gate._baseline import (
-    DEFAULT_TOLERANCE,
-    Baseline,
-    GateSpec,
-    load_baseline,
-    write_baseline,
-)
-from evidence_bench.gate._cli import main, warnings_for
-from evidence_bench.gate._compare import Check, Role, compare
-from evidence_bench.gate._run import RunFacts, read_run
+from typing import TYPE_CHECKING
+
+from evidence_bench._lazy import attach
+
+if TYPE_CHECKING:
+    from evidence_bench.gate._baseline import (
+        DEFAULT_TOLERANCE,
+        Baseline,
+        GateSpec,
+        load_baseline,
+        write_baseline,
+    )
+    from evidence_bench.gate._cli import main, warnings_for
+    from evidence_bench.gate._compare import Check, Role, compare
+    from evidence_bench.gate._run import RunFacts, read_run
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -44,3 +50,15 @@ __all__ = [
     "warnings_for",
     "write_baseline",
 ]
+
+__getattr__, __dir__ = attach(
+    __name__,
+    {
+        "evidence_bench.gate._baseline": [
+            "DEFAULT_TOLERANCE", "Baseline", "GateSpec", "load_baseline", "write_baseline",
+        ],
+        "evidence_bench.gate._cli": ["main", "warnings_for"],
+        "evidence_bench.gate._compare": ["Check", "Role", "compare"],
+        "evidence_bench.gate._run": ["RunFacts", "read_run"],
+    },
+)  # fmt: skip

@@ -11,20 +11,21 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evidence_bench.errors import EvidenceBenchError, RegressionError
-from evidence_bench.gate._baseline import (
-    FEEDBACK_STAGES,
-    Baseline,
-    default_spec,
-    load_baseline,
-    parse_spec,
-    write_baseline,
-)
-from evidence_bench.gate._compare import compare, format_moved, format_table, summary_line
-from evidence_bench.gate._run import RunFacts, read_run
+
+if TYPE_CHECKING:
+    from evidence_bench.gate._baseline import Baseline
+    from evidence_bench.gate._compare import Check
+    from evidence_bench.gate._run import RunFacts
 
 __all__ = ["main", "warnings_for"]
+
+#: The feedback stages gated by default (``_baseline.FEEDBACK_STAGES``; tests/test_gate_cli.py
+#: checks they agree), here so that ``check --help`` and a usage error answer before the
+#: baseline, the run reader and pandas are imported.
+DEFAULT_STAGES = ("rerank", "expand")
 
 
 def warnings_for(run: RunFacts, baseline: Baseline) -> list[str]:
@@ -51,6 +52,13 @@ def warnings_for(run: RunFacts, baseline: Baseline) -> list[str]:
     return notes
 
 
+def compare(run: RunFacts, baseline: Baseline) -> list[Check]:
+    """:func:`evidence_bench.gate._compare.compare`, imported when a run is checked."""
+    from evidence_bench.gate._compare import compare as checks
+
+    return checks(run, baseline)
+
+
 def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -74,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--stages",
         type=_names,
-        help=f"feedback stages to gate, comma-separated (default: {','.join(FEEDBACK_STAGES)})",
+        help=f"feedback stages to gate, comma-separated (default: {','.join(DEFAULT_STAGES)})",
     )
     gate.add_argument(
         "--measures",
@@ -106,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _update(args: argparse.Namespace) -> int:
+    from evidence_bench.gate._baseline import default_spec, parse_spec, write_baseline
+    from evidence_bench.gate._run import read_run
+
     run = read_run(args.run_dir)
     spec = default_spec(run)
     spec = parse_spec(
@@ -125,6 +136,10 @@ def _update(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from evidence_bench.gate._baseline import load_baseline
+    from evidence_bench.gate._compare import format_moved, format_table, summary_line
+    from evidence_bench.gate._run import read_run
+
     baseline = load_baseline(args.baseline)
     run = read_run(args.run_dir)
     checks = compare(run, baseline)

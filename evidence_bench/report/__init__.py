@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from evidence_bench.report.data import RunData, load_run
-    from evidence_bench.report.render import gather_multirun, render_report
+    from evidence_bench.report.page import render_report
+    from evidence_bench.report.render import gather_multirun
     from evidence_bench.report.tables import Analysis, analyze
     from evidence_bench.report.terminal import summary_table
 
@@ -37,7 +38,7 @@ _HOMES = {
     "analyze": "tables",
     "gather_multirun": "render",
     "load_run": "data",
-    "render_report": "render",
+    "render_report": "page",
     "summary_table": "terminal",
 }
 

@@ -584,12 +584,16 @@ def rounds_chart(
     c = _Canvas()
     all_rounds = sorted(int(r) for r in pd.unique(rows["round"]))
     xlim = (min(all_rounds, default=0) - 0.25, max(all_rounds, default=1) + 0.25)
+    # each (measure, policy, config)'s rows, in row order: one grouping, not a mask apiece
+    empty = rows.iloc[:0]
+    panels = {key: group for key, group in rows.groupby(["measure", "policy"], sort=False)}
     for m, measure in enumerate(measures):
         for u, policy in enumerate(policies):
-            sub = rows[(rows["measure"] == measure) & (rows["policy"] == policy)]
+            sub = panels.get((measure, policy), empty)
+            of_config = {key: group for key, group in sub.groupby("config_id", sort=False)}
             lines = []
             for config_id, _ in configs:
-                mine = sub[sub["config_id"] == config_id]
+                mine = of_config.get(config_id, empty)
                 start = mine[mine["round"] == 0]
                 line = pd.concat(
                     [start[start["stage"] == "initial"], mine[mine["stage"] == stage]]

@@ -1,19 +1,17 @@
-"""Render a run's report: one self-contained HTML file, written atomically.
+"""A run's report: what its page shows, computed from the run's analysis
+(:func:`report_context`); :mod:`evidence_bench.report.page` renders and writes it.
 
-The page holds its CSS and SVG inline and no script; a Content-Security-Policy forbids loading
-anything. Web text (titles, snippets, URLs, queries, refined queries) is untrusted: it reaches
-the page only through Jinja2's autoescaping, never ``|safe``, and URLs are shown as text, not
-links. Only the SVG that :mod:`evidence_bench.report.charts` draws is marked safe.
+The context is plain data (strings, numbers, booleans, None, lists, tuples and dicts of
+them) and the charts' SVG, so it can be stored exactly (:mod:`evidence_bench.report.stored`).
+Web text (titles, snippets, URLs, queries, refined queries) stays text: the template escapes
+it. Only the SVG that :mod:`evidence_bench.report.charts` draws is Markup.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import re
 import shlex
-import tempfile
 from collections.abc import Mapping, Sequence
 from itertools import groupby
 from operator import itemgetter
@@ -21,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import MIN_TRIALS
@@ -29,10 +26,12 @@ from evidence_bench.report import charts
 from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
 from evidence_bench.report.evidence import evidence_table
 from evidence_bench.report.labels import labels_view
+from evidence_bench.report.page import _MINUS, MAX_EPISODES, _missing, render_report
 from evidence_bench.report.tables import (
     ALPHA,
     BASELINES,
     Analysis,
+    Verdict,
     analyze,
     query_deltas,
     rounds_means,
@@ -42,83 +41,9 @@ from evidence_bench.report.tables import (
 from evidence_bench.report.tuning import load_tuning, tuning_view
 from evidence_bench.report.validity import validity_view
 
-__all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report"]
+__all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report", "report_context"]
 
-#: Episode details in the page: the best setting's largest losses and gains, split by user.
-MAX_EPISODES = 20
 _BASELINES_IN_CHART = 4
-_MINUS = "\u2212"
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    return "–" if _missing(value) else f"{float(value):.{digits}f}"
-
-
-def _signed(value: Any, digits: int = 3) -> str:
-    """``+0.021`` / ``−0.021`` with a true minus; a change that rounds to zero has no sign."""
-    if _missing(value):
-        return "–"
-    text = f"{float(value):+.{digits}f}"
-    return text[1:] if float(text) == 0 else text.replace("-", _MINUS)
-
-
-def _pct(value: Any) -> str:
-    return "–" if _missing(value) else _signed(value, 1) + "%"
-
-
-def _p_attr(value: Any) -> str:
-    """A p-value for a data attribute: enough digits to compare, few enough to stay small."""
-    return "" if _missing(value) else f"{float(value):.6g}"
-
-
-def _pval(value: Any) -> str:
-    if _missing(value):
-        return "–"
-    return "<0.001" if float(value) < 0.001 else f"{float(value):.3f}"
-
-
-def _count(value: Any) -> str:
-    return "–" if _missing(value) else str(int(value))
-
-
-def _value(value: Any) -> str:
-    """A configuration cell: empty where not applicable, numbers without trailing zeros."""
-    if _missing(value):
-        return ""
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _tone(delta: Any, significant: Any = False) -> str:
-    """CSS class of a change: its sign, and whether it is significant."""
-    if _missing(delta) or abs(float(delta)) < 0.0005:  # shown as 0.000
-        return "flat"
-    return ("gain" if float(delta) > 0 else "loss") + (" sig" if significant is True else "")
-
-
-def _environment() -> Environment:
-    env = Environment(
-        loader=PackageLoader("evidence_bench.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.tests["missing"] = _missing
-    env.filters.update(
-        num=_num,
-        signed=_signed,
-        pct=_pct,
-        pval=_pval,
-        count=_count,
-        tone=_tone,
-        value=_value,
-        p_attr=_p_attr,
-    )
-    return env
 
 
 def _clip(text: str, limit: int) -> str:
@@ -554,6 +479,25 @@ def _shares_view(analysis: Analysis) -> dict[str, Any] | None:
     return {"config_id": config_id, "label": str(labels.get(config_id, config_id)), "rows": rows}
 
 
+def _verdict_view(found: Verdict) -> dict[str, Any]:
+    """What the page shows of the verdict (the best setting is ``best``'s view)."""
+    return {
+        "outcome": found.outcome,
+        "comparisons": found.comparisons,
+        "significant_gains": found.significant_gains,
+        "significant_losses": found.significant_losses,
+        "hurt": found.hurt,
+        "worst": found.worst.to_dict("records"),
+        "last_gains": found.last_gains,
+        "last_losses": found.last_losses,
+    }
+
+
+def report_context(analysis: Analysis, max_episodes: int = MAX_EPISODES) -> dict[str, Any]:
+    """Everything the report's template shows, as plain data and the charts' SVG."""
+    return _context(analysis, max_episodes)
+
+
 def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     data, best, s = analysis.data, analysis.best, analysis.summary
     measure = data.settings.primary_measure
@@ -586,12 +530,12 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "evidence": _evidence_view(analysis),
     }
     if best is None:
-        context["verdict"] = verdict(
-            analysis, pd.DataFrame(columns=["delta", "policy", "query_id"])
+        context["verdict"] = _verdict_view(
+            verdict(analysis, pd.DataFrame(columns=["delta", "policy", "query_id"]))
         )
         return context
     deltas = query_deltas(data, best.config_id, best.stage, best.round)
-    context["verdict"] = verdict(analysis, deltas)
+    context["verdict"] = _verdict_view(verdict(analysis, deltas))
     context["won"] = int((best.rows["significant"] & (best.rows["gain_common"] > 0)).sum())
     first = s[(s["measure"] == measure) & (s["round"] == best.round) & ~s["fixed"]]
     stages = [st for st in BASELINES if st in set(first["stage"])]
@@ -653,22 +597,6 @@ def _evidence_view(analysis: Analysis) -> dict[str, Any] | None:
     return {"round": 1, "rows": rows}
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside ``path`` and rename over it: a reader never sees half a report."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-
-
 def gather_multirun(directory: Path) -> RunData:
     """The runs of a Hydra multirun (``<dir>/<job>/run/``) as one, config ids ``j<job>:``."""
     directory = Path(directory)
@@ -702,23 +630,3 @@ def load_source(source: Path | RunData | Analysis, *, trials: int = MIN_TRIALS) 
     if (path / "manifest.json").is_file() or not jobs:
         return analyze(load_run(path), trials=trials)
     return analyze(gather_multirun(path), trials=trials)
-
-
-def render_report(
-    source: Path | RunData | Analysis,
-    *,
-    out: Path | None = None,
-    trials: int = MIN_TRIALS,
-    max_episodes: int = MAX_EPISODES,
-) -> Path:
-    """Write ``report.html`` into the run (or multirun) directory and return its path.
-
-    ``trials``: at least this many randomization-test trials per comparison (the run's
-    Holm families may ask for more). ``max_episodes``: how many of the
-    best setting's episodes are detailed (largest losses and gains).
-    """
-    analysis = load_source(source, trials=trials)
-    html = _environment().get_template("report.html.j2").render(**_context(analysis, max_episodes))
-    target = Path(out) if out is not None else analysis.data.path / "report.html"
-    _write_atomic(target, html)
-    return target

@@ -1,0 +1,86 @@
+"""Benchmark: the parent's serial tail, what a run does after its last episode (issue 13).
+
+    PYTHONPATH=. python benchmarks/bench_tail.py [--profile] [overrides...]
+    (default: +experiment=rocchio_sweep experiment.queries=50)
+
+One run in this process with ``workers=1``, so the episodes and the tail share one clock:
+the CPU seconds from the moment ``execute`` hands over its last query's output to the end
+of ``perform_run`` (the tables, the summary, writing the run directory, the analysis, its
+storing, the report and the terminal table), and the peak resident memory before and after
+it; with ``--profile``, each step's share from a profile of that stretch alone (the CPU
+figure then includes the profiler's overhead). The tail is serial: it bounds
+how far two workers can speed a run up. Compare with the code before a change in the same
+minute, on a machine others share.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import evidence_bench.experiment.run as run_module
+from evidence_bench.experiment.config import compose
+
+#: The steps whose cumulative time is shown (function name as cProfile reports it).
+STEPS = (
+    "tables",
+    "feedback",
+    "summarize_scores",
+    "as_stored",
+    "_excluded",
+    "label_summary",
+    "write_tables",
+    "analyze",
+    "report_context",
+    "store_context",
+    "write_report",
+    "summary_table",
+)
+
+
+def main(argv: list[str]) -> None:
+    profiled = "--profile" in argv
+    argv = [a for a in argv if a != "--profile"]
+    overrides = argv or ["+experiment=rocchio_sweep", "experiment.queries=50"]
+    profile = cProfile.Profile()
+    marks: dict[str, float] = {}
+    execute = run_module.execute  # type: ignore[attr-defined]
+
+    def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        yield from execute(*args, **kwargs)
+        marks["cpu"] = time.process_time()
+        marks["wall"] = time.perf_counter()
+        marks["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if profiled:
+            profile.enable()
+
+    run_module.execute = timed  # type: ignore[attr-defined]
+    with tempfile.TemporaryDirectory() as runs:
+        cfg, text = compose([*overrides, f"runs_dir={runs}", "workers=1", "progress=false"])
+        run_module.perform_run(cfg, text)
+        profile.disable()
+        cpu, wall = time.process_time() - marks["cpu"], time.perf_counter() - marks["wall"]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"tail: {cpu:.2f} s CPU, {wall:.2f} s wall; peak RSS {marks['rss']:.0f} MB before it, "
+          f"{peak:.0f} MB after")  # fmt: skip
+    if not profiled:
+        return
+    stats = pstats.Stats(profile, stream=io.StringIO())
+    found: dict[str, float] = {}
+    for (_, _, name), (_, _, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if name in STEPS:
+            found[name] = max(found.get(name, 0.0), cumulative)
+    for name in STEPS:
+        if name in found:
+            print(f"  {name:<18} {found[name]:6.2f} s (profiled)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,217 @@
+"""The report's page: its context (the numbers, text and charts the template shows, from
+:func:`evidence_bench.report.render.report_context`) rendered as one self-contained HTML
+file, written atomically; and :func:`render_report`, which takes that context from the
+run's stored analysis (:mod:`evidence_bench.report.stored`) when its key matches the run,
+else computes it.
+
+The page holds its CSS and SVG inline and no script; a Content-Security-Policy forbids
+loading anything. Web text (titles, snippets, URLs, queries, refined queries) is untrusted:
+it reaches the page only through Jinja2's autoescaping, never ``|safe``, and URLs are shown
+as text, not links. Only the SVG that :mod:`evidence_bench.report.charts` draws is Markup.
+
+This module imports neither pandas nor numpy: a report rendered from its stored analysis
+needs Jinja2 alone (and compiles the template once per machine: Jinja2's bytecode cache).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jinja2 import (
+    BytecodeCache,
+    Environment,
+    FileSystemBytecodeCache,
+    PackageLoader,
+    StrictUndefined,
+)
+
+if TYPE_CHECKING:
+    from evidence_bench.report.data import RunData
+    from evidence_bench.report.tables import Analysis
+
+__all__ = [
+    "DEFAULT_TRIALS",
+    "MAX_EPISODES",
+    "render_page",
+    "render_report",
+    "report",
+    "write_report",
+]
+
+#: Episode details in the page: the best setting's largest losses and gains, split by user.
+MAX_EPISODES = 20
+#: The fewest randomization trials: :data:`evidence_bench.evaluation.statistics.MIN_TRIALS`
+#: (tests/test_stored_analysis.py checks they agree), here so that a report rendered from its
+#: stored analysis imports no statistics.
+DEFAULT_TRIALS = 5000
+_MINUS = "\u2212"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return "–" if _missing(value) else f"{float(value):.{digits}f}"
+
+
+def _signed(value: Any, digits: int = 3) -> str:
+    """``+0.021`` / ``−0.021`` with a true minus; a change that rounds to zero has no sign."""
+    if _missing(value):
+        return "–"
+    text = f"{float(value):+.{digits}f}"
+    return text[1:] if float(text) == 0 else text.replace("-", _MINUS)
+
+
+def _pct(value: Any) -> str:
+    return "–" if _missing(value) else _signed(value, 1) + "%"
+
+
+def _p_attr(value: Any) -> str:
+    """A p-value for a data attribute: enough digits to compare, few enough to stay small."""
+    return "" if _missing(value) else f"{float(value):.6g}"
+
+
+def _pval(value: Any) -> str:
+    if _missing(value):
+        return "–"
+    return "<0.001" if float(value) < 0.001 else f"{float(value):.3f}"
+
+
+def _count(value: Any) -> str:
+    return "–" if _missing(value) else str(int(value))
+
+
+def _value(value: Any) -> str:
+    """A configuration cell: empty where not applicable, numbers without trailing zeros."""
+    if _missing(value):
+        return ""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _tone(delta: Any, significant: Any = False) -> str:
+    """CSS class of a change: its sign, and whether it is significant."""
+    if _missing(delta) or abs(float(delta)) < 0.0005:  # shown as 0.000
+        return "flat"
+    return ("gain" if float(delta) > 0 else "loss") + (" sig" if significant is True else "")
+
+
+@functools.cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("evidence_bench.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(),
+    )
+    env.tests["missing"] = _missing
+    env.filters.update(
+        num=_num,
+        signed=_signed,
+        pct=_pct,
+        pval=_pval,
+        count=_count,
+        tone=_tone,
+        value=_value,
+        p_attr=_p_attr,
+    )
+    return env
+
+
+def _bytecode_cache() -> BytecodeCache | None:
+    """Jinja2's compiled templates kept between processes (its own per-user directory
+    under the temporary one, checked to be the user's alone; each entry is validated
+    against its template's source), or None where that directory cannot be had."""
+    try:
+        return FileSystemBytecodeCache()
+    except (OSError, RuntimeError):
+        return None
+
+
+def render_page(context: Mapping[str, Any]) -> str:
+    """The report's HTML for ``context``."""
+    return _environment().get_template("report.html.j2").render(**context)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside ``path`` and rename over it: a reader never sees half a report."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def write_report(context: Mapping[str, Any], target: Path) -> Path:
+    """Render ``context`` into ``target`` (atomically) and return it."""
+    _write_atomic(target, render_page(context))
+    return target
+
+
+def _run_directory(source: object) -> Path | None:
+    """``source`` when it is one run's directory (not a multirun's, not loaded data)."""
+    if not isinstance(source, str | os.PathLike):
+        return None
+    path = Path(source)
+    return path.resolve() if (path / "manifest.json").is_file() else None
+
+
+def report(
+    source: Path | RunData | Analysis,
+    *,
+    out: Path | None = None,
+    trials: int = DEFAULT_TRIALS,
+    max_episodes: int = MAX_EPISODES,
+) -> tuple[Path, str]:
+    """:func:`render_report`, and a line that says where its analysis came from: the run's
+    stored analysis (its key matched), or computed (and why the stored one was not used)."""
+    from evidence_bench.report import stored
+
+    run_dir = _run_directory(source)
+    if run_dir is not None:
+        key = stored.analysis_key(run_dir, trials=trials, max_episodes=max_episodes)
+        context, note = stored.load_context(run_dir, key)
+        if context is not None:
+            return write_report(context, Path(out) if out else run_dir / "report.html"), note
+    from evidence_bench.report.render import load_source, report_context
+
+    analysis = load_source(source, trials=trials)
+    context = report_context(analysis, max_episodes)
+    target = write_report(context, Path(out) if out else analysis.data.path / "report.html")
+    if run_dir is None:
+        return target, "analysis computed"
+    return target, note + stored.store_quietly(run_dir, key, context)
+
+
+def render_report(
+    source: Path | RunData | Analysis,
+    *,
+    out: Path | None = None,
+    trials: int = DEFAULT_TRIALS,
+    max_episodes: int = MAX_EPISODES,
+) -> Path:
+    """Write ``report.html`` into the run (or multirun) directory and return its path.
+
+    ``trials``: at least this many randomization-test trials per comparison (the run's
+    Holm families may ask for more). ``max_episodes``: how many of the
+    best setting's episodes are detailed (largest losses and gains). A run directory's
+    analysis is read from its stored one when that matches the run exactly
+    (:mod:`evidence_bench.report.stored`), else computed and stored for the next report.
+    """
+    return report(source, out=out, trials=trials, max_episodes=max_episodes)[0]

@@ -1,0 +1,228 @@
+"""The report's analysis, stored in the run directory so ``report RUN_DIR`` need not redo it.
+
+Analyzing a sweep (pairing, randomization tests, the validity panel, the charts) takes
+seconds; rendering what it found takes a fraction of one. So the page's context (the
+numbers, text and chart SVG the template shows: :func:`evidence_bench.report.render.
+report_context`) is written once, as :data:`FILE`, by the run that computes it (and by a
+``report`` that had to compute it anew), with the key of everything it was computed from:
+
+- the file's format, the package's version and a hash of its sources (the code that reads,
+  analyzes and charts a run, and the templates);
+- the run's ``seed``, and the randomization ``trials`` and ``max_episodes`` asked for;
+- a SHA-256 of every file of the run directory the report reads (all but the report
+  itself, this file, staging files, and an exported CSV whose Parquet table is there,
+  since the report reads the table).
+
+:func:`load_context` returns it only when the stored key equals the one computed for the
+run as it is now, field for field; otherwise the report computes the analysis and says
+why. The template renders the context afresh every time, so the page rendered from a
+stored context is the page rendered from the context computed (tests/test_stored_analysis.py).
+
+The file is gzipped JSON: the key on its first line (read without the rest), the context on
+the second. JSON holds strings, numbers, booleans, null, lists and string-keyed objects, so
+tuples, other dicts and the charts' SVG are tagged (``{"__tuple__": [...]}``); anything
+else is refused when storing, so a context is stored exactly or not at all. Loading runs
+no code. The charts' SVG is inserted into the page as markup, as the report itself is, so a
+run directory's stored analysis is trusted as its ``report.html`` is; a chart that is not
+one SVG element as :mod:`~evidence_bench.report.charts` draws it is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import importlib.metadata
+import json
+import re
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from evidence_bench._atomic import write_atomic
+from evidence_bench.errors import WriteError
+
+__all__ = ["FILE", "FORMAT", "analysis_key", "load_context", "store_context", "store_quietly"]
+
+#: The stored analysis, in the run directory.
+FILE = "analysis.json.gz"
+#: The layout of :data:`FILE`; a change makes every stored analysis stale.
+FORMAT = 1
+#: Files a report never reads: itself, the stored analysis, and an exported CSV beside the
+#: Parquet table it was written from (the report reads the table: the CSV can be absent).
+_NOT_READ = {"report.html", FILE}
+_EXPORTED = {
+    "per_query.csv": "scores.parquet",
+    "summary.csv": "summary.parquet",
+    "feedback.csv": "feedback.parquet",
+    "episodes.jsonl": "episodes.parquet",
+}
+_TUPLE, _DICT, _MARKUP = "__tuple__", "__dict__", "__markup__"
+_TAGS = frozenset({_TUPLE, _DICT, _MARKUP})
+#: What a chart is: one SVG element as chart.svg.j2 writes it, with nothing that runs or
+#: links (the page's Content-Security-Policy forbids scripts besides).
+_CHART = re.compile(
+    r'\A<svg xmlns="http://www\.w3\.org/2000/svg" class="chart"[^<]*>.*</svg>\Z', re.S
+)
+_UNSAFE = re.compile(
+    r"<\s*(script|foreignobject|a|iframe|object|embed|image|use)\b|href|\bon\w+\s*=", re.I
+)
+
+
+@functools.cache
+def source_digest() -> str:
+    """SHA-256 over the package's Python sources and templates (path and bytes of each)."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    files = sorted(
+        p for p in root.rglob("*") if p.suffix in (".py", ".j2") and "__pycache__" not in p.parts
+    )
+    for path in files:
+        data = path.read_bytes()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("evidence_bench")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _inputs(run_dir: Path) -> dict[str, str]:
+    """File name -> SHA-256 of every file of ``run_dir`` the report may read."""
+    names = {p.name: p for p in run_dir.iterdir() if p.is_file()}
+    found: dict[str, str] = {}
+    for name in sorted(names):
+        if name in _NOT_READ or name.startswith(".") or _EXPORTED.get(name) in names:
+            continue
+        with names[name].open("rb") as handle:
+            found[name] = hashlib.file_digest(handle, "sha256").hexdigest()
+    return found
+
+
+def _seed(run_dir: Path) -> Any:
+    try:
+        seeds = json.loads((run_dir / "manifest.json").read_text("utf-8")).get("seeds")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return seeds.get("seed") if isinstance(seeds, Mapping) else seeds
+
+
+def analysis_key(run_dir: Path, *, trials: int, max_episodes: int) -> dict[str, Any]:
+    """What the analysis of ``run_dir`` depends on (the module's docstring)."""
+    return {
+        "format": FORMAT,
+        "package_version": _version(),
+        "sources": source_digest(),
+        "seed": _seed(run_dir),
+        "trials": int(trials),
+        "max_episodes": int(max_episodes),
+        "inputs": _inputs(run_dir),
+    }
+
+
+def _changed(stored: Any, key: Mapping[str, Any]) -> str | None:
+    """What differs between a stored key and ``key`` (None: nothing)."""
+    if not isinstance(stored, Mapping):
+        return "its key is not readable"
+    for field in ("format", "package_version", "sources", "seed", "trials", "max_episodes"):
+        if stored.get(field) != key[field]:
+            what = {"sources": "the package's sources", "format": "its format"}.get(field, field)
+            return (
+                f"{what} changed"
+                if field in ("sources", "format")
+                else (f"{field} {stored.get(field)!r}, now {key[field]!r}")
+            )
+    before, now = stored.get("inputs"), key["inputs"]
+    if not isinstance(before, Mapping):
+        return "its key is not readable"
+    for name in sorted({*before, *now}):
+        if name not in now:
+            return f"{name} is gone"
+        if name not in before:
+            return f"{name} is new"
+        if before[name] != now[name]:
+            return f"{name} changed"
+    return None
+
+
+def _encoded(value: Any) -> Any:
+    """``value`` as JSON can hold it exactly (the module's docstring), else TypeError."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
+        return value
+    if kind is list:
+        return [_encoded(v) for v in value]
+    if kind is dict:
+        if all(type(k) is str for k in value) and _TAGS.isdisjoint(value):
+            return {k: _encoded(v) for k, v in value.items()}
+        return {_DICT: [[_encoded(k), _encoded(v)] for k, v in value.items()]}
+    if kind is tuple:
+        return {_TUPLE: [_encoded(v) for v in value]}
+    if kind is Markup:
+        return {_MARKUP: str(value)}
+    raise TypeError(f"a {kind.__module__}.{kind.__qualname__} cannot be stored exactly")
+
+
+def _chart(text: Any) -> Markup:
+    if not isinstance(text, str) or not _CHART.match(text) or _UNSAFE.search(text):
+        raise ValueError("a chart is not an SVG element as the report draws it")
+    return Markup(text)
+
+
+def _decoded(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1:
+        tag, value = next(iter(obj.items()))
+        if tag == _TUPLE:
+            return tuple(value)
+        if tag == _DICT:
+            return {k: v for k, v in value}
+        if tag == _MARKUP:
+            return _chart(value)
+    return obj
+
+
+def store_context(run_dir: Path, key: Mapping[str, Any], context: Mapping[str, Any]) -> None:
+    """Write ``context`` with its ``key`` as ``run_dir``/:data:`FILE`, atomically; a
+    TypeError (and nothing written) when it holds a value JSON cannot hold exactly."""
+    lines = [
+        json.dumps(key, sort_keys=True),
+        json.dumps(_encoded(dict(context)), separators=(",", ":")),  # ASCII: the faster path
+    ]
+    text = "\n".join(lines) + "\n"
+    # mtime=0: the same context gives the same bytes; level 1: a third larger, twice as fast
+    write_atomic(run_dir / FILE, gzip.compress(text.encode("ascii"), compresslevel=1, mtime=0))
+
+
+def store_quietly(run_dir: Path, key: Mapping[str, Any], context: Mapping[str, Any]) -> str:
+    """:func:`store_context` for a report that computed its analysis: what to add to its
+    note (the report is written either way)."""
+    try:
+        store_context(run_dir, key, context)
+    except (TypeError, WriteError) as exc:
+        return f"; not stored ({exc})"
+    return f"; stored in {FILE}"
+
+
+def load_context(run_dir: Path, key: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The stored context of ``run_dir`` when its key is ``key``, else None; and why not."""
+    path = run_dir / FILE
+    if not path.is_file():
+        return None, f"analysis computed (no {FILE})"
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            changed = _changed(json.loads(lines.readline()), key)
+            if changed is not None:
+                return None, f"analysis computed ({FILE} is stale: {changed})"
+            context = json.loads(lines.readline(), object_hook=_decoded)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as exc:
+        return None, f"analysis computed ({FILE} is not readable: {exc})"
+    if not isinstance(context, dict):
+        return None, f"analysis computed ({FILE} is not readable: not an object)"
+    return context, f"analysis read from {FILE} (its key matches the run)"

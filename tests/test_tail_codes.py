@@ -1,0 +1,91 @@
+"""The parent's last steps by codes (issue 13): groups numbered as first met by hashing,
+summaries from codes, values stored to ten digits; the answers the sorting versions gave."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evidence_bench.evaluation.statistics import summarize, summarize_codes
+from evidence_bench.experiment.run import _excluded
+from evidence_bench.experiment.rundir import first_met
+from evidence_bench.experiment.store import as_stored
+
+
+def test_first_met_numbers_groups_in_the_order_met() -> None:
+    code, first = first_met(np.array([5, 3, 5, 7, 3, 7, 9], dtype=np.int64))
+    assert code.tolist() == [0, 1, 0, 2, 1, 2, 3]
+    assert first.tolist() == [0, 1, 3, 6]
+    empty = first_met(np.array([], dtype=np.int64))
+    assert [a.tolist() for a in empty] == [[], []]
+
+
+def test_first_met_agrees_with_numpy_unique() -> None:
+    cell = np.random.default_rng(3).integers(0, 500, 20_000)
+    code, first = first_met(cell)
+    unique, index, inverse = np.unique(cell, return_index=True, return_inverse=True)
+    assert sorted(first.tolist()) == first.tolist() == np.sort(index).tolist()
+    assert (cell[first][code] == cell).all()  # each row's group holds its value
+    assert len(first) == len(unique)
+    assert (np.argsort(np.argsort(index))[inverse] == code).all()
+
+
+def test_summarize_codes_is_summarize_per_group() -> None:
+    values = np.array([0.5, 0.25, 1.0, 0.75, 0.0, 0.5])
+    code = np.array([0, 1, 0, 2, 1, 0])
+    stats = summarize_codes(code, values, 3)
+    assert stats["first"].tolist() == [0, 1, 3]
+    assert stats["n"].tolist() == [3, 2, 1]
+    for group, members in enumerate(([0.5, 1.0, 0.5], [0.25, 0.0], [0.75])):
+        alone = summarize(members)
+        assert stats["mean"][group] == alone.mean
+        for name in ("std", "ci_low", "ci_high"):
+            got, want = stats[name][group], getattr(alone, name)
+            assert got == want or (math.isnan(got) and math.isnan(want)), name
+    # by hand: group 0 has mean 2/3 and sample std sqrt(1/12)
+    assert stats["mean"][0] == pytest.approx(2 / 3)
+    assert stats["std"][0] == pytest.approx(math.sqrt(1 / 12))
+
+
+def test_as_stored_rounds_each_value_to_ten_digits() -> None:
+    scores = pd.DataFrame({"value": [1 / 3, 2 / 3, 1 / 3, float("nan"), 0.1 + 0.2, -0.0, 0.0]})
+    stored = as_stored(scores)["value"].tolist()
+    assert stored[:3] == [0.3333333333, 0.6666666667, 0.3333333333]
+    assert math.isnan(stored[3])
+    assert stored[4] == 0.3
+    assert stored[5:] == [0.0, 0.0]
+    without_signed_zero = as_stored(scores.iloc[:5])["value"].tolist()
+    assert without_signed_zero[:3] == stored[:3] and without_signed_zero[4] == 0.3
+
+
+def test_excluded_counts_each_cells_missing_queries() -> None:
+    rows = [
+        ("c00", "oracle", q, r, stage, "residual", "AP", 0.5)
+        for q in ("1", "2", "3")
+        for r, stage in ((0, "initial"), (1, "initial"), (1, "rerank"))
+        if not (r == 1 and q == "3") and not (stage == "rerank" and q == "2")
+    ]
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "config_id",
+            "policy",
+            "query_id",
+            "round",
+            "stage",
+            "eval_mode",
+            "measure",
+            "value",
+        ],
+    )
+    for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
+        frame[column] = frame[column].astype("category")
+    frame["round"] = frame["round"].astype("int16")
+    assert _excluded(frame, 3) == {
+        "c00|oracle|1|initial|residual": 1,
+        "c00|oracle|1|rerank|residual": 2,
+    }
+    assert _excluded(frame.astype({"query_id": str}), 3) == _excluded(frame, 3)
