@@ -5,11 +5,19 @@ the first use of a name imports its module and keeps the value in the package.
 So ``python -m evidence_bench report RUN_DIR`` does not pay for httpx, trafilatura or the
 engine, and ``from evidence_bench import LiveFetch`` still works. Each ``__init__`` also
 imports its names under ``TYPE_CHECKING``, for type checkers and readers.
+
+:func:`module` does the same for one dependency of a module: ``pd = module("pandas")``
+imports pandas at the first use of ``pd.<name>``. The run's parent uses it so that nothing
+it imports before forking its workers loads pandas, pyarrow or scipy (~75 MB of resident
+memory per process, and each forked worker would count it again): they load when the
+tables are built, after the episodes.
 """
 
 import importlib
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 
 def attach(
@@ -31,3 +39,18 @@ def attach(
         return sorted({*vars(sys.modules[package]), *where})
 
     return __getattr__, __dir__
+
+
+class _Module(types.ModuleType):
+    """Module ``name``, imported at the first lookup of one of its names; every lookup reads
+    the real module's current value (as a plain import's binding would, a test's
+    monkeypatch included)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+def module(name: str) -> Any:
+    """A stand-in for the module ``name`` that imports it when one of its names is first
+    used (declare the real import under ``TYPE_CHECKING`` for type checkers)."""
+    return _Module(name)

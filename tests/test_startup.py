@@ -84,3 +84,26 @@ def test_from_import_still_works() -> None:
     assert BraveProvider.__module__ == "evidence_bench.web.brave"
     assert issubclass(WriteError, evidence_bench.EvidenceBenchError)
     assert BraveSimulator.__module__ == "evidence_bench.web.simulator"
+
+
+def test_a_runs_episodes_load_no_table_or_statistics_library() -> None:
+    """The run's parent imports its modules and plans before it forks its workers, and the
+    workers replay episodes: neither needs pandas, pyarrow or scipy (~75 MB of resident
+    memory in each of the three processes), nor trafilatura on snippets. They load with the
+    tables, after the episodes."""
+    code = (
+        "import sys\n"
+        "from evidence_bench.experiment import run, runner\n"
+        "from evidence_bench.experiment.config import compose\n"
+        "from evidence_bench.experiment.plan import plan_run\n"
+        "plan = plan_run(compose(['+experiment=ci', 'experiment.queries=2'])[0])\n"
+        "for query_id in runner.replay_worker(plan).query_set.queries:\n"
+        "    assert runner._guarded(plan, query_id).episodes\n"
+        "heavy = ('pandas', 'pyarrow', 'scipy', 'trafilatura')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-800:]
+    assert done.stdout.strip() == "[]"

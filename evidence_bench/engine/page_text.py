@@ -21,8 +21,14 @@ The text is clipped to :data:`MAX_CHARS` (LiveFetch's ``MAX_CHARS``) where it is
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import trafilatura
+from evidence_bench._lazy import module
+
+if TYPE_CHECKING:
+    import trafilatura
+else:  # imported at the first page read: a run on snippets never loads it (~12 MB)
+    trafilatura = module("trafilatura")
 
 __all__ = ["EXTRACT", "MAX_CHARS", "page_text", "trafilatura_text"]
 

@@ -6,34 +6,42 @@ comparison of a run at once, within configurations and across them on common que
 :mod:`.oracle_share` (each user's gain as a share of the oracle's, Fieller's interval);
 :mod:`.validity` asks whether a run's ordering of settings survives another user, seed or
 evaluation mode (Kendall's τ-b, the variance split of per-query gains, the budget curve).
+
+The names below are imported on first use (:mod:`evidence_bench._lazy`): the measures an
+episode needs do not import the statistics' pandas and scipy.
 """
 
-from evidence_bench.evaluation.comparisons import Comparison, Comparisons, compare
-from evidence_bench.evaluation.measures import (
-    FAMILIES,
-    Measure,
-    QueryJudgments,
-    evaluate,
-    evaluate_many,
-    parse_measure,
-    prepare,
-    ranks_to_scores,
-)
-from evidence_bench.evaluation.oracle_share import oracle_share
-from evidence_bench.evaluation.statistics import (
-    TIE,
-    Summary,
-    fieller_intervals,
-    holm,
-    improved_degraded,
-    paired_t_test,
-    randomization_test,
-    selection_intervals,
-    summarize,
-    trials_for,
-)
-from evidence_bench.evaluation.trec import read_qrels, read_run, write_qrels, write_run
-from evidence_bench.evaluation.validity import kendall_tau_b, sums_of_squares
+from typing import TYPE_CHECKING
+
+from evidence_bench._lazy import attach
+
+if TYPE_CHECKING:
+    from evidence_bench.evaluation.comparisons import Comparison, Comparisons, compare
+    from evidence_bench.evaluation.measures import (
+        FAMILIES,
+        Measure,
+        QueryJudgments,
+        evaluate,
+        evaluate_many,
+        parse_measure,
+        prepare,
+        ranks_to_scores,
+    )
+    from evidence_bench.evaluation.oracle_share import oracle_share
+    from evidence_bench.evaluation.statistics import (
+        TIE,
+        Summary,
+        fieller_intervals,
+        holm,
+        improved_degraded,
+        paired_t_test,
+        randomization_test,
+        selection_intervals,
+        summarize,
+        trials_for,
+    )
+    from evidence_bench.evaluation.trec import read_qrels, read_run, write_qrels, write_run
+    from evidence_bench.evaluation.validity import kendall_tau_b, sums_of_squares
 
 __all__ = [
     "FAMILIES",
@@ -65,3 +73,36 @@ __all__ = [
     "write_qrels",
     "write_run",
 ]
+
+__getattr__, __dir__ = attach(
+    __name__,
+    {
+        "evidence_bench.evaluation.comparisons": ["Comparison", "Comparisons", "compare"],
+        "evidence_bench.evaluation.measures": [
+            "FAMILIES",
+            "Measure",
+            "QueryJudgments",
+            "evaluate",
+            "evaluate_many",
+            "parse_measure",
+            "prepare",
+            "ranks_to_scores",
+        ],
+        "evidence_bench.evaluation.oracle_share": ["oracle_share"],
+        "evidence_bench.evaluation.statistics": [
+            "TIE",
+            "Summary",
+            "fieller_intervals",
+            "holm",
+            "improved_degraded",
+            "paired_t_test",
+            "randomization_test",
+            "selection_intervals",
+            "summarize",
+            "trials_for",
+        ],
+        "evidence_bench.evaluation.trec": ["read_qrels", "read_run", "write_qrels", "write_run"],
+        "evidence_bench.evaluation.validity": ["kendall_tau_b", "sums_of_squares"],
+    },
+)
+del TYPE_CHECKING, attach

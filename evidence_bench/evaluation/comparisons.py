@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from evidence_bench._lazy import module
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import (
     BLOCK_CELLS,
@@ -49,6 +49,12 @@ from evidence_bench.evaluation.statistics import (
     trials_for,
 )
 from evidence_bench.seeding import derivation, derived_seed
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = module("pandas")
+
 
 __all__ = [
     "FAMILY",

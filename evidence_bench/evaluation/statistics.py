@@ -28,12 +28,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
-from scipy import special
+
+from evidence_bench._lazy import module
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from scipy import special
+else:
+    pd = module("pandas")
+    special = module("scipy.special")
+
 
 __all__ = [
     "BLOCK_CELLS",

@@ -12,13 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from tqdm import tqdm
 
+from evidence_bench._lazy import module
 from evidence_bench.collections.queryset import (
     PROJECT_ROOT,
     QuerySet,
@@ -47,6 +46,14 @@ from evidence_bench.users.labels import label_summary, label_warnings
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.cassette_manifest import find_manifest
 from evidence_bench.web.cassettes import file_sha256
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    pd = module("pandas")
+    pa = module("pyarrow")
+
 
 __all__ = ["RunOutcome", "perform_run", "run_directory"]
 
@@ -130,7 +137,6 @@ def perform_run(
     (experiment/gather.py).
     """
     started = time.perf_counter()
-    _arrow_pool()
     plan = plan_run(cfg, overrides)
     # a shard is part of a run: ``latest`` keeps pointing at a whole one
     target = run_directory(cfg, config_yaml, plan.experiment, run_dir, link_latest=plan.shards == 1)
@@ -209,6 +215,7 @@ def _perform(
     if replayed_initials and not judged_hits:
         raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
 
+    _arrow_pool()  # after the episodes: the workers are forked without pyarrow
     feedback = builder.feedback()
     tables = builder.tables(query_set.qrels)
     del builder  # what it collected is in the frames now: its memory is theirs to reuse

@@ -25,18 +25,24 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
+from evidence_bench._lazy import module
 from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.evaluation.statistics import summarize_codes, summarize_groups
 from evidence_bench.evaluation.trec import write_qrels, write_run
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = module("pandas")
+
 
 __all__ = [
     "FEEDBACK_COLUMNS",

@@ -30,6 +30,7 @@ from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.background import Background, query_set_background
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
 from evidence_bench.engine.evidence_mode import PageSource
+from evidence_bench.engine.ranking import pool_matrix
 from evidence_bench.errors import (
     DataError,
     EvidenceBenchError,
@@ -513,6 +514,16 @@ def _guarded(plan: RunPlan, query_id: str) -> QueryOutput:
         if portable is exc:
             raise
         raise portable from exc
+    finally:
+        _forget_query()
+
+
+def _forget_query() -> None:
+    """Drop what only one query's episodes reuse: its pools' tf-idf arrays
+    (:func:`~evidence_bench.engine.ranking.pool_matrix` keeps the last 1,024, ~70 KB each,
+    and no other query has the same candidates; its memo holds them meanwhile). Kept, they
+    were most of a worker's memory by its hundredth query (~150 MB)."""
+    pool_matrix.cache_clear()
 
 
 def _portable(exc: Exception, query_id: str) -> EvidenceBenchError:

@@ -33,15 +33,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from evidence_bench._lazy import module
 from evidence_bench.errors import DataError
 from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
 
 if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from evidence_bench.experiment.runner import QueryOutput
+else:
+    pd = module("pandas")
+    pa = module("pyarrow")
+    pq = module("pyarrow.parquet")
+
 
 __all__ = [
     "EPISODE_KEYS",

@@ -15,12 +15,18 @@ and then every γ (the weight of negative feedback) gives the same numbers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from evidence_bench._lazy import module
 from evidence_bench.users.policies import LabelKind, UserPolicy
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = module("pandas")
+
 
 __all__ = ["COUNTED", "describe_missing", "label_counts", "label_summary", "label_warnings"]
 
