@@ -296,27 +296,34 @@ def _by_cell(means: pd.DataFrame) -> dict[tuple[str, str, int], list[_Row]]:
     return cells
 
 
-def _sign(value: float) -> int:
-    return 0 if abs(value) <= TIE else (1 if value > 0 else -1)
+def _pair_signs(values: Sequence[float]) -> npt.NDArray[np.int8]:
+    """The sign of ``values[i] − values[j]`` (0 within :data:`TIE`) for every pair i < j,
+    in :func:`itertools.combinations`' order (row by row of the upper triangle)."""
+    v = np.asarray(values, dtype=np.float64)
+    first, second = np.triu_indices(len(v), 1)
+    d = v[first] - v[second]
+    return np.where(np.abs(d) <= TIE, 0, np.where(d > 0, 1, -1)).astype(np.int8)
+
+
+def _tau(sx: npt.NDArray[np.int8], sy: npt.NDArray[np.int8]) -> float:
+    """τ-b from the two orderings' pair signs (:func:`_pair_signs`)."""
+    pairs = len(sx)
+    tied_x, tied_y = int(np.count_nonzero(sx == 0)), int(np.count_nonzero(sy == 0))
+    both = (sx != 0) & (sy != 0)
+    concordant = int(np.count_nonzero(both & (sx == sy)))
+    discordant = int(np.count_nonzero(both & (sx != sy)))
+    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
+    return math.nan if denominator == 0 else (concordant - discordant) / denominator
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's τ-b of two paired score lists (module docstring); values within
-    :data:`TIE` are tied. NaN when fewer than two items or either list ties every pair."""
+    :data:`TIE` are tied. NaN when fewer than two items or either list ties every pair.
+    Over every pair at once (numpy): a sweep's panel compares a hundred settings a dozen
+    times."""
     if len(x) != len(y):
         raise ValueError(f"orderings differ in length: {len(x)} and {len(y)}")
-    n = len(x)
-    concordant = discordant = tied_x = tied_y = 0
-    for i, j in itertools.combinations(range(n), 2):
-        dx, dy = _sign(x[i] - x[j]), _sign(y[i] - y[j])
-        tied_x += dx == 0
-        tied_y += dy == 0
-        if dx and dy:
-            concordant += dx == dy
-            discordant += dx != dy
-    pairs = n * (n - 1) // 2
-    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
-    return math.nan if denominator == 0 else (concordant - discordant) / denominator
+    return _tau(_pair_signs(x), _pair_signs(y))
 
 
 class Flip(NamedTuple):
@@ -360,14 +367,16 @@ def _agreement(
     of_y = dict(zip(y.index, y.to_numpy(np.float64).tolist(), strict=True))
     items = [i for i in of_x if i in of_y]
     xs, ys = [of_x[i] for i in items], [of_y[i] for i in items]
+    sx, sy = _pair_signs(xs), _pair_signs(ys)
+    first, second = np.triu_indices(len(items), 1)
+    flipped = np.flatnonzero(sx * sy < 0)  # the discordant pairs, in combinations' order
     flips = tuple(
         Flip(items[i], items[j], xs[i], xs[j], ys[i], ys[j])
         if xs[i] > xs[j]
         else Flip(items[j], items[i], xs[j], xs[i], ys[j], ys[i])
-        for i, j in itertools.combinations(range(len(items)), 2)
-        if _sign(xs[i] - xs[j]) * _sign(ys[i] - ys[j]) < 0
+        for i, j in zip(first[flipped].tolist(), second[flipped].tolist(), strict=True)
     )
-    tau = kendall_tau_b(xs, ys) if len(items) >= 2 else math.nan
+    tau = _tau(sx, sy) if len(items) >= 2 else math.nan
 
     def top(values: list[float]) -> Setting | None:
         return items[int(np.argmax(values))] if values else None
