@@ -260,10 +260,20 @@ _Row = tuple[str, str, str, float]
 def _ordering(rows: Sequence[_Row], labels: Sequence[str]) -> pd.Series:
     """:func:`ordering` of the (config_id, stage, policy, gain) rows at one mode, measure
     and round."""
+    gains = _gains_of(rows, labels)
+    if not gains:
+        return pd.Series(dtype="float64")
+    index = pd.MultiIndex.from_tuples(list(gains), names=["config_id", "stage"])
+    return pd.Series(list(gains.values()), index=index, dtype="float64")
+
+
+def _gains_of(rows: Sequence[_Row], labels: Sequence[str]) -> dict[Setting, float]:
+    """:func:`_ordering` as a dict (setting -> gain, settings sorted): what an agreement
+    reads, without building a Series (a panel makes dozens)."""
     wanted = set(labels)
     rows = [r for r in rows if r[2] in wanted]
     if not rows:
-        return pd.Series(dtype="float64")
+        return {}
     # A (config_id, stage) × policy table of each label's first non-missing gain, kept
     # where every policy that has a gain has one for it; each row's mean adds its gains in
     # policy order, as a pivot table's row mean does (plain Python: a pivot table costs
@@ -276,14 +286,10 @@ def _ordering(rows: Sequence[_Row], labels: Sequence[str]) -> pd.Series:
         present.add(policy)
         table.setdefault((config_id, stage), {}).setdefault(policy, float(gain))
     if len(present) < len(wanted):
-        return pd.Series(dtype="float64")
+        return {}
     order = sorted(present)
     kept = sorted(k for k, row in table.items() if len(row) == len(order))
-    if not kept:
-        return pd.Series(dtype="float64")
-    means_ = [sum(table[k][p] for p in order) / len(order) for k in kept]
-    index = pd.MultiIndex.from_tuples(kept, names=["config_id", "stage"])
-    return pd.Series(means_, index=index, dtype="float64")
+    return {k: sum(table[k][p] for p in order) / len(order) for k in kept}
 
 
 def _by_cell(means: pd.DataFrame) -> dict[tuple[str, str, int], list[_Row]]:
@@ -360,11 +366,15 @@ class Agreement:
 
 
 def _agreement(
-    factor: str, a: str, b: str, user: str, mode: str, measure: str, x: pd.Series, y: pd.Series
+    factor: str,
+    a: str,
+    b: str,
+    user: str,
+    mode: str,
+    measure: str,
+    of_x: Mapping[Setting, float],
+    of_y: Mapping[Setting, float],
 ) -> Agreement:
-    # plain dicts: a MultiIndex lookup per setting costs tens of microseconds
-    of_x = dict(zip(x.index, x.to_numpy(np.float64).tolist(), strict=True))
-    of_y = dict(zip(y.index, y.to_numpy(np.float64).tolist(), strict=True))
     items = [i for i in of_x if i in of_y]
     xs, ys = [of_x[i] for i in items], [of_y[i] for i in items]
     sx, sy = _pair_signs(xs), _pair_signs(ys)
@@ -419,10 +429,10 @@ def agreements(
 
     cells = _by_cell(means)
 
-    def of(labels_: Sequence[str], mode: str, measure: str) -> pd.Series:
-        return _ordering(cells.get((mode, measure, round_), []), labels_)
+    def of(labels_: Sequence[str], mode: str, measure: str) -> dict[Setting, float]:
+        return _gains_of(cells.get((mode, measure, round_), []), labels_)
 
-    def at(labels_: Sequence[str]) -> pd.Series:
+    def at(labels_: Sequence[str]) -> dict[Setting, float]:
         return of(labels_, primary_mode, primary_measure)
 
     pooled = {user: at(own) for user, own in users.items()}
@@ -439,7 +449,7 @@ def agreements(
         for ma, mb in itertools.combinations(modes, 2):
             # The primary measure where both modes order settings by it; else every
             # measure both have (the others are only computed when they are needed).
-            usable: dict[str, tuple[pd.Series, pd.Series]] = {}
+            usable: dict[str, tuple[dict[Setting, float], dict[Setting, float]]] = {}
             for m in [primary_measure, *(m for m in measures if m != primary_measure)]:
                 xy = (of(own, ma, m), of(own, mb, m))
                 if len(xy[0]) and len(xy[1]):
