@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evidence_bench.evaluation.comparisons import _holm
 from evidence_bench.evaluation.statistics import summarize, summarize_codes
+from evidence_bench.evaluation.validity import kendall_tau_b
 from evidence_bench.experiment.run import _excluded
 from evidence_bench.experiment.rundir import first_met
 from evidence_bench.experiment.store import as_stored
@@ -89,3 +91,30 @@ def test_excluded_counts_each_cells_missing_queries() -> None:
         "c00|oracle|1|rerank|residual": 2,
     }
     assert _excluded(frame.astype({"query_id": str}), 3) == _excluded(frame, 3)
+
+
+def test_holm_adjusts_each_family_apart() -> None:
+    table = pd.DataFrame(
+        {
+            "policy": ["oracle"] * 4 + ["noisy"],
+            "round": [1] * 5,
+            "eval_mode": ["residual"] * 5,
+            "measure": ["nDCG@10"] * 5,
+            "stage": ["rerank"] * 5,
+            "reference": ["control"] * 5,
+            "p": [0.01, 0.04, float("nan"), 0.03, 0.5],
+        }
+    )
+    # by hand (Holm 1979), the oracle's family of three: 0.01·3, max(0.03·2, 0.03),
+    # max(0.04·1, 0.06); the untested row stays NaN; the noisy family of one keeps its p
+    got = _holm(table, "p").tolist()
+    assert got[:2] == [0.03, 0.06] and math.isnan(got[2]) and got[3:] == [0.06, 0.5]
+
+
+def test_kendall_tau_b_over_every_pair_at_once() -> None:
+    # one discordant pair of three (scipy.stats.kendalltau gives 1/3)
+    assert kendall_tau_b([1.0, 2.0, 3.0], [1.0, 3.0, 2.0]) == pytest.approx(1 / 3)
+    # a tie in y (within TIE): tau-b = (2 - 0) / sqrt(3 * 2) (scipy: 0.8164965809)
+    assert kendall_tau_b([1.0, 2.0, 3.0], [1.0, 2.0, 2.0 + 1e-12]) == pytest.approx(0.8164965809)
+    assert math.isnan(kendall_tau_b([1.0], [2.0]))
+    assert math.isnan(kendall_tau_b([1.0, 1.0], [1.0, 2.0]))

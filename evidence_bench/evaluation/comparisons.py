@@ -347,11 +347,30 @@ def _randomization(
 
 
 def _holm(table: pd.DataFrame, column: str) -> pd.Series:
-    adjusted = pd.Series(np.nan, index=table.index, dtype="float64")
-    tested = table[table[column].notna()]
-    for _, group in tested.groupby(list(FAMILY), observed=True, sort=False)[column]:
-        adjusted.loc[group.index] = np.asarray(holm(group.tolist()), dtype=np.float64)
-    return adjusted
+    """:func:`~evidence_bench.evaluation.statistics.holm` within each family, all families
+    at once: each family's p-values in ascending order (ties in row order, as a stable sort
+    leaves them), min(1, (m − j)·p_(j)) and its running maximum within the family (a
+    family's rows are contiguous once sorted: one accumulate each, not a pandas group)."""
+    adjusted = np.full(len(table), np.nan)
+    tested = np.flatnonzero(table[column].notna().to_numpy())
+    if not len(tested):
+        return pd.Series(adjusted, index=table.index, dtype="float64")
+    p = table[column].to_numpy(np.float64)[tested]
+    if ((p < 0.0) | (p > 1.0)).any():
+        holm(p.tolist())  # its one-line error for a p-value outside [0, 1]
+    rows = table.iloc[tested]
+    family = rows.groupby(list(FAMILY), observed=True, sort=False).ngroup().to_numpy(np.int64)
+    order = np.lexsort((p, family))  # by family, then p; stable, so ties keep row order
+    family, p_sorted = family[order], p[order]
+    size = np.bincount(family)
+    start = np.cumsum(size) - size
+    j = np.arange(len(order)) - start[family]  # the position within the family
+    scaled = np.minimum(1.0, (size[family] - j) * p_sorted)
+    running = np.empty_like(scaled)
+    for first, end in zip(start.tolist(), (start + size).tolist(), strict=True):
+        np.maximum.accumulate(scaled[first:end], out=running[first:end])
+    adjusted[tested[order]] = running
+    return pd.Series(adjusted, index=table.index, dtype="float64")
 
 
 def common_queries(

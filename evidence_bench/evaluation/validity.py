@@ -260,10 +260,20 @@ _Row = tuple[str, str, str, float]
 def _ordering(rows: Sequence[_Row], labels: Sequence[str]) -> pd.Series:
     """:func:`ordering` of the (config_id, stage, policy, gain) rows at one mode, measure
     and round."""
+    gains = _gains_of(rows, labels)
+    if not gains:
+        return pd.Series(dtype="float64")
+    index = pd.MultiIndex.from_tuples(list(gains), names=["config_id", "stage"])
+    return pd.Series(list(gains.values()), index=index, dtype="float64")
+
+
+def _gains_of(rows: Sequence[_Row], labels: Sequence[str]) -> dict[Setting, float]:
+    """:func:`_ordering` as a dict (setting -> gain, settings sorted): what an agreement
+    reads, without building a Series (a panel makes dozens)."""
     wanted = set(labels)
     rows = [r for r in rows if r[2] in wanted]
     if not rows:
-        return pd.Series(dtype="float64")
+        return {}
     # A (config_id, stage) × policy table of each label's first non-missing gain, kept
     # where every policy that has a gain has one for it; each row's mean adds its gains in
     # policy order, as a pivot table's row mean does (plain Python: a pivot table costs
@@ -276,14 +286,10 @@ def _ordering(rows: Sequence[_Row], labels: Sequence[str]) -> pd.Series:
         present.add(policy)
         table.setdefault((config_id, stage), {}).setdefault(policy, float(gain))
     if len(present) < len(wanted):
-        return pd.Series(dtype="float64")
+        return {}
     order = sorted(present)
     kept = sorted(k for k, row in table.items() if len(row) == len(order))
-    if not kept:
-        return pd.Series(dtype="float64")
-    means_ = [sum(table[k][p] for p in order) / len(order) for k in kept]
-    index = pd.MultiIndex.from_tuples(kept, names=["config_id", "stage"])
-    return pd.Series(means_, index=index, dtype="float64")
+    return {k: sum(table[k][p] for p in order) / len(order) for k in kept}
 
 
 def _by_cell(means: pd.DataFrame) -> dict[tuple[str, str, int], list[_Row]]:
@@ -296,27 +302,34 @@ def _by_cell(means: pd.DataFrame) -> dict[tuple[str, str, int], list[_Row]]:
     return cells
 
 
-def _sign(value: float) -> int:
-    return 0 if abs(value) <= TIE else (1 if value > 0 else -1)
+def _pair_signs(values: Sequence[float]) -> npt.NDArray[np.int8]:
+    """The sign of ``values[i] − values[j]`` (0 within :data:`TIE`) for every pair i < j,
+    in :func:`itertools.combinations`' order (row by row of the upper triangle)."""
+    v = np.asarray(values, dtype=np.float64)
+    first, second = np.triu_indices(len(v), 1)
+    d = v[first] - v[second]
+    return np.where(np.abs(d) <= TIE, 0, np.where(d > 0, 1, -1)).astype(np.int8)
+
+
+def _tau(sx: npt.NDArray[np.int8], sy: npt.NDArray[np.int8]) -> float:
+    """τ-b from the two orderings' pair signs (:func:`_pair_signs`)."""
+    pairs = len(sx)
+    tied_x, tied_y = int(np.count_nonzero(sx == 0)), int(np.count_nonzero(sy == 0))
+    both = (sx != 0) & (sy != 0)
+    concordant = int(np.count_nonzero(both & (sx == sy)))
+    discordant = int(np.count_nonzero(both & (sx != sy)))
+    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
+    return math.nan if denominator == 0 else (concordant - discordant) / denominator
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's τ-b of two paired score lists (module docstring); values within
-    :data:`TIE` are tied. NaN when fewer than two items or either list ties every pair."""
+    :data:`TIE` are tied. NaN when fewer than two items or either list ties every pair.
+    Over every pair at once (numpy): a sweep's panel compares a hundred settings a dozen
+    times."""
     if len(x) != len(y):
         raise ValueError(f"orderings differ in length: {len(x)} and {len(y)}")
-    n = len(x)
-    concordant = discordant = tied_x = tied_y = 0
-    for i, j in itertools.combinations(range(n), 2):
-        dx, dy = _sign(x[i] - x[j]), _sign(y[i] - y[j])
-        tied_x += dx == 0
-        tied_y += dy == 0
-        if dx and dy:
-            concordant += dx == dy
-            discordant += dx != dy
-    pairs = n * (n - 1) // 2
-    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
-    return math.nan if denominator == 0 else (concordant - discordant) / denominator
+    return _tau(_pair_signs(x), _pair_signs(y))
 
 
 class Flip(NamedTuple):
@@ -353,21 +366,27 @@ class Agreement:
 
 
 def _agreement(
-    factor: str, a: str, b: str, user: str, mode: str, measure: str, x: pd.Series, y: pd.Series
+    factor: str,
+    a: str,
+    b: str,
+    user: str,
+    mode: str,
+    measure: str,
+    of_x: Mapping[Setting, float],
+    of_y: Mapping[Setting, float],
 ) -> Agreement:
-    # plain dicts: a MultiIndex lookup per setting costs tens of microseconds
-    of_x = dict(zip(x.index, x.to_numpy(np.float64).tolist(), strict=True))
-    of_y = dict(zip(y.index, y.to_numpy(np.float64).tolist(), strict=True))
     items = [i for i in of_x if i in of_y]
     xs, ys = [of_x[i] for i in items], [of_y[i] for i in items]
+    sx, sy = _pair_signs(xs), _pair_signs(ys)
+    first, second = np.triu_indices(len(items), 1)
+    flipped = np.flatnonzero(sx * sy < 0)  # the discordant pairs, in combinations' order
     flips = tuple(
         Flip(items[i], items[j], xs[i], xs[j], ys[i], ys[j])
         if xs[i] > xs[j]
         else Flip(items[j], items[i], xs[j], xs[i], ys[j], ys[i])
-        for i, j in itertools.combinations(range(len(items)), 2)
-        if _sign(xs[i] - xs[j]) * _sign(ys[i] - ys[j]) < 0
+        for i, j in zip(first[flipped].tolist(), second[flipped].tolist(), strict=True)
     )
-    tau = kendall_tau_b(xs, ys) if len(items) >= 2 else math.nan
+    tau = _tau(sx, sy) if len(items) >= 2 else math.nan
 
     def top(values: list[float]) -> Setting | None:
         return items[int(np.argmax(values))] if values else None
@@ -410,10 +429,10 @@ def agreements(
 
     cells = _by_cell(means)
 
-    def of(labels_: Sequence[str], mode: str, measure: str) -> pd.Series:
-        return _ordering(cells.get((mode, measure, round_), []), labels_)
+    def of(labels_: Sequence[str], mode: str, measure: str) -> dict[Setting, float]:
+        return _gains_of(cells.get((mode, measure, round_), []), labels_)
 
-    def at(labels_: Sequence[str]) -> pd.Series:
+    def at(labels_: Sequence[str]) -> dict[Setting, float]:
         return of(labels_, primary_mode, primary_measure)
 
     pooled = {user: at(own) for user, own in users.items()}
@@ -430,7 +449,7 @@ def agreements(
         for ma, mb in itertools.combinations(modes, 2):
             # The primary measure where both modes order settings by it; else every
             # measure both have (the others are only computed when they are needed).
-            usable: dict[str, tuple[pd.Series, pd.Series]] = {}
+            usable: dict[str, tuple[dict[Setting, float], dict[Setting, float]]] = {}
             for m in [primary_measure, *(m for m in measures if m != primary_measure)]:
                 xy = (of(own, ma, m), of(own, mb, m))
                 if len(xy[0]) and len(xy[1]):
