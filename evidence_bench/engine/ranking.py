@@ -262,18 +262,44 @@ class PoolMatrix:
 _VOCABULARY: dict[Analyzer, dict[str, int]] = {}
 
 
-@lru_cache(maxsize=65536)
-def _term_ids(
-    analyzer: Analyzer, text: str
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], tuple[str, ...]]:
+_TermIds = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], tuple[str, ...]]
+
+#: Per analyzer, :func:`_term_ids` of each text met (a text recurs in many candidate sets:
+#: every expansion keeps the results before it); looked up per analyzer, then per text.
+_TEXT_IDS: dict[Analyzer, dict[str, _TermIds]] = {}
+#: Texts remembered per analyzer before its table starts again (bounds the memory).
+_TEXTS_KEPT = 1 << 16
+
+
+def _term_ids(analyzer: Analyzer, text: str) -> _TermIds:
     """``text``'s terms as :func:`_term_counts` gives them: their numbers in the analyzer's
     vocabulary, their sublinear tf ``1 + ln(tf)`` (by ``math.log``, as :func:`_index`), and
     the terms themselves."""
     pairs = _term_counts(analyzer, text)
     vocabulary = _VOCABULARY.setdefault(analyzer, {})
-    ids = np.array([vocabulary.setdefault(term, len(vocabulary)) for term, _ in pairs], np.intp)
+    spelled = _SPELLING.setdefault(analyzer, [])
+    numbers = []
+    for term, _ in pairs:
+        number = vocabulary.get(term)
+        if number is None:
+            number = vocabulary[term] = len(spelled)
+            spelled.append(term)
+        numbers.append(number)
+    ids = np.array(numbers, np.intp)
     sublinear = np.array([1.0 + math.log(tf) for _, tf in pairs], dtype=np.float64)
     return ids, sublinear, tuple(term for term, _ in pairs)
+
+
+#: Each analyzer's vocabulary the other way: ``_SPELLING[a][_VOCABULARY[a][term]] == term``.
+_SPELLING: dict[Analyzer, list[str]] = {}
+
+
+@lru_cache(maxsize=4096)
+def _idf_table(n: int) -> npt.NDArray[np.float64]:
+    """The smoothed idf ``ln((N + 1) / (df + 1)) + 1`` (by ``math.log``, as :func:`_index`)
+    of every df from 0 to N = ``n``: a candidate set's idf values are looked up, not
+    computed per term."""
+    return np.array([math.log((n + 1) / (freq + 1)) + 1.0 for freq in range(n + 1)])
 
 
 @lru_cache(maxsize=1024)
@@ -283,7 +309,15 @@ def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
     document's L2 norm summed over its terms in order (cumsum adds left to right, as
     Python's ``sum`` does) before the division."""
     n = len(texts)
-    parts = [_term_ids(analyzer, text) for text in texts]
+    known = _TEXT_IDS.get(analyzer)
+    if known is None or len(known) > _TEXTS_KEPT:
+        known = _TEXT_IDS[analyzer] = {}
+    parts = []
+    for text in texts:
+        part = known.get(text)
+        if part is None:
+            part = known[text] = _term_ids(analyzer, text)
+        parts.append(part)
     sizes = [len(part[2]) for part in parts]
     total = sum(sizes)
     if not total:
@@ -310,18 +344,17 @@ def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
     column[perm] = column_of[np.cumsum(starts) - 1]
     # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1; a term occurs
     # once in a document's counts, so its number of elements is its df.
-    df = np.bincount(column, minlength=width).tolist()
-    idf_values = [math.log((n + 1) / (freq + 1)) + 1.0 for freq in df]
-    every = [term for part in parts for term in part[2]]
-    names = [every[element] for element in heads[order].tolist()]  # each column's term
+    idf_array = _idf_table(n)[np.bincount(column, minlength=width)]
+    spelled = _SPELLING[analyzer]
+    names = [spelled[number] for number in ids[heads[order]].tolist()]  # each column's term
     columns = dict(zip(names, range(width), strict=True))
-    idf = dict(zip(names, idf_values, strict=True))
+    idf = dict(zip(names, idf_array.tolist(), strict=True))
     # Sublinear tf times idf, then L2-normalized per document (_normalized).
     lengths = np.array(sizes, dtype=np.intp)
     owner = np.repeat(np.arange(n), lengths)  # each element's document
     ends = np.cumsum(lengths)
     slot = np.arange(total) - (ends - lengths)[owner]
-    raw = sublinear * np.array(idf_values)[column]
+    raw = sublinear * idf_array[column]
     squares = np.zeros((n, depth))
     squares[owner, slot] = raw * raw
     norm = np.sqrt(np.cumsum(squares, axis=1)[:, -1])
