@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -174,7 +175,33 @@ def renumber(ordered: Iterable[Evidence]) -> list[Evidence]:
 
 
 def dedupe(results: Iterable[Evidence]) -> list[Evidence]:
-    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1."""
+    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1.
+
+    The same results (the same objects: they are frozen) give the same objects back: a run
+    merges one query's answers in many episodes, and each copy at a new rank is made once,
+    so every episode's candidate list holds the objects the others' do.
+    """
+    items = results if isinstance(results, list | tuple) else list(results)
+    key = tuple(map(id, items))
+    known = _DEDUPED.get(key)
+    if known is not None:
+        return list(known[1])
+    kept = _dedupe(items)
+    with _DEDUPED_LOCK:
+        if len(_DEDUPED) >= _DEDUPED_KEPT:
+            del _DEDUPED[next(iter(_DEDUPED))]  # the oldest
+        # The inputs are kept with their ids: no other object takes an id while it is a key.
+        _DEDUPED[key] = (tuple(items), kept)
+    return list(kept)
+
+
+#: dedupe's answers by the ids of its inputs (held alive beside them), the latest few.
+_DEDUPED: dict[tuple[int, ...], tuple[tuple[Evidence, ...], list[Evidence]]] = {}
+_DEDUPED_KEPT = 512
+_DEDUPED_LOCK = threading.Lock()
+
+
+def _dedupe(results: Sequence[Evidence]) -> list[Evidence]:
     seen: set[str] = set()
     kept: list[Evidence] = []
     for item in results:

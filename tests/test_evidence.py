@@ -186,6 +186,30 @@ def test_dedupe_keeps_one_per_key_in_first_seen_order(addresses: list[str]) -> N
     assert [e.rank for e in kept] == list(range(1, len(kept) + 1))
 
 
+def test_dedupe_of_the_same_results_gives_the_same_copies_in_a_new_list() -> None:
+    # A merge of held results and new ones renumbers the new ones; merging the same objects
+    # again gives the very same copies (so every episode of a query shares them), in a list
+    # of its own each time. Equal results that are other objects give equal copies.
+    held = [_evidence("a", "https://example.org/a", rank=1)]
+    found = [_evidence("a", "https://example.org/a", rank=1), _evidence("b", "https://b.org/")]
+    first = dedupe([*held, *found])
+    assert [(e.title, e.url, e.rank) for e in first] == [
+        ("a", "https://example.org/a", 1),
+        ("b", "https://b.org/", 2),
+    ]
+    assert first[0] is held[0] and first[1] is not found[1]
+    first.append(found[0])
+    again = dedupe([*held, *found])
+    assert again is not first and len(again) == 2
+    assert all(x is y for x, y in zip(again, first, strict=False))
+    other = dedupe(
+        [_evidence("a", "https://example.org/a", rank=1), _evidence("b", "https://b.org/")]
+    )
+    assert other == again and other[0] is not again[0]
+    # a generator is read once, as a list would be
+    assert dedupe(item for item in found) == again
+
+
 def test_evidence_to_dict_writes_page_age_as_iso() -> None:
     item = Evidence("t", "https://example.org/", "s", page_age=datetime(2025, 6, 30, 5, 41))
 
