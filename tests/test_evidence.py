@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime
 
@@ -208,6 +209,17 @@ def test_dedupe_of_the_same_results_gives_the_same_copies_in_a_new_list() -> Non
     assert other == again and other[0] is not again[0]
     # a generator is read once, as a list would be
     assert dedupe(item for item in found) == again
+
+
+def test_with_rank_copies_every_field_but_the_rank() -> None:
+    item = Evidence(
+        "t", "https://Example.org/a/?utm_source=x", "s", "brave", 3, datetime(2025, 6, 30),
+        "1 day", "example.org", "en", ("more",),
+    )  # fmt: skip
+    copy = item.with_rank(7)
+    for name in (f.name for f in dataclasses.fields(Evidence)):
+        assert getattr(copy, name) == (7 if name == "rank" else getattr(item, name)), name
+    assert copy == dataclasses.replace(item, rank=7)
 
 
 def test_evidence_to_dict_writes_page_age_as_iso() -> None:
