@@ -228,10 +228,10 @@ def _collect_less() -> None:
     caches and the worker keep many alive: with CPython's default thresholds a worker spent
     ~25% of its CPU in collections, most of it in full ones that walk every object alive
     (3.3 of 20.4 s at 75 queries). What exists once the worker is built is moved out of the
-    collector's view (``gc.freeze``), and collections are rarer; no number depends on when
-    garbage is collected.
+    collector's view (``gc.freeze``: no walk over the objects, so a forked worker does not
+    write to the pages it shares with its parent), and collections are rarer; no number
+    depends on when garbage is collected.
     """
-    gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 50, 100)
 
