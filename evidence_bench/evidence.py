@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -41,9 +42,8 @@ _EDGE = re.compile(r"^[\s\x00-\x20]+|[\s\x00-\x20]+$")
 _SPACE = re.compile(r"\s+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_EXACT = frozenset({"gclid", "fbclid"})
-# A frozen dataclass's fields are set through object's own __setattr__ (as its __init__ does).
+# with_rank makes its copy without __init__, its fields set through their slots.
 _new = object.__new__
-_set = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +81,17 @@ class Evidence:
         """A copy at another rank (rankers renumber often; faster than ``replace``): every
         field is copied as it is, the key too, without running ``__init__``."""
         copy: Evidence = _new(Evidence)
-        _set(copy, "title", self.title)
-        _set(copy, "url", self.url)
-        _set(copy, "snippet", self.snippet)
-        _set(copy, "source", self.source)
-        _set(copy, "rank", rank)
-        _set(copy, "page_age", self.page_age)
-        _set(copy, "age", self.age)
-        _set(copy, "domain", self.domain)
-        _set(copy, "language", self.language)
-        _set(copy, "extra_snippets", self.extra_snippets)
-        _set(copy, "key", self.key)
+        _SET_TITLE(copy, self.title)
+        _SET_URL(copy, self.url)
+        _SET_SNIPPET(copy, self.snippet)
+        _SET_SOURCE(copy, self.source)
+        _SET_RANK(copy, rank)
+        _SET_PAGE_AGE(copy, self.page_age)
+        _SET_AGE(copy, self.age)
+        _SET_DOMAIN(copy, self.domain)
+        _SET_LANGUAGE(copy, self.language)
+        _SET_EXTRA_SNIPPETS(copy, self.extra_snippets)
+        _SET_KEY(copy, self.key)
         return copy
 
     def to_dict(self) -> dict[str, object]:
@@ -108,6 +108,19 @@ class Evidence:
             "language": self.language,
             "extra_snippets": list(self.extra_snippets),
         }
+
+
+# Each field's slot, set directly (what object.__setattr__ does after looking the slot up).
+(
+    _SET_TITLE, _SET_URL, _SET_SNIPPET, _SET_SOURCE, _SET_RANK, _SET_PAGE_AGE, _SET_AGE,
+    _SET_DOMAIN, _SET_LANGUAGE, _SET_EXTRA_SNIPPETS, _SET_KEY,
+) = (
+    vars(Evidence)[name].__set__
+    for name in (
+        "title", "url", "snippet", "source", "rank", "page_age", "age", "domain", "language",
+        "extra_snippets", "key",
+    )
+)  # fmt: skip
 
 
 def normalize_text(value: str) -> str:
@@ -174,7 +187,33 @@ def renumber(ordered: Iterable[Evidence]) -> list[Evidence]:
 
 
 def dedupe(results: Iterable[Evidence]) -> list[Evidence]:
-    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1."""
+    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1.
+
+    The same results (the same objects: they are frozen) give the same objects back: a run
+    merges one query's answers in many episodes, and each copy at a new rank is made once,
+    so every episode's candidate list holds the objects the others' do.
+    """
+    items = results if isinstance(results, list | tuple) else list(results)
+    key = tuple(map(id, items))
+    known = _DEDUPED.get(key)
+    if known is not None:
+        return list(known[1])
+    kept = _dedupe(items)
+    with _DEDUPED_LOCK:
+        if len(_DEDUPED) >= _DEDUPED_KEPT:
+            del _DEDUPED[next(iter(_DEDUPED))]  # the oldest
+        # The inputs are kept with their ids: no other object takes an id while it is a key.
+        _DEDUPED[key] = (tuple(items), kept)
+    return list(kept)
+
+
+#: dedupe's answers by the ids of its inputs (held alive beside them), the latest few.
+_DEDUPED: dict[tuple[int, ...], tuple[tuple[Evidence, ...], list[Evidence]]] = {}
+_DEDUPED_KEPT = 512
+_DEDUPED_LOCK = threading.Lock()
+
+
+def _dedupe(results: Sequence[Evidence]) -> list[Evidence]:
     seen: set[str] = set()
     kept: list[Evidence] = []
     for item in results:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime
 
@@ -184,6 +185,41 @@ def test_dedupe_keeps_one_per_key_in_first_seen_order(addresses: list[str]) -> N
     first_seen = list(dict.fromkeys(e.key for e in items))
     assert keys == first_seen
     assert [e.rank for e in kept] == list(range(1, len(kept) + 1))
+
+
+def test_dedupe_of_the_same_results_gives_the_same_copies_in_a_new_list() -> None:
+    # A merge of held results and new ones renumbers the new ones; merging the same objects
+    # again gives the very same copies (so every episode of a query shares them), in a list
+    # of its own each time. Equal results that are other objects give equal copies.
+    held = [_evidence("a", "https://example.org/a", rank=1)]
+    found = [_evidence("a", "https://example.org/a", rank=1), _evidence("b", "https://b.org/")]
+    first = dedupe([*held, *found])
+    assert [(e.title, e.url, e.rank) for e in first] == [
+        ("a", "https://example.org/a", 1),
+        ("b", "https://b.org/", 2),
+    ]
+    assert first[0] is held[0] and first[1] is not found[1]
+    first.append(found[0])
+    again = dedupe([*held, *found])
+    assert again is not first and len(again) == 2
+    assert all(x is y for x, y in zip(again, first, strict=False))
+    other = dedupe(
+        [_evidence("a", "https://example.org/a", rank=1), _evidence("b", "https://b.org/")]
+    )
+    assert other == again and other[0] is not again[0]
+    # a generator is read once, as a list would be
+    assert dedupe(item for item in found) == again
+
+
+def test_with_rank_copies_every_field_but_the_rank() -> None:
+    item = Evidence(
+        "t", "https://Example.org/a/?utm_source=x", "s", "brave", 3, datetime(2025, 6, 30),
+        "1 day", "example.org", "en", ("more",),
+    )  # fmt: skip
+    copy = item.with_rank(7)
+    for name in (f.name for f in dataclasses.fields(Evidence)):
+        assert getattr(copy, name) == (7 if name == "rank" else getattr(item, name)), name
+    assert copy == dataclasses.replace(item, rank=7)
 
 
 def test_evidence_to_dict_writes_page_age_as_iso() -> None:

@@ -60,6 +60,28 @@ def test_the_default_analyzer_stems_with_snowball_english() -> None:
     ]
 
 
+def test_each_analyzer_keeps_its_own_terms_for_a_token() -> None:
+    # Every analyzer remembers each token's term (or that it drops it) once per process; the
+    # same tokens under other settings still get their own terms, in any order of calls.
+    text = "The wings were heated; THE WINGS"
+    analyzers = [
+        (Analyzer(), ["wing", "heat", "wing"]),
+        (Analyzer(stemmer=None), ["wings", "heated", "wings"]),
+        (
+            Analyzer(stop_words=None, stemmer=None),
+            ["the", "wings", "were", "heated", "the", "wings"],
+        ),
+        (Analyzer(lowercase=False, stemmer=None), ["wings", "heated", "WINGS"]),
+        (Analyzer(min_length=6, stemmer="porter"), ["heat"]),
+    ]
+    for _ in range(2):
+        for analyzer, terms in analyzers:
+            assert analyzer.terms(text) == tuple(terms)
+            assert [term for term, _ in analyzer.words(text)] == terms
+    # Snowball's stemmers do not fold case: without lowercasing, "WINGS" stays a term of its own
+    assert Analyzer(lowercase=False).words("WINGS wings") == [("WINGS", "WINGS"), ("wing", "wings")]
+
+
 def test_an_unknown_stemmer_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigurationError, match=r"unknown stemmer 'klingon' \(valid: .*english"):
         Analyzer(stemmer="klingon")

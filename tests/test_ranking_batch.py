@@ -14,7 +14,17 @@ import pytest
 
 from evidence_bench.collections.beir import load_collection
 from evidence_bench.engine.base import Label
-from evidence_bench.engine.ranking import TfidfRocchioRanker, order_many, score_many
+from evidence_bench.engine.ranking import (
+    TfidfRocchioRanker,
+    marked_positions,
+    order_many,
+    pool_matrix,
+    pool_orders,
+    pool_scores,
+    query_weights,
+    rocchio_weights,
+    score_many,
+)
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.evidence import Evidence
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
@@ -99,6 +109,109 @@ def test_many_rankers_score_and_order_as_each_alone_on_real_result_lists(name: s
                         assert [pool[i].key for i in order] == [item.key for item in ranked]
                         checked += 1
     assert checked > 5_000
+
+
+def _orders(
+    rankers: list[TfidfRocchioRanker], query: str, pool: list[Evidence], feedback: dict[str, Label]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """pool_orders' orders, and order_many's of the exact scores, for the same inputs."""
+    analyzer = rankers[0].analyzer
+    matrix = pool_matrix(analyzer, tuple(item.text for item in pool))
+    query_vector = query_weights(analyzer, matrix, query)
+    pull, push = marked_positions([item.key for item in pool], feedback)
+    weights = rocchio_weights(rankers)
+    fast = pool_orders(weights, query_vector, matrix, pull, push)
+    return fast, order_many(pool_scores(weights, query_vector, matrix, pull, push))
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_pool_orders_are_each_rankers_own_on_real_result_lists(name: str) -> None:
+    checked = 0
+    rankers = [TfidfRocchioRanker(a, b, g) for a, b, g in WEIGHTS]
+    for query, found, grades in _pools(name, 6):
+        for depth in (10, len(found)):
+            pool = found[:depth]
+            for feedback in _feedbacks(pool, grades):
+                fast, exact = _orders(rankers, query, pool, feedback)
+                assert fast == exact
+                for ranker, order in zip(rankers, fast, strict=True):
+                    ranked = ranker.rank(query, pool, feedback)
+                    assert [pool[i].key for i in order] == [item.key for item in ranked]
+                    checked += 1
+    assert checked > 2_000
+
+
+_WORDS = [
+    "wing",
+    "flutter",
+    "boundary",
+    "layer",
+    "shock",
+    "wave",
+    "heat",
+    "transfer",
+    "supersonic",
+    "flow",
+]
+
+
+def test_pool_orders_equal_the_exact_orders_on_random_pools_with_ties() -> None:
+    # Texts drawn from ten words, so many candidates share a text (an exact tie of two
+    # positive scores) or nearly do; marks and weights at random, the grid's edges included.
+    rng = np.random.default_rng(13)
+    grid = [0.0, 0.15, 0.25, 0.75, 1.0, 2.5, 4.0, 8.0]
+    labels = [Label.MORE, Label.RELEVANT, Label.LESS, Label.IRRELEVANT, Label.UNSURE]
+    for case in range(400):
+        size = int(rng.integers(1, 25))
+        pool = [
+            _ev(n, " ".join(rng.choice(_WORDS, size=int(rng.integers(1, 6))))) for n in range(size)
+        ]
+        marked = rng.choice(size, size=int(rng.integers(0, size + 1)), replace=False)
+        feedback = {pool[int(d)].key: labels[int(rng.integers(len(labels)))] for d in marked}
+        rankers = [
+            TfidfRocchioRanker(*(float(w) for w in rng.choice(grid, size=3))) for _ in range(6)
+        ]
+        query = " ".join(rng.choice(_WORDS, size=int(rng.integers(1, 4))))
+        fast, exact = _orders(rankers, query, pool, feedback)
+        assert fast == exact, case
+
+
+def test_pool_orders_score_exact_ties_exactly() -> None:
+    # Documents 0, 2 and 3 share a text: their approximate scores are too close to order,
+    # so the row is scored exactly, and they stay in the candidates' order after document 1.
+    pool = [
+        _ev(0, "wing flutter"),
+        _ev(1, "wing wing"),
+        _ev(2, "wing flutter"),
+        _ev(3, "wing flutter"),
+        _ev(4, "boundary layer"),
+    ]
+    rankers = [TfidfRocchioRanker(1.0, 0.0, 0.0), TfidfRocchioRanker(1.0, 0.75, 0.15)]
+    fast, exact = _orders(rankers, "wing", pool, {pool[4].key: Label.IRRELEVANT})
+    assert fast == exact == [[1, 0, 2, 3, 4], [1, 0, 2, 3, 4]]
+
+
+def test_pool_orders_at_the_edges() -> None:
+    pool = [_ev(n, title) for n, title in enumerate(["wing flutter", "boundary layer", "wing"])]
+    ranker = TfidfRocchioRanker()
+    # no query term among the candidates and no pull: the candidates' order
+    assert _orders([ranker], "supersonic", pool, {})[0] == [[0, 1, 2]]
+    # a pull alone, with alpha = 0: the pulled document first
+    only_pull = TfidfRocchioRanker(0.0, 1.0, 0.0)
+    assert _orders([only_pull], "supersonic", pool, {pool[1].key: Label.MORE})[0] == [[1, 0, 2]]
+    # weights near underflow or overflow are scored exactly: |q'|² underflows to 0 or
+    # overflows to inf, so every score is 0.0 and the order is the candidates', as rank's
+    for extreme in (1e-300, 1e300):
+        ranker = TfidfRocchioRanker(extreme, 1.0, 0.5)
+        with np.errstate(over="ignore"):  # numpy warns where Python's floats do not
+            fast, exact = _orders([ranker], "wing", pool, {})
+        assert fast == exact == [[0, 1, 2]]
+        assert ranker.rank("wing", pool, {}) == pool
+    # no rankers, no candidates
+    ranker = TfidfRocchioRanker()
+    matrix = pool_matrix(ranker.analyzer, ())
+    assert pool_orders(rocchio_weights([ranker]), {}, matrix, [], []) == [[]]
+    assert pool_orders(rocchio_weights([]), {}, matrix, [], []) == []
 
 
 def test_exact_ties_keep_the_candidates_order() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
-from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.refiner import LexicalRefiner, surface_forms
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence, validate_query
@@ -172,3 +172,26 @@ def test_refinement_invariants(query: str, titles: list[str], labels: list[Label
     assert refined.query == expected
     if not any(label.polarity > 0 for label in feedback.values()):
         assert refined.added_terms == ()
+
+
+def test_counts_shared_between_calls_are_not_changed_by_a_merge() -> None:
+    # Each text's counts are kept per process and summed across the marked results; a sum
+    # must not leak into a text's own counts. Stem "flow": [0] says flows 2, flowing 1; [1]
+    # says flowing 3. Together "flowing" (4 against 2); [0] alone, before and after, "flows".
+    pool = [_ev(0, "flows flows flowing"), _ev(1, "flowing flowing flowing")]
+    both = {pool[0].key: Label.RELEVANT, pool[1].key: Label.RELEVANT}
+    alone = {pool[0].key: Label.RELEVANT}
+    analyzer = Analyzer()
+    assert surface_forms(analyzer, pool, alone) == {"flow": "flows"}
+    assert surface_forms(analyzer, pool, both) == {"flow": "flowing"}
+    assert surface_forms(analyzer, pool, alone) == {"flow": "flows"}
+    # tf of "flow" over the positive results: 3 for [0] alone, 6 for both, 3 again; idf over
+    # N = 2 with df 2 is ln(3 / 3) + 1 = 1
+    refiner = LexicalRefiner(analyzer=analyzer)
+    assert refiner.term_scores("wing", pool, alone) == [("flow", 3.0)]
+    assert refiner.term_scores("wing", pool, both) == [("flow", 6.0)]
+    assert refiner.term_scores("wing", pool, alone) == [("flow", 3.0)]
+    # a negative mark subtracts nothing from the cached counts either: "flow" 3 against 3
+    against = {pool[0].key: Label.RELEVANT, pool[1].key: Label.IRRELEVANT}
+    assert refiner.term_scores("wing", pool, against) == []
+    assert refiner.term_scores("wing", pool, alone) == [("flow", 3.0)]

@@ -10,9 +10,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
-from evidence_bench.engine.base import Feedback, RefinedQuery, Refiner
+from evidence_bench.engine.base import Feedback, Label, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
 from evidence_bench.engine.params import part_key, require_count
 from evidence_bench.engine.text import Analyzer, tokenize
@@ -23,6 +24,9 @@ __all__ = ["ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "su
 # Term scores are rounded before ordering so that equal scores computed along different
 # float paths still tie and fall back to the alphabetical order.
 _TIE_DIGITS = 12
+
+#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
+_POLARITY = {label: label.polarity for label in Label}
 
 
 def document_text(item: Evidence) -> str:
@@ -84,37 +88,43 @@ class LexicalRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[tuple[str, float]]:
         """Every eligible term with its tf-idf score, in the order :meth:`refine` adds them."""
-        positive: Counter[str] = Counter()
-        negative: Counter[str] = Counter()
-        df: Counter[str] = Counter()
-        for item in candidates:
-            terms = self.analyzer(document_text(item))
-            df.update(set(terms))
+        # Per text, its term counts (and per candidate list, its document frequencies) are
+        # computed once per process: a run refines the same results under many feedbacks.
+        texts = [document_text(item) for item in candidates]
+        positive: dict[str, int] = {}
+        negative: dict[str, int] = {}
+        for item, text in zip(candidates, texts, strict=True):
             label = feedback.get(item.key)
             if label is None:
                 continue
-            if label.polarity > 0:
-                positive.update(terms)
-            elif label.polarity < 0:
-                negative.update(terms)
+            polarity = _POLARITY[label]
+            if polarity == 0:
+                continue
+            summed = positive if polarity > 0 else negative
+            get = summed.get
+            for term, count in _term_counts(self.analyzer, text).items():
+                summed[term] = get(term, 0) + count
+        against = negative.get
         excluded = set(self.analyzer(query))
         n = len(candidates)
         if self.background is not None:
             frequencies = self.background.frequencies(self.analyzer, self.mode, document_text)
             idf = frequencies.idf(
-                (item.key, self.analyzer(document_text(item))) for item in candidates
+                (item.key, self.analyzer(text))
+                for item, text in zip(candidates, texts, strict=True)
             )
             scored = [
                 (term, tf * idf[term])
                 for term, tf in positive.items()
-                if term not in excluded and negative[term] < tf
+                if term not in excluded and against(term, 0) < tf
             ]
         else:
+            df = _document_frequencies(self.analyzer, tuple(texts))
             scored = [
                 # tf-idf with the smoothed idf ln((N + 1) / (df + 1)) + 1.
-                (term, tf * (math.log((n + 1) / (df[term] + 1)) + 1.0))
+                (term, tf * _smoothed_idf(n, df[term]))
                 for term, tf in positive.items()
-                if term not in excluded and negative[term] < tf
+                if term not in excluded and against(term, 0) < tf
             ]
         scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return scored
@@ -152,16 +162,57 @@ def surface_forms(
     a refiner scores stems but must send words a search engine understands."""
     if analyzer.stemmer is None:
         return {}
-    seen: dict[str, Counter[str]] = {}
+    seen: dict[str, dict[str, int]] = {}
+    copied: set[str] = set()  # the terms whose counts are this call's own, not a cache's
     for item in candidates:
         label = feedback.get(item.key)
-        if label is not None and label.polarity > 0:
-            for term, word in analyzer.words(document_text(item)):
-                seen.setdefault(term, Counter())[word] += 1
+        if label is not None and _POLARITY[label] > 0:
+            for term, words in _word_counts(analyzer, document_text(item)).items():
+                counts = seen.get(term)
+                if counts is None:
+                    seen[term] = words
+                    continue
+                if term not in copied:
+                    counts = seen[term] = dict(counts)
+                    copied.add(term)
+                for word, count in words.items():
+                    counts[word] = counts.get(word, 0) + count
     return {
-        term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
+        term: next(iter(counts))
+        if len(counts) == 1
+        else min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
         for term, counts in seen.items()
     }
+
+
+@lru_cache(maxsize=1 << 15)
+def _term_counts(analyzer: Analyzer, text: str) -> dict[str, int]:
+    """How often each term occurs in ``text`` (not to be changed: it is shared)."""
+    return dict(Counter(analyzer(text)))
+
+
+@lru_cache(maxsize=1 << 12)
+def _document_frequencies(analyzer: Analyzer, texts: tuple[str, ...]) -> dict[str, int]:
+    """In how many of ``texts`` each term occurs (not to be changed: it is shared)."""
+    df: Counter[str] = Counter()
+    for text in texts:
+        df.update(_term_counts(analyzer, text).keys())
+    return dict(df)
+
+
+@lru_cache(maxsize=1 << 15)
+def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
+    """Each term of ``text`` with the words it came from, counted (not to be changed)."""
+    seen: dict[str, Counter[str]] = {}
+    for term, word in analyzer.words(text):
+        seen.setdefault(term, Counter())[word] += 1
+    return {term: dict(counts) for term, counts in seen.items()}
+
+
+@lru_cache(maxsize=1 << 12)
+def _smoothed_idf(n: int, df: int) -> float:
+    """``ln((N + 1) / (df + 1)) + 1``, by ``math.log``: a candidate list's idf values are few."""
+    return math.log((n + 1) / (df + 1)) + 1.0
 
 
 def fit_terms(query: str, ordered: Iterable[str], max_terms: int) -> list[str]:

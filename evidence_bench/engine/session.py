@@ -70,6 +70,11 @@ class SearchSession:
         candidate (any spelling with the same canonical URL). Every target is checked before
         any is recorded, so a bad one leaves the feedback as it was.
         """
+        if len(targets) == 1 and type(targets[0]) is str:  # one URL: the common case
+            key = canonical_url(targets[0])
+            if key in self._candidate_keys():
+                self.feedback[key] = label
+                return [key]
         if not targets:
             raise FeedbackError("nothing to mark: give at least one position or URL")
         keys = [self._resolve(target) for target in targets]

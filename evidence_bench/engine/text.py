@@ -63,10 +63,21 @@ class Analyzer:
 
     def terms(self, text: str) -> tuple[str, ...]:
         source = text.lower() if self.lowercase else text
-        kept = [token for token in _TOKEN.findall(source) if self._keep(token)]
-        if self.stemmer is None:
-            return tuple(kept)
-        return tuple(_stem(self.stemmer, token) for token in kept)
+        table = self._table()
+        terms = []
+        for token in _TOKEN.findall(source):
+            term = table.get(token, _UNSEEN)
+            if term is _UNSEEN:
+                term = table[token] = self._term(token)
+            if term is not None:
+                terms.append(term)
+        return tuple(terms)
+
+    def _term(self, token: str) -> str | None:
+        """A token's term, or None where it is dropped (too short, a stop word)."""
+        if not self._keep(token):
+            return None
+        return token if self.stemmer is None else _stem(self.stemmer, token)
 
     def words(self, text: str) -> list[tuple[str, str]]:
         """(term, the word it came from) pairs: a stemmed term's readable surface form."""
@@ -74,15 +85,34 @@ class Analyzer:
 
     def _words(self, text: str) -> tuple[tuple[str, str], ...]:
         source = text.lower() if self.lowercase else text
-        kept = [token for token in _TOKEN.findall(source) if self._keep(token)]
-        if self.stemmer is None:
-            return tuple((token, token) for token in kept)
-        return tuple((_stem(self.stemmer, token), token) for token in kept)
+        table = self._table()
+        pairs = []
+        for token in _TOKEN.findall(source):
+            term = table.get(token, _UNSEEN)
+            if term is _UNSEEN:
+                term = table[token] = self._term(token)
+            if term is not None:
+                pairs.append((term, token))
+        return tuple(pairs)
+
+    def _table(self) -> dict[str, str | None]:
+        table = _TOKEN_TERMS.get(self)
+        if table is None or len(table) > _TOKENS_KEPT:
+            table = _TOKEN_TERMS[self] = {}
+        return table
 
     def _keep(self, token: str) -> bool:
         if len(token) < self.min_length:
             return False
         return self.stop_words is None or token.lower() not in self.stop_words
+
+
+#: Per analyzer, each token's term (None: dropped) as :meth:`Analyzer.terms` found it: a
+#: collection's words are few next to its text, and a token's term depends on it alone.
+_TOKEN_TERMS: dict[Analyzer, dict[str, str | None]] = {}
+#: Tokens remembered per analyzer before its table starts again (bounds the memory).
+_TOKENS_KEPT = 1 << 18
+_UNSEEN: Any = object()
 
 
 @functools.cache

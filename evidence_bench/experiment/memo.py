@@ -9,7 +9,7 @@ every step whose inputs coincide:
 
 - a ranking by (the ranker's settings, the candidates' content, the feedback): TF-IDF Rocchio
   rankers that share an analyzer are scored together, one row per (alpha, beta, gamma), by
-  :func:`evidence_bench.engine.ranking.score_many` (bit for bit what each ranker gives);
+  :func:`evidence_bench.engine.ranking.pool_orders` (exactly the order each ranker gives);
 - a refined query by (the refiner's effective params, the candidates, the feedback);
 - a user's marks by (the user, the round, the keys displayed, the keys examined before);
 - a ranking's measures by (its keys, the judgments), a residual's judgments by the keys
@@ -42,9 +42,8 @@ from evidence_bench.engine.ranking import (
     ProviderOrderRanker,
     TfidfRocchioRanker,
     marked_positions,
-    order_many,
     pool_matrix,
-    pool_scores,
+    pool_orders,
     query_weights,
     rocchio_weights,
 )
@@ -232,8 +231,7 @@ class QueryMemo:
                 family.weights = rocchio_weights(list(family.rows))
             matrix, query_vector = pool.space(family.analyzer, self.query)
             pull, push = marked_positions(pool.keys, feedback)
-            scores = pool_scores(family.weights, query_vector, matrix, pull, push)
-            rows = order_many(scores)
+            rows = pool_orders(family.weights, query_vector, matrix, pull, push)
             orders = family.orders[key] = _Orders(rows, [None] * len(rows))
         return pool, orders
 

@@ -30,6 +30,7 @@ draws (common random numbers), which lowers the variance of comparisons between 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -149,8 +150,11 @@ def _within_budget(labels: list[tuple[str, Label | None]], budget: int | None) -
     return marks
 
 
+@functools.lru_cache(maxsize=1 << 16, typed=True)
 def _draw(seed: int, query_id: str, round: int, key: str) -> float:
-    """A uniform [0, 1) draw fixed by (seed, query_id, round, key), stable across processes."""
+    """A uniform [0, 1) draw fixed by (seed, query_id, round, key), stable across processes;
+    remembered (typed: ``round=True`` is not ``round=1`` to the seed's JSON), since a user
+    judges the same document in the same round under many rankings."""
     return derived_random(seed, query_id, round, key).random()
 
 
