@@ -225,7 +225,13 @@ class QueryMemo:
         self, family: _Family, candidates: Sequence[Evidence], feedback: Feedback
     ) -> tuple[_Pool, _Orders]:
         pool = self.pool(candidates)
-        key = (pool.content, frozenset(feedback.items()))
+        return pool, self._pool_orders(family, pool, feedback, frozenset(feedback.items()))
+
+    def _pool_orders(
+        self, family: _Family, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
+    ) -> _Orders:
+        """Each row's order of ``pool`` under ``feedback`` (``marks``: its items)."""
+        key = (pool.content, marks)
         orders = family.orders.get(key)
         if orders is None or len(orders.orders) < len(family.rows):
             if family.weights is None:
@@ -235,7 +241,56 @@ class QueryMemo:
             scores = pool_scores(family.weights, query_vector, matrix, pull, push)
             rows = order_many(scores)
             orders = family.orders[key] = _Orders(rows, [None] * len(rows))
-        return pool, orders
+        return orders
+
+    # --- the round-by-round path (evidence_bench.experiment.episodes) ---------------------
+
+    @staticmethod
+    def plannable(ranker: object, control: object, refiner: object) -> bool:
+        """Whether the parts (as :meth:`ranker` and :meth:`refiner` gave them) are all the
+        memo's pure ones: rankers that answer :meth:`order`, a refiner that answers
+        :meth:`refine_pool`."""
+        rankers = (_MemoTfidf, _MemoProviderOrder)
+        return (
+            type(ranker) in rankers and type(control) in rankers and type(refiner) is _MemoRefiner
+        )
+
+    @staticmethod
+    def plannable_user(user: object) -> bool:
+        """Whether ``user`` (as :meth:`user` gave it) is one the memo knows to be pure."""
+        return type(user) is _MemoUser
+
+    @staticmethod
+    def order_token(ranker: Ranker) -> Hashable:
+        """One key per distinct ordering rule among the plannable rankers: rankers with one
+        token order any pool alike under any feedback."""
+        if isinstance(ranker, _MemoTfidf):
+            return (id(ranker.family), ranker.row)
+        return "provider_order"
+
+    def order(
+        self, ranker: Ranker, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
+    ) -> Sequence[int]:
+        """The order of ``pool``'s candidates that a plannable ``ranker`` gives under
+        ``feedback`` (``marks``: its items, as a frozenset): ``ranker.rank(query, pool's
+        candidates, feedback)`` is ``pool.ranking(order)``."""
+        if isinstance(ranker, _MemoTfidf):
+            return self._pool_orders(ranker.family, pool, feedback, marks).orders[ranker.row]
+        if isinstance(ranker, _MemoProviderOrder):
+            return range(len(pool.objects))
+        raise TypeError(f"{type(ranker).__name__} is not plannable")
+
+    def refine_pool(
+        self, refiner: Refiner, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
+    ) -> RefinedQuery:
+        """``refiner.refine(query, pool's candidates, feedback)`` for a refiner
+        :meth:`refiner` memoized (``marks``: the feedback's items, as a frozenset)."""
+        assert isinstance(refiner, _MemoRefiner)
+        key = (refiner.key, pool.content, marks)
+        refined = self._refined.get(key)
+        if refined is None:
+            refined = self._refined[key] = refiner.inner.refine(self.query, pool.objects, feedback)
+        return refined
 
     def ranked(
         self, family: _Family, row: int, candidates: Sequence[Evidence], feedback: Feedback

@@ -46,6 +46,7 @@ from evidence_bench.experiment.components import (
     make_user,
     user_params,
 )
+from evidence_bench.experiment.episodes import plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.experiment.store import (
@@ -163,6 +164,20 @@ class MemoProvider:
     def answers(self) -> Iterator[list[Evidence]]:
         """Every answer given, in the order first asked."""
         return (answer for answer in self._answers.values() if answer is not None)
+
+    def asked(self) -> list[tuple[str, int]]:
+        """Every (query, limit) asked so far, in the order first asked."""
+        return list(self._answers)
+
+    def reorder(self, asked: Sequence[tuple[str, int]]) -> None:
+        """Number the answers as if the searches had first been asked in ``asked``'s order
+        (each after those asked before it); searches not in it keep their place after.
+        :func:`query_episodes` plans a query's episodes round by round, and says here in
+        which order one episode after another would have asked."""
+        answers = self._answers
+        ordered = {key: answers[key] for key in asked if key in answers}
+        ordered.update(answers)
+        self._answers = ordered
 
 
 @dataclass
@@ -300,7 +315,10 @@ def query_episodes(
 ) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
     """Every (engine config, user) episode of one query, in plan order; they share the
     steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`:
-    ``memo``, or a new one)."""
+    ``memo``, or a new one). With a :class:`MemoProvider` and parts the memo knows to be
+    pure they are run together, round by round
+    (:func:`~evidence_bench.experiment.episodes.plan_episodes`), else one after another
+    (:func:`~evidence_bench.protocol.episode.run_episode`); the results are the same."""
     if memo is None:
         memo = QueryMemo(query, plan.measures)
     shared = [
@@ -308,6 +326,31 @@ def query_episodes(
         for engine, ranker, control, refiner in engines
     ]
     judged = [(name, memo.user(name, user)) for name, user in users]
+    if memo.measures == tuple(plan.measures) and isinstance(provider, MemoProvider):
+        asked = provider.asked()
+        planned = plan_episodes(
+            memo=memo,
+            query_id=query_id,
+            query=query,
+            initial=initial,
+            deep=deep,
+            provider=provider,
+            engines=[(ranker, control, refiner) for _, ranker, control, refiner in shared],
+            users=[
+                (user, plan.user_seed(name), plan.episode_policy(name)) for name, user in judged
+            ],
+            judgments=judgments,
+            modes=plan.modes if modes is None else modes,
+            rounds=plan.rounds if rounds is None else rounds,
+            depth=plan.depth,
+        )
+        if planned is not None:
+            provider.reorder([*asked, *planned.searches])
+            results = iter(planned.episodes)
+            for engine, *_ in shared:
+                for user_name, _ in judged:
+                    yield engine, user_name, next(results)
+            return
     for engine, ranker, control, refiner in shared:
         for user_name, user in judged:
             yield (
