@@ -28,7 +28,7 @@ every error, since a query whose plan raises is run again episode by episode.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -281,8 +281,39 @@ class _Planner:
                 result.rankings[(0, "control")] = first_control.keys
                 episodes.append(episode)
         for round_ in range(1, rounds + 1):
-            for episode in episodes:
-                self._round(episode, round_, modes, codes)
+            # Each phase asks for the rankings the next one reads, scored together.
+            before = [episode.displayed for episode in episodes]
+            steps = [self._display(e.state, e.displayed, e.user, round_) for e in episodes]
+            for episode, step in zip(episodes, steps, strict=True):
+                episode.state = step.after
+            self._prefetch(
+                wanted
+                for e in episodes
+                for wanted in (
+                    (e.ranker, e.rule, e.pool, e.state.feedback),
+                    (e.control, e.control_rule, e.pool, self.empty),
+                    (e.ranker, e.rule, e.pool, self._dealt(e.state, e.user, round_)),
+                )
+            )
+            expansions = [self._expand(e, e.pool, e.state) for e in episodes]
+            self._prefetch(
+                wanted
+                for e, expansion in zip(episodes, expansions, strict=True)
+                if expansion.pool is not None
+                for wanted in (
+                    (e.ranker, e.rule, expansion.pool, e.state.feedback),
+                    *(
+                        [(e.control, e.control_rule, self._deep_pool(len(expansion.pool.keys)),
+                          self.empty)]
+                        if self.deep is not None
+                        else []
+                    ),
+                )
+            )  # fmt: skip
+            for episode, shown_before, step, expansion in zip(
+                episodes, before, steps, expansions, strict=True
+            ):
+                self._round(episode, round_, shown_before, step, expansion, modes, codes)
         # Number the distinct lists in the order the episodes one after another meet them
         # (QueryMemo.evaluate_ids), all scored in one batch.
         first: dict[int, None] = {}
@@ -303,13 +334,19 @@ class _Planner:
         )
 
     def _round(
-        self, episode: _Episode, round_: int, modes: Sequence[str], codes: Sequence[int]
+        self,
+        episode: _Episode,
+        round_: int,
+        before: _Ranked,
+        step: _Step,
+        expansion: _Expansion,
+        modes: Sequence[str],
+        codes: Sequence[int],
     ) -> None:
-        """One round of one episode, as run_episode's loop body."""
+        """One round of one episode, as run_episode's loop body: the user's ``step`` on
+        ``before`` and the ``expansion`` are done, the rankings it reads are scored."""
         result = episode.result
-        before = episode.displayed
-        step = self._display(episode.state, before, episode.user, round_)
-        state = episode.state = step.after
+        state = step.after
         result.feedback += step.rows
         result.round_marks.append(step.rows)
         pool = episode.pool
@@ -321,7 +358,6 @@ class _Planner:
             ("shuffled", self._rank(episode.ranker, episode.rule, pool, dealt)),
             ("rerank", rerank),
         ]
-        expansion = self._expand(episode, pool, state)
         episode.searches.append((expansion.refined.query, expansion.limit))
         expanded: _Ranked | None = None
         if expansion.pool is None:
@@ -484,14 +520,29 @@ class _Planner:
         found = self._deep.get(key)
         if found is None:
             assert self.deep is not None
-            pool = self._deep_pools.get(length)
-            if pool is None:
-                pool = self._deep_pools[length] = self.memo.pool(self.deep[:length])
             found = self._deep[key] = (
                 self._ranked_list([item.key for item in self.deep[:length]]),
-                self._rank(control, rule, pool, self.empty),
+                self._rank(control, rule, self._deep_pool(length), self.empty),
             )
         return found
+
+    def _deep_pool(self, length: int) -> _Pool:
+        """The provider's deep list cut to ``length``, as candidates."""
+        pool = self._deep_pools.get(length)
+        if pool is None:
+            assert self.deep is not None
+            pool = self._deep_pools[length] = self.memo.pool(self.deep[:length])
+        return pool
+
+    def _prefetch(self, wanted: Iterable[tuple[Ranker, Hashable, _Pool, _Labels]]) -> None:
+        """Have the memo score every (ranker, rule, pool, feedback) not ranked yet together
+        (:meth:`QueryMemo.prefetch`)."""
+        known = self._by_rule
+        self.memo.prefetch(
+            (ranker, pool, feedback.labels, feedback.items)
+            for ranker, rule, pool, feedback in wanted
+            if (rule, pool.content, feedback.index) not in known
+        )
 
     def _expand(self, episode: _Episode, pool: _Pool, state: _State) -> _Expansion:
         """The session's expand: the refined query, its search, the candidates after it."""
