@@ -115,6 +115,9 @@ class _State:
     shown: dict[str, Evidence]
     feedback: _Labels
     residual: QueryJudgments | None = None
+    #: the pinned keys in position order where they hold positions 1..p (an episode's
+    #: pins, unless a click user skipped a rank), else None
+    prefix: list[str] | None = None
     #: the ranking displayed (its index) -> the round the user has on it
     steps: dict[int, _Step] = field(default_factory=dict)
     dealt: _Labels | None = None
@@ -235,6 +238,9 @@ class _Planner:
         self._grown: dict[tuple[int, int], tuple[_Pool, int, Sequence[Evidence]]] = {}
         self._records: dict[tuple[int, ...], dict[str, Any]] = {}
         self._shaped: dict[tuple[int, int, int], list[str]] = {}
+        self._stage_cache: dict[tuple[int, int, int], list[int]] = {}
+        self._patterns: dict[tuple[int, int, bool], tuple[list[tuple[int, str, str]], list[int]]]
+        self._patterns = {}
         self._final: dict[tuple[int, int, int, int], int] = {}
         self.shapes: list[tuple[list[str], QueryJudgments]] = []
 
@@ -378,34 +384,42 @@ class _Planner:
         for stage, ranked in stages:
             rankings[(round_, stage)] = ranked.keys
 
-        prepared = self.judgments.prepared
-        scored, shapes = result.scored, episode.shapes
-        for mode, code in zip(modes, codes, strict=True):
-            graded = prepared
-            if code == _RESIDUAL:
-                residual = self._residual(state)
-                if residual.num_relevant == 0:
-                    continue  # nothing relevant left to find: excluded, and counted
-                graded = residual
-            context = -1 if code == _AS_IS else state.index
-            shaped = {
-                stage: ranked.keys if code == _AS_IS else self._shape(ranked, code, state)
-                for stage, ranked in stages
-            }
-            for stage, ranked in stages:
-                keys = shaped[stage]
-                cut = -1
-                partner = PARTNERS.get(stage)
-                if partner in shaped and len(keys) > len(shaped[partner]):
-                    cut = len(shaped[partner])  # equal depth after removal too
-                scored.append((round_, stage, mode))
-                shapes.append(self._final_shape(ranked, code, context, cut, keys, graded))
+        # Every stage in every mode (run_episode's loop over modes, then stages), as the
+        # numbers of the lists to score: one lookup per stage for all modes at once.
+        skip = _RESIDUAL in codes and self._residual(state).num_relevant == 0
+        pattern = self._pattern(round_, [stage for stage, _ in stages], modes, codes, skip)
+        result.scored += pattern[0]
+        rerank_or_expand = {"rerank": rerank, "expand": expanded}
+        numbers = [
+            self._stage_shapes(ranked, rerank_or_expand.get(PARTNERS.get(stage, "")), state, codes)
+            for stage, ranked in stages
+        ]
+        episode.shapes += [numbers[s][m] for m in pattern[1] for s in range(len(stages))]
+
+    def _pattern(
+        self,
+        round_: int,
+        stages: Sequence[str],
+        modes: Sequence[str],
+        codes: Sequence[int],
+        skip: bool,
+    ) -> tuple[list[tuple[int, str, str]], list[int]]:
+        """A round's scored (round, stage, eval_mode)s, in order, and the modes' positions
+        they take; ``skip``: the residual mode is left out (nothing relevant left to find:
+        excluded, and counted)."""
+        key = (round_, len(stages), skip)
+        found = self._patterns.get(key)
+        if found is None:
+            used = [m for m, code in enumerate(codes) if not (skip and code == _RESIDUAL)]
+            scored = [(round_, stage, modes[m]) for m in used for stage in stages]
+            found = self._patterns[key] = (scored, used)
+        return found
 
     # --- the user's side ------------------------------------------------------------------
 
     def _start(self) -> _State:
         self._states += 1
-        return _State(self._states - 1, set(), {}, {}, self.empty)
+        return _State(self._states - 1, set(), {}, {}, self.empty, prefix=[])
 
     def _new_labels(self, labels: dict[str, Label]) -> _Labels:
         made = _Labels(len(self._labels), labels, frozenset(labels.items()))
@@ -450,6 +464,15 @@ class _Planner:
                 labels[mark.key] = mark.label
         self._states += 1
         after = _State(self._states - 1, examined, pinned, shown, self._new_labels(labels))
+        positions = pinned.values()
+        if not pinned:
+            after.prefix = []
+        elif (
+            max(positions) == len(pinned)
+            and min(positions) >= 1
+            and len(set(positions)) == len(pinned)
+        ):
+            after.prefix = sorted(pinned, key=pinned.__getitem__)
         self._steps += 1
         step = state.steps[displayed.index] = _Step(self._steps - 1, after, rows, record)
         return step
@@ -619,14 +642,53 @@ class _Planner:
 
     # --- evaluation -----------------------------------------------------------------------
 
+    def _stage_shapes(
+        self, ranked: _Ranked, partner: _Ranked | None, state: _State, codes: Sequence[int]
+    ) -> list[int]:
+        """For each mode, the number of ``ranked``'s list to score in ``state``: shaped by
+        the mode, cut to the length of ``partner``'s (the feedback stage it stands beside)."""
+        key = (ranked.index, -1 if partner is None else partner.index, state.index)
+        found = self._stage_cache.get(key)
+        if found is None:
+            prepared = self.judgments.prepared
+            found = []
+            for code in codes:
+                keys = self._shape(ranked, code, state)
+                cut = -1
+                if partner is not None:
+                    length = len(self._shape(partner, code, state))
+                    if len(keys) > length:
+                        cut = length  # equal depth after removal too
+                if code == _RESIDUAL:
+                    graded = self._residual(state)
+                    if graded.num_relevant == 0:
+                        found.append(-1)  # never scored: the mode is left out
+                        continue
+                else:
+                    graded = prepared
+                context = -1 if code == _AS_IS else state.index
+                found.append(self._final_shape(ranked, code, context, cut, keys, graded))
+            self._stage_cache[key] = found
+        return found
+
     def _shape(self, ranked: _Ranked, code: int, state: _State) -> list[str]:
-        """``ranked``'s list in the residual or frozen mode of ``state``."""
+        """``ranked``'s list as a mode of ``state`` scores it: as it is, without the
+        examined documents (residual), or with them where they were shown (frozen: the
+        pinned prefix, then the rest in order, where the pins are 1..p, as
+        :func:`~evidence_bench.protocol.episode.frozen_order` gives it)."""
+        if code == _AS_IS:
+            return ranked.keys
         key = (ranked.index, code, state.index)
         shaped = self._shaped.get(key)
         if shaped is None:
-            if code == _RESIDUAL:
-                examined = state.examined
-                shaped = [key for key in ranked.keys if key not in examined]
+            prefix = state.prefix
+            if code == _RESIDUAL or prefix is not None:
+                rest = self._shaped.get((ranked.index, _RESIDUAL, state.index))
+                if rest is None:
+                    examined = state.examined  # the pinned keys too
+                    rest = [key for key in ranked.keys if key not in examined]
+                    self._shaped[(ranked.index, _RESIDUAL, state.index)] = rest
+                shaped = [*prefix, *rest] if code == _FROZEN and prefix is not None else rest
             else:
                 shaped = frozen_order(ranked.keys, state.pinned)
             self._shaped[key] = shaped
