@@ -10,7 +10,7 @@ CPU time of :func:`~evidence_bench.experiment.runner.query_output`:
 - again, on the same replayed queries: their providers answer every search from memory, so
   what is left is the episodes themselves (ranking, refining, judging, measuring, rows).
 
-It also prints one sha256 over every query's rows (scores, marks, rankings): compare it with
+It also prints one sha256 over every query's rows (scores, marks, rankings, documents): compare it with
 the code before a change, it must not move. ``--profile FILE`` writes a cProfile of the
 second pass. CPU times on a shared machine: compare them with a run of the code before a
 change made in the same minute.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import hashlib
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -78,10 +77,12 @@ def main() -> None:
     digest = hashlib.sha256()
     for out in again:
         rows = out.rows
-        digest.update(pickle.dumps((rows.score_rows(), rows.feedback_rows(), rows.episodes)))
-        digest.update(pickle.dumps((rows.ranking_keys, rows.ranking_items.tolist())))
-        digest.update(pickle.dumps((rows.run_pair.tolist(), rows.run_ranking.tolist())))
-        digest.update(pickle.dumps((out.skipped_expands, out.no_usable_feedback)))
+        # repr, not pickle: equal rows give equal text whatever objects they share
+        digest.update(repr((rows.score_rows(), rows.feedback_rows(), rows.episodes)).encode())
+        digest.update(repr((rows.ranking_keys, rows.ranking_items.tolist())).encode())
+        digest.update(repr((rows.run_pair.tolist(), rows.run_ranking.tolist())).encode())
+        digest.update(repr((out.skipped_expands, out.no_usable_feedback)).encode())
+        digest.update(repr(list(out.documents)).encode())
     print(f"rows sha256: {digest.hexdigest()}")
     for client in clients:
         client.close()

@@ -46,7 +46,7 @@ from evidence_bench.experiment.components import (
     make_user,
     user_params,
 )
-from evidence_bench.experiment.episodes import plan_episodes
+from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.experiment.store import (
@@ -455,11 +455,17 @@ def query_output(
         memo=memo,
     )
     rows = QueryRowsBuilder(query_id)
+    shared = _SharedRounds(rows, doc_id)
     for engine, user_name, result in episodes:
         pair = rows.pair(engine.config_id, user_name)
         out.skipped_expands += result.skipped_expand
         out.no_usable_feedback += result.no_usable_feedback
         rows.scores(pair, result.scored, result.evaluations)
+        if isinstance(result, PlannedEpisode) and result.rounds:
+            rows.add_episode(pair, query, shared.entries(result))
+            for (round_, stage), keys in result.rankings.items():
+                rows.run(pair, round_, stage, keys)
+            continue
         marks: dict[int, list[MarkRow]] = {}
         for round_, key, label, rank in result.feedback:
             marks.setdefault(round_, []).append((doc_id(key) or key, label, key, rank))
@@ -478,6 +484,58 @@ def query_output(
             out.documents.setdefault(item.key, item)
     out.missing_dates = sum(1 for item in replayed.initial if item.page_age is None)
     return out
+
+
+class _SharedRounds:
+    """The builder's entries of planned episodes' rounds: a round record, its marks and its
+    ranking lists are shared by the episodes where they coincide
+    (:class:`~evidence_bench.experiment.episodes.PlannedEpisode`), so each is converted to
+    doc ids and numbered once, in the order :meth:`QueryRowsBuilder.episode` would number
+    it. Every object whose id is a key is kept alive here."""
+
+    def __init__(self, rows: QueryRowsBuilder, doc_id: Callable[[str], str]) -> None:
+        self.rows, self.doc_id = rows, doc_id
+        self._entries: dict[tuple[int, int], tuple[EpisodeRound, object, object]] = {}
+        self._lists: dict[int, tuple[int | None, list[str]]] = {}
+        self._marks: dict[int, tuple[int, list[Any]]] = {}
+
+    def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
+        found = []
+        entries = self._entries
+        for record, marks in zip(result.rounds, result.round_marks, strict=True):
+            entry = entries.get((id(record), id(marks)))
+            if entry is None:
+                entry = entries[(id(record), id(marks))] = (
+                    self._entry(record, marks),
+                    record,
+                    marks,
+                )
+            found.append(entry[0])
+        return found
+
+    def _entry(self, record: Mapping[str, Any], marks: list[Any]) -> EpisodeRound:
+        rows = self.rows
+        detail = rows.detail(_episode_round(record, self.doc_id, lists=False))
+        before, rerank, expand = (self._ranking(record[k]) for k in _LISTS)
+        mark_set = self._marks.get(id(marks))
+        if mark_set is None:
+            doc_id = self.doc_id
+            rows_of = [(doc_id(key), label, key, rank) for _, key, label, rank in marks]
+            mark_set = self._marks[id(marks)] = (rows.mark_set(rows_of), marks)
+        return (int(record["round"]), detail, mark_set[0], before, rerank, expand)
+
+    def _ranking(self, keys: list[str] | None) -> int | None:
+        if keys is None:
+            return None
+        found = self._lists.get(id(keys))
+        if found is None:
+            doc_id = self.doc_id
+            found = self._lists[id(keys)] = (self.rows.ranking([doc_id(k) for k in keys]), keys)
+        return found[0]
+
+
+#: The lists of a round record that the builder stores as ranking ids.
+_LISTS = ("before", "after_rerank", "after_expand")
 
 
 def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:
@@ -503,7 +561,10 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
     return out
 
 
-def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
+def _episode_round(record: Mapping[str, Any], doc_id: Any, *, lists: bool = True) -> dict[str, Any]:
+    """A round record as ``episodes.jsonl`` holds it (keys as doc ids); ``lists=False``
+    leaves its rankings out (the builder's :meth:`~QueryRowsBuilder.detail` of it)."""
+
     def ids(keys: Sequence[str] | None) -> list[str] | None:
         return None if keys is None else [doc_id(key) or key for key in keys]
 
@@ -515,17 +576,17 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
             {"doc_id": doc_id(row["url"]) or row["url"], **{k: row[k] for k in "RFTDS"}}
             for row in record["breakdown"]
         ]
-    return {
+    converted = {
         **extra,
         "round": record["round"],
         "refined_query": record["refined_query"],
         "added_terms": record["added_terms"],
         "added": record["added"],
-        "before": ids(record["before"]),
-        "after_rerank": ids(record["after_rerank"]),
-        "after_expand": ids(record["after_expand"]),
         "marks": [{"doc_id": doc_id(key) or key, "label": label} for key, label in record["marks"]],
     }
+    if lists:
+        converted.update({k: ids(record[k]) for k in _LISTS})
+    return converted
 
 
 _PLAN: RunPlan | None = None
