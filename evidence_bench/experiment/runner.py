@@ -13,6 +13,7 @@ reported instead of waited on forever.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
@@ -21,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -436,7 +438,31 @@ def query_output(
     the caller counts what its store answered.
 
     The episodes share one memo, so their scores are ids of the query's distinct
-    evaluations (:attr:`QueryMemo.values`), sent once each."""
+    evaluations (:attr:`QueryMemo.values`), sent once each.
+
+    Python's cyclic garbage collector is paused meanwhile: a query allocates ~10^5
+    containers that live until it ends (they form no cycles; reference counting frees
+    them), and each full collection it would trigger walks every object of the worker
+    (its indexes and caches), about a third of the episodes' CPU time."""
+    with _collector_paused():
+        return _query_output(worker, replayed, engines, plan)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """``gc`` disabled inside, as it was after (a nested pause leaves it paused)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _query_output(
+    worker: ReplayWorker, replayed: ReplayedQuery, engines: EngineParts, plan: RunPlan
+) -> QueryOutput:
     query_id, query = replayed.query_id, replayed.query
     doc_id = _doc_ids(worker.query_set.collection.doc_id_for)
     out = QueryOutput(query_id)
