@@ -87,6 +87,13 @@ class _Ranked:
     pool: _Pool | None = None
     order: Sequence[int] = ()
     items: list[Evidence] | None = None
+    top: list[str] | None = None
+
+    def head(self) -> list[str]:
+        """The first 10 keys (a round record's lists), one list per ranking."""
+        if self.top is None:
+            self.top = self.keys[:10]
+        return self.top
 
     def objects(self) -> list[Evidence]:
         """The ranked candidates, rank renumbered (as the session displays them)."""
@@ -619,8 +626,8 @@ class _Planner:
             record = {
                 "round": round_,
                 "marks": step.marks,
-                "before": before.keys[:10],
-                "after_rerank": rerank.keys[:10],
+                "before": before.head(),
+                "after_rerank": rerank.head(),
                 "refined_query": None,
                 "added_terms": [],
                 "added": 0,
@@ -635,7 +642,7 @@ class _Planner:
                     refined_query=refined.query,
                     added_terms=list(refined.added_terms),
                     added=expansion.added,
-                    after_expand=expanded.keys[:10],
+                    after_expand=expanded.head(),
                 )
             self._records[key] = record
         return record

@@ -524,6 +524,7 @@ class _SharedRounds:
         self._entries: dict[tuple[int, int], tuple[EpisodeRound, object, object]] = {}
         self._lists: dict[int, tuple[int | None, list[str]]] = {}
         self._marks: dict[int, tuple[int, list[Any]]] = {}
+        self._details: dict[tuple[Any, ...], tuple[str, object]] = {}
 
     def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
         found = []
@@ -541,7 +542,22 @@ class _SharedRounds:
 
     def _entry(self, record: Mapping[str, Any], marks: list[Any]) -> EpisodeRound:
         rows = self.rows
-        detail = rows.detail(_episode_round(record, self.doc_id, lists=False))
+        # the detail is the record but its lists: its marks (a list shared by the records
+        # of one user's round) and its expansion's fields
+        weights = record.get("term_weights")
+        key = (
+            id(record["marks"]),
+            record["refined_query"],
+            tuple(record["added_terms"]),
+            record["added"],
+            None if weights is None else tuple(map(tuple, weights)),
+            "breakdown" in record,
+        )
+        found = None if key[-1] else self._details.get(key)
+        if found is None:
+            detail = rows.detail(_episode_round(record, self.doc_id, lists=False))
+            found = self._details[key] = (detail, record["marks"])
+        detail = found[0]
         before, rerank, expand = (self._ranking(record[k]) for k in _LISTS)
         mark_set = self._marks.get(id(marks))
         if mark_set is None:
