@@ -152,12 +152,15 @@ def surface_forms(
     a refiner scores stems but must send words a search engine understands."""
     if analyzer.stemmer is None:
         return {}
-    seen: dict[str, Counter[str]] = {}
+    seen: dict[str, dict[str, int]] = {}  # each stem's words, counted in order first seen
     for item in candidates:
         label = feedback.get(item.key)
         if label is not None and label.polarity > 0:
             for term, word in analyzer.words(document_text(item)):
-                seen.setdefault(term, Counter())[word] += 1
+                counts = seen.get(term)
+                if counts is None:
+                    counts = seen[term] = {}
+                counts[word] = counts.get(word, 0) + 1
     return {
         term: min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
         for term, counts in seen.items()
