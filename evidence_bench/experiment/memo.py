@@ -28,7 +28,7 @@ an ``id`` it remembers cannot be reused.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence, Set
+from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,10 +111,10 @@ class _Pool:
 
 @dataclass(slots=True)
 class _Orders:
-    """One (candidates, feedback)'s order of the candidates under each row of a family, and
-    the rankings built from them."""
+    """One (candidates, feedback)'s order of the candidates under each row of a family (None:
+    not scored yet), and the rankings built from them."""
 
-    orders: list[list[int]]
+    orders: list[list[int] | None]
     rankings: list[list[Evidence] | None]
 
 
@@ -218,22 +218,118 @@ class QueryMemo:
     ) -> tuple[_Pool, list[list[int]]]:
         """Each row's order of ``candidates`` under ``feedback``."""
         pool, orders = self._orders(family, candidates, feedback)
-        return pool, orders.orders
+        return pool, [order for order in orders.orders if order is not None]
 
     def _orders(
         self, family: _Family, candidates: Sequence[Evidence], feedback: Feedback
     ) -> tuple[_Pool, _Orders]:
         pool = self.pool(candidates)
-        key = (pool.content, frozenset(feedback.items()))
+        return pool, self._pool_orders(family, pool, feedback, frozenset(feedback.items()))
+
+    def _pool_orders(
+        self,
+        family: _Family,
+        pool: _Pool,
+        feedback: Feedback,
+        marks: _FeedbackKey,
+        rows: Sequence[int] | None = None,
+    ) -> _Orders:
+        """The rows' orders of ``pool`` under ``feedback`` (``marks``: its items): those of
+        ``rows`` (None: every row of the family) not scored yet are scored in one
+        :func:`pool_scores` call. A row's scores do not depend on the other rows scored with
+        it (every operation is per row), so scoring only the rows an episode needs gives the
+        same floats."""
+        key = (pool.content, marks)
+        count = len(family.rows)
         orders = family.orders.get(key)
-        if orders is None or len(orders.orders) < len(family.rows):
+        if orders is None:
+            orders = family.orders[key] = _Orders([None] * count, [None] * count)
+        elif len(orders.orders) < count:  # rows added since
+            grown = count - len(orders.orders)
+            orders.orders += [None] * grown
+            orders.rankings += [None] * grown
+        known = orders.orders
+        missing = [row for row in (range(count) if rows is None else rows) if known[row] is None]
+        if missing:
             if family.weights is None:
                 family.weights = rocchio_weights(list(family.rows))
+            weights = family.weights if len(missing) == count else family.weights[missing]
             matrix, query_vector = pool.space(family.analyzer, self.query)
             pull, push = marked_positions(pool.keys, feedback)
-            rows = pool_orders(family.weights, query_vector, matrix, pull, push)
-            orders = family.orders[key] = _Orders(rows, [None] * len(rows))
-        return pool, orders
+            found = pool_orders(weights, query_vector, matrix, pull, push)
+            for row, order in zip(missing, found, strict=True):
+                known[row] = order
+        return orders
+
+    # --- the round-by-round path (evidence_bench.experiment.episodes) ---------------------
+
+    @staticmethod
+    def plannable(ranker: object, control: object, refiner: object) -> bool:
+        """Whether the parts (as :meth:`ranker` and :meth:`refiner` gave them) are all the
+        memo's pure ones: rankers that answer :meth:`order`, a refiner that answers
+        :meth:`refine_pool`."""
+        rankers = (_MemoTfidf, _MemoProviderOrder)
+        return (
+            type(ranker) in rankers and type(control) in rankers and type(refiner) is _MemoRefiner
+        )
+
+    @staticmethod
+    def plannable_user(user: object) -> bool:
+        """Whether ``user`` (as :meth:`user` gave it) is one the memo knows to be pure."""
+        return type(user) is _MemoUser
+
+    @staticmethod
+    def order_token(ranker: Ranker) -> Hashable:
+        """One key per distinct ordering rule among the plannable rankers: rankers with one
+        token order any pool alike under any feedback."""
+        if isinstance(ranker, _MemoTfidf):
+            return (id(ranker.family), ranker.row)
+        return "provider_order"
+
+    def order(
+        self, ranker: Ranker, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
+    ) -> Sequence[int]:
+        """The order of ``pool``'s candidates that a plannable ``ranker`` gives under
+        ``feedback`` (``marks``: its items, as a frozenset): ``ranker.rank(query, pool's
+        candidates, feedback)`` is ``pool.ranking(order)``."""
+        if isinstance(ranker, _MemoTfidf):
+            row = ranker.row
+            order = self._pool_orders(ranker.family, pool, feedback, marks, (row,)).orders[row]
+            assert order is not None
+            return order
+        if isinstance(ranker, _MemoProviderOrder):
+            return range(len(pool.objects))
+        raise TypeError(f"{type(ranker).__name__} is not plannable")
+
+    def prefetch(self, wanted: Iterable[tuple[Ranker, _Pool, Feedback, _FeedbackKey]]) -> None:
+        """Score, for :meth:`order`, every (plannable ranker, pool, feedback, its items) of
+        ``wanted``: one :func:`pool_scores` call per (family, pool, feedback) for the rows
+        they need and no other (a round of many episodes needs a few rows of most)."""
+        groups: dict[tuple[int, int, _FeedbackKey], tuple[_Family, _Pool, Feedback, set[int]]]
+        groups = {}
+        for ranker, pool, feedback, marks in wanted:
+            if isinstance(ranker, _MemoTfidf):
+                family = ranker.family
+                group = groups.get((id(family), pool.content, marks))
+                if group is None:
+                    group = groups[(id(family), pool.content, marks)] = (
+                        family, pool, feedback, set()
+                    )  # fmt: skip
+                group[3].add(ranker.row)
+        for (_, _, marks), (family, pool, feedback, rows) in groups.items():
+            self._pool_orders(family, pool, feedback, marks, sorted(rows))
+
+    def refine_pool(
+        self, refiner: Refiner, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
+    ) -> RefinedQuery:
+        """``refiner.refine(query, pool's candidates, feedback)`` for a refiner
+        :meth:`refiner` memoized (``marks``: the feedback's items, as a frozenset)."""
+        assert isinstance(refiner, _MemoRefiner)
+        key = (refiner.key, pool.content, marks)
+        refined = self._refined.get(key)
+        if refined is None:
+            refined = self._refined[key] = refiner.inner.refine(self.query, pool.objects, feedback)
+        return refined
 
     def ranked(
         self, family: _Family, row: int, candidates: Sequence[Evidence], feedback: Feedback
@@ -242,7 +338,9 @@ class QueryMemo:
         pool, orders = self._orders(family, candidates, feedback)
         ranking = orders.rankings[row]
         if ranking is None:
-            ranking = orders.rankings[row] = pool.shared_ranking(orders.orders[row])
+            order = orders.orders[row]
+            assert order is not None
+            ranking = orders.rankings[row] = pool.shared_ranking(order)
         return ranking.copy()
 
     def refine(

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ from evidence_bench.experiment.components import (
     make_user,
     user_params,
 )
+from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.experiment.store import (
@@ -165,6 +167,20 @@ class MemoProvider:
     def answers(self) -> Iterator[list[Evidence]]:
         """Every answer given, in the order first asked."""
         return (answer for answer in self._answers.values() if answer is not None)
+
+    def asked(self) -> list[tuple[str, int]]:
+        """Every (query, limit) asked so far, in the order first asked."""
+        return list(self._answers)
+
+    def reorder(self, asked: Sequence[tuple[str, int]]) -> None:
+        """Number the answers as if the searches had first been asked in ``asked``'s order
+        (each after those asked before it); searches not in it keep their place after.
+        :func:`query_episodes` plans a query's episodes round by round, and says here in
+        which order one episode after another would have asked."""
+        answers = self._answers
+        ordered = {key: answers[key] for key in asked if key in answers}
+        ordered.update(answers)
+        self._answers = ordered
 
 
 @dataclass
@@ -318,7 +334,10 @@ def query_episodes(
 ) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
     """Every (engine config, user) episode of one query, in plan order; they share the
     steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`:
-    ``memo``, or a new one)."""
+    ``memo``, or a new one). With a :class:`MemoProvider` and parts the memo knows to be
+    pure they are run together, round by round
+    (:func:`~evidence_bench.experiment.episodes.plan_episodes`), else one after another
+    (:func:`~evidence_bench.protocol.episode.run_episode`); the results are the same."""
     if memo is None:
         memo = QueryMemo(query, plan.measures)
     shared = [
@@ -326,6 +345,31 @@ def query_episodes(
         for engine, ranker, control, refiner in engines
     ]
     judged = [(name, memo.user(name, user)) for name, user in users]
+    if memo.measures == tuple(plan.measures) and isinstance(provider, MemoProvider):
+        asked = provider.asked()
+        planned = plan_episodes(
+            memo=memo,
+            query_id=query_id,
+            query=query,
+            initial=initial,
+            deep=deep,
+            provider=provider,
+            engines=[(ranker, control, refiner) for _, ranker, control, refiner in shared],
+            users=[
+                (user, plan.user_seed(name), plan.episode_policy(name)) for name, user in judged
+            ],
+            judgments=judgments,
+            modes=plan.modes if modes is None else modes,
+            rounds=plan.rounds if rounds is None else rounds,
+            depth=plan.depth,
+        )
+        if planned is not None:
+            provider.reorder([*asked, *planned.searches])
+            results = iter(planned.episodes)
+            for engine, *_ in shared:
+                for user_name, _ in judged:
+                    yield engine, user_name, next(results)
+            return
     for engine, ranker, control, refiner in shared:
         for user_name, user in judged:
             yield (
@@ -411,7 +455,31 @@ def query_output(
     the caller counts what its store answered.
 
     The episodes share one memo, so their scores are ids of the query's distinct
-    evaluations (:attr:`QueryMemo.values`), sent once each."""
+    evaluations (:attr:`QueryMemo.values`), sent once each.
+
+    Python's cyclic garbage collector is paused meanwhile: a query allocates ~10^5
+    containers that live until it ends (they form no cycles; reference counting frees
+    them), and each full collection it would trigger walks every object of the worker
+    (its indexes and caches), about a third of the episodes' CPU time."""
+    with _collector_paused():
+        return _query_output(worker, replayed, engines, plan)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """``gc`` disabled inside, as it was after (a nested pause leaves it paused)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _query_output(
+    worker: ReplayWorker, replayed: ReplayedQuery, engines: EngineParts, plan: RunPlan
+) -> QueryOutput:
     query_id, query = replayed.query_id, replayed.query
     doc_id = _doc_ids(worker.query_set.collection.doc_id_for)
     out = QueryOutput(query_id)
@@ -430,11 +498,17 @@ def query_output(
         memo=memo,
     )
     rows = QueryRowsBuilder(query_id)
+    shared = _SharedRounds(rows, doc_id)
     for engine, user_name, result in episodes:
         pair = rows.pair(engine.config_id, user_name)
         out.skipped_expands += result.skipped_expand
         out.no_usable_feedback += result.no_usable_feedback
         rows.scores(pair, result.scored, result.evaluations)
+        if isinstance(result, PlannedEpisode) and result.rounds:
+            rows.add_episode(pair, query, shared.entries(result))
+            for (round_, stage), keys in result.rankings.items():
+                rows.run(pair, round_, stage, keys)
+            continue
         marks: dict[int, list[MarkRow]] = {}
         for round_, key, label, rank in result.feedback:
             marks.setdefault(round_, []).append((doc_id(key) or key, label, key, rank))
@@ -453,6 +527,74 @@ def query_output(
             out.documents.setdefault(item.key, item)
     out.missing_dates = sum(1 for item in replayed.initial if item.page_age is None)
     return out
+
+
+class _SharedRounds:
+    """The builder's entries of planned episodes' rounds: a round record, its marks and its
+    ranking lists are shared by the episodes where they coincide
+    (:class:`~evidence_bench.experiment.episodes.PlannedEpisode`), so each is converted to
+    doc ids and numbered once, in the order :meth:`QueryRowsBuilder.episode` would number
+    it. Every object whose id is a key is kept alive here."""
+
+    def __init__(self, rows: QueryRowsBuilder, doc_id: Callable[[str], str]) -> None:
+        self.rows, self.doc_id = rows, doc_id
+        self._entries: dict[tuple[int, int], tuple[EpisodeRound, object, object]] = {}
+        self._lists: dict[int, tuple[int | None, list[str]]] = {}
+        self._marks: dict[int, tuple[int, list[Any]]] = {}
+        self._details: dict[tuple[Any, ...], tuple[str, object]] = {}
+
+    def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
+        found = []
+        entries = self._entries
+        for record, marks in zip(result.rounds, result.round_marks, strict=True):
+            entry = entries.get((id(record), id(marks)))
+            if entry is None:
+                entry = entries[(id(record), id(marks))] = (
+                    self._entry(record, marks),
+                    record,
+                    marks,
+                )
+            found.append(entry[0])
+        return found
+
+    def _entry(self, record: Mapping[str, Any], marks: list[Any]) -> EpisodeRound:
+        rows = self.rows
+        # the detail is the record but its lists: its marks (a list shared by the records
+        # of one user's round) and its expansion's fields
+        weights = record.get("term_weights")
+        key = (
+            id(record["marks"]),
+            record["refined_query"],
+            tuple(record["added_terms"]),
+            record["added"],
+            None if weights is None else tuple(map(tuple, weights)),
+            "breakdown" in record,
+        )
+        found = None if key[-1] else self._details.get(key)
+        if found is None:
+            detail = rows.detail(_episode_round(record, self.doc_id, lists=False))
+            found = self._details[key] = (detail, record["marks"])
+        detail = found[0]
+        before, rerank, expand = (self._ranking(record[k]) for k in _LISTS)
+        mark_set = self._marks.get(id(marks))
+        if mark_set is None:
+            doc_id = self.doc_id
+            rows_of = [(doc_id(key), label, key, rank) for _, key, label, rank in marks]
+            mark_set = self._marks[id(marks)] = (rows.mark_set(rows_of), marks)
+        return (int(record["round"]), detail, mark_set[0], before, rerank, expand)
+
+    def _ranking(self, keys: list[str] | None) -> int | None:
+        if keys is None:
+            return None
+        found = self._lists.get(id(keys))
+        if found is None:
+            doc_id = self.doc_id
+            found = self._lists[id(keys)] = (self.rows.ranking([doc_id(k) for k in keys]), keys)
+        return found[0]
+
+
+#: The lists of a round record that the builder stores as ranking ids.
+_LISTS = ("before", "after_rerank", "after_expand")
 
 
 def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:
@@ -478,7 +620,10 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
     return out
 
 
-def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
+def _episode_round(record: Mapping[str, Any], doc_id: Any, *, lists: bool = True) -> dict[str, Any]:
+    """A round record as ``episodes.jsonl`` holds it (keys as doc ids); ``lists=False``
+    leaves its rankings out (the builder's :meth:`~QueryRowsBuilder.detail` of it)."""
+
     def ids(keys: Sequence[str] | None) -> list[str] | None:
         return None if keys is None else [doc_id(key) or key for key in keys]
 
@@ -490,17 +635,17 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
             {"doc_id": doc_id(row["url"]) or row["url"], **{k: row[k] for k in "RFTDS"}}
             for row in record["breakdown"]
         ]
-    return {
+    converted = {
         **extra,
         "round": record["round"],
         "refined_query": record["refined_query"],
         "added_terms": record["added_terms"],
         "added": record["added"],
-        "before": ids(record["before"]),
-        "after_rerank": ids(record["after_rerank"]),
-        "after_expand": ids(record["after_expand"]),
         "marks": [{"doc_id": doc_id(key) or key, "label": label} for key, label in record["marks"]],
     }
+    if lists:
+        converted.update({k: ids(record[k]) for k in _LISTS})
+    return converted
 
 
 _PLAN: RunPlan | None = None

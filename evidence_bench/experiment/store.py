@@ -260,13 +260,32 @@ class QueryRowsBuilder:
             entries.append((0, None, self._mark_set(marks.pop(0, [])), None, None, None))
         for record in rounds:
             round_ = int(record["round"])
-            rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
-            text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
-            detail = self._details.setdefault(text, text)  # one object: pickled once
+            detail = self.detail(record)
             before, rerank, expand = (self._ranking(record.get(k)) for k in _LISTS)
             mark_set = self._mark_set(marks.pop(round_, []))
             entries.append((round_, detail, mark_set, before, rerank, expand))
         self._episodes.append((pair, query, entries))
+
+    def add_episode(self, pair: int, query: str, entries: Sequence[EpisodeRound]) -> None:
+        """One episode as its rounds' entries, each made as :meth:`episode` makes it (with
+        :meth:`detail`, :meth:`ranking` and :meth:`mark_set`, in that order per round): a
+        caller that meets one round record in many episodes makes its entry once."""
+        self._episodes.append((pair, query, list(entries)))
+
+    def detail(self, record: Mapping[str, Any]) -> str:
+        """A round record's ``detail``: the record but its round and rankings, as JSON (one
+        str object per distinct text, pickled once)."""
+        rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
+        text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+        return self._details.setdefault(text, text)
+
+    def ranking(self, items: Sequence[str] | None) -> int | None:
+        """The id of an episode's ranking (``before``, ``after_rerank``, ``after_expand``)."""
+        return self._ranking(items)
+
+    def mark_set(self, rows: Sequence[MarkRow]) -> int:
+        """The id of one round's examined documents."""
+        return self._mark_set(rows)
 
     def scores(
         self, pair: int, scored: Sequence[tuple[int, str, str]], evaluations: Sequence[int]
@@ -297,7 +316,15 @@ class QueryRowsBuilder:
     def build(self, measures: Sequence[str], values: npt.NDArray[np.float64]) -> QueryRows:
         """The rows; ``values``: the evaluations the scores' ids index, a column per
         measure."""
-        runs = [(p, r, s, self._ranking(keys)) for p, r, s, keys in self._runs]
+        # A ranking list met in many runs (the round-by-round episodes share them) is looked
+        # up once; self._runs keeps each list alive, so its id names it.
+        known: dict[int, int | None] = {}
+        runs = []
+        for p, r, s, keys in self._runs:
+            found = known.get(id(keys), -1)
+            if found == -1:
+                found = known[id(keys)] = self._ranking(keys)
+            runs.append((p, r, s, found))
         vocabulary: dict[str, int] = {}
         items = [
             vocabulary.setdefault(key, len(vocabulary)) for r in self._ranking_ids for key in r

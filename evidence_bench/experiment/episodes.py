@@ -1,0 +1,720 @@
+"""A query's episodes run round by round over every (engine config, user), each step once.
+
+:func:`~evidence_bench.protocol.episode.run_episode` runs one episode, and the runner used
+to run a query's 48 (config, user) episodes one after another, sharing the engine's work
+through a :class:`~evidence_bench.experiment.memo.QueryMemo`. What was left was the glue,
+repeated in every episode: a session, the frozen view, the marks, each stage's list in each
+mode, each ranking's lookup among the evaluations. :func:`plan_episodes` runs the same
+protocol (:mod:`evidence_bench.protocol.episode`'s docstring) for all of a query's episodes
+at once, round by round, and computes each step once for what it depends on:
+
+- a user's view of a list and its marks, by (the user's state: examined, pinned, labels;
+  the list displayed): in round 1 one per user for every config;
+- a ranking by (ordering rule, candidates, feedback), a refined query and what its search
+  added by (refiner, candidates, feedback), the equal-depth lists by their length;
+- a stage's list in an evaluation mode by (ranking, mode, the user's state), cut to its
+  partner's length;
+- the measures of every distinct (list, judgments) of the query in one
+  :func:`~evidence_bench.evaluation.measures.evaluate_many` batch at the end, numbered in the
+  order the episodes one after another number them.
+
+It covers the parts whose outputs the memo knows to be pure
+(:meth:`QueryMemo.plannable`: TF-IDF Rocchio and provider-order rankers, the lexical and
+term-Rocchio refiners, the shipped users) and a provider that answers a repeated search
+alike (the runner's ``MemoProvider``); the runner runs any other query's episodes with
+``run_episode``. Each result equals ``run_episode``'s (tests/test_episodes.py); so does
+every error, since a query whose plan raises is run again episode by episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from evidence_bench.engine.base import Label, Ranker, RefinedQuery, Refiner, SearchProvider
+from evidence_bench.evaluation.measures import QueryJudgments
+from evidence_bench.evidence import Evidence, canonical_url, dedupe, validate_query
+from evidence_bench.experiment.memo import QueryMemo, _Pool
+from evidence_bench.protocol.episode import (
+    PARTNERS,
+    EpisodeResult,
+    Judgments,
+    _shuffled,
+    frozen_order,
+)
+from evidence_bench.users.policies import UserPolicy
+from evidence_bench.web.cassettes import SkippedRequest
+
+__all__ = ["Planned", "PlannedEpisode", "plan_episodes"]
+
+#: One examined document of a round: (round, key, label, rank), as EpisodeResult.feedback.
+_Row = tuple[int, str, str, int]
+#: How a mode shapes a stage's list: as it is (full judgments), residual, frozen.
+_AS_IS, _RESIDUAL, _FROZEN = 0, 1, 2
+
+
+@dataclass(slots=True, eq=False)
+class PlannedEpisode(EpisodeResult):
+    """An :class:`~evidence_bench.protocol.episode.EpisodeResult` of :func:`plan_episodes`.
+    Its round records and ranking lists are shared with the query's other episodes where
+    they coincide: read them, do not change them."""
+
+    #: per round, its rows of ``feedback`` (a list shared by every episode with that round)
+    round_marks: list[list[_Row]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A query's planned episodes in plan order (config by config, user by user), and the
+    searches their sessions would have asked one episode after another, in that order."""
+
+    episodes: list[PlannedEpisode]
+    searches: list[tuple[str, int]]
+
+
+class _Fallback(Exception):
+    """A case the plan does not cover: the query is run episode by episode instead."""
+
+
+@dataclass(slots=True, eq=False)
+class _Ranked:
+    """One distinct ranking of the query: its keys, and where its objects come from."""
+
+    index: int
+    keys: list[str]
+    pool: _Pool | None = None
+    order: Sequence[int] = ()
+    items: list[Evidence] | None = None
+    top: list[str] | None = None
+
+    def head(self) -> list[str]:
+        """The first 10 keys (a round record's lists), one list per ranking."""
+        if self.top is None:
+            self.top = self.keys[:10]
+        return self.top
+
+    def objects(self) -> list[Evidence]:
+        """The ranked candidates, rank renumbered (as the session displays them)."""
+        if self.items is None:
+            assert self.pool is not None
+            self.items = self.pool.shared_ranking(self.order)
+        return self.items
+
+
+@dataclass(slots=True, eq=False)
+class _Labels:
+    """One feedback dict (a session's, or the shuffled control's), numbered."""
+
+    index: int
+    labels: dict[str, Label]
+    items: frozenset[tuple[str, Label]]
+
+
+@dataclass(slots=True, eq=False)
+class _State:
+    """What a user has done before a round: examined, pinned, shown, labelled."""
+
+    index: int
+    examined: set[str]
+    pinned: dict[str, int]
+    shown: dict[str, Evidence]
+    feedback: _Labels
+    residual: QueryJudgments | None = None
+    #: the pinned keys in position order where they hold positions 1..p (an episode's
+    #: pins, unless a click user skipped a rank), else None
+    prefix: list[str] | None = None
+    #: the ranking displayed (its index) -> the round the user has on it
+    steps: dict[int, _Step] = field(default_factory=dict)
+    dealt: _Labels | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Step:
+    """One round of a user on one displayed list: the marks and the state after them."""
+
+    index: int
+    after: _State
+    rows: list[_Row]
+    marks: list[tuple[str, str]]
+
+
+@dataclass(slots=True, eq=False)
+class _Expansion:
+    """One refined query, and the candidates after its search (None: skipped)."""
+
+    refined: RefinedQuery
+    limit: int
+    pool: _Pool | None
+    added: int
+
+
+@dataclass(slots=True, eq=False)
+class _User:
+    user: UserPolicy
+    seed: int
+    policy: str
+    start: _State
+
+
+@dataclass(slots=True, eq=False)
+class _Episode:
+    ranker: Ranker
+    control: Ranker
+    refiner: Refiner
+    rule: Hashable
+    control_rule: Hashable
+    refiner_key: Hashable
+    user: _User
+    state: _State
+    displayed: _Ranked
+    pool: _Pool
+    result: PlannedEpisode
+    shapes: list[int] = field(default_factory=list)
+    searches: list[tuple[str, int]] = field(default_factory=list)
+
+
+def plan_episodes(
+    *,
+    memo: QueryMemo,
+    query_id: str,
+    query: str,
+    initial: Sequence[Evidence],
+    deep: Sequence[Evidence] | None,
+    provider: SearchProvider,
+    engines: Sequence[tuple[Ranker, Ranker, Refiner]],
+    users: Sequence[tuple[UserPolicy, int, str]],
+    judgments: Judgments,
+    modes: Sequence[str],
+    rounds: int,
+    depth: int,
+) -> Planned | None:
+    """Every (engine, user) episode of one query, engine by engine and user by user, as
+    :func:`~evidence_bench.protocol.episode.run_episode` gives each (see the module
+    docstring); None where the plan does not cover them (run them one by one).
+
+    ``engines``: each config's (ranker, control, refiner) as ``memo`` gave them
+    (:meth:`QueryMemo.ranker`, :meth:`QueryMemo.refiner`); ``users``: each user as the memo
+    gave it (:meth:`QueryMemo.user`) with its ``seed`` and ``policy`` for the shuffled control;
+    ``provider`` must answer a repeated search alike (it is asked once per distinct search).
+    """
+    if not all(QueryMemo.plannable(*parts) for parts in engines) or not all(
+        QueryMemo.plannable_user(user) for user, _, _ in users
+    ):
+        return None
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        return None  # the session refuses it: run_episode says so
+    try:
+        if validate_query(query) != query:
+            return None
+        planner = _Planner(memo, query_id, query, initial, deep, provider, judgments, depth)
+        return planner.run(engines, users, modes, rounds)
+    except Exception:  # run_episode raises it again, in its own order
+        return None
+
+
+class _Planner:
+    """The caches of one query's plan (see the module docstring)."""
+
+    def __init__(
+        self,
+        memo: QueryMemo,
+        query_id: str,
+        query: str,
+        initial: Sequence[Evidence],
+        deep: Sequence[Evidence] | None,
+        provider: SearchProvider,
+        judgments: Judgments,
+        depth: int,
+    ) -> None:
+        self.memo, self.query_id, self.query = memo, query_id, query
+        self.initial, self.deep, self.provider = initial, deep, provider
+        self.judgments, self.depth = judgments, depth
+        self.rankings: list[_Ranked] = []
+        self._interned: dict[tuple[int, tuple[int, ...]], _Ranked] = {}
+        self._by_rule: dict[tuple[Hashable, int, int], _Ranked] = {}
+        self._labels: list[_Labels] = []
+        self.empty = self._new_labels({})
+        self._states = 0
+        self._steps = 0
+        self._prefixes: dict[int, _Ranked] = {}
+        self._deep: dict[tuple[Hashable, int], tuple[_Ranked, _Ranked]] = {}
+        self._deep_pools: dict[int, _Pool] = {}
+        self._expansions: dict[tuple[Hashable, int, int], _Expansion] = {}
+        self._grown: dict[tuple[int, int], tuple[_Pool, int, Sequence[Evidence]]] = {}
+        self._records: dict[tuple[int, ...], dict[str, Any]] = {}
+        self._shaped: dict[tuple[int, int, int], list[str]] = {}
+        self._stage_cache: dict[tuple[int, int, int], list[int]] = {}
+        self._patterns: dict[tuple[int, int, bool], tuple[list[tuple[int, str, str]], list[int]]]
+        self._patterns = {}
+        self._final: dict[tuple[int, int, int, int], int] = {}
+        self.shapes: list[tuple[list[str], QueryJudgments]] = []
+
+    # --- the plan -------------------------------------------------------------------------
+
+    def run(
+        self,
+        engines: Sequence[tuple[Ranker, Ranker, Refiner]],
+        users: Sequence[tuple[UserPolicy, int, str]],
+        modes: Sequence[str],
+        rounds: int,
+    ) -> Planned:
+        memo = self.memo
+        prepared = self.judgments.prepared
+        codes = [
+            _RESIDUAL if mode == "residual" else _FROZEN if mode == "frozen" else _AS_IS
+            for mode in modes
+        ]
+        start = [_User(user, seed, policy, self._start()) for user, seed, policy in users]
+        shown = self._ranked_list([item.key for item in self.initial], list(self.initial))
+        candidates = memo.pool(dedupe(self.initial))
+        initial_pool = memo.pool(self.initial)
+        names = tuple(str(measure) for measure in memo.measures)
+        episodes: list[_Episode] = []
+        for ranker, control, refiner in engines:
+            rule, control_rule = memo.order_token(ranker), memo.order_token(control)
+            refiner_key = getattr(refiner, "key", None)
+            first_control = self._rank(control, control_rule, initial_pool, self.empty)
+            for user in start:
+                result = PlannedEpisode(measures=names)
+                episode = _Episode(
+                    ranker, control, refiner, rule, control_rule, refiner_key, user,
+                    user.start, shown, candidates, result,
+                )  # fmt: skip
+                for mode in modes:  # before any feedback every mode scores the lists as they are
+                    result.scored += [(0, "initial", mode), (0, "control", mode)]
+                    episode.shapes += [
+                        self._final_shape(shown, _AS_IS, -1, -1, shown.keys, prepared),
+                        self._final_shape(
+                            first_control, _AS_IS, -1, -1, first_control.keys, prepared
+                        ),
+                    ]
+                result.rankings[(0, "initial")] = shown.keys
+                result.rankings[(0, "control")] = first_control.keys
+                episodes.append(episode)
+        for round_ in range(1, rounds + 1):
+            # Each phase asks for the rankings the next one reads, scored together.
+            before = [episode.displayed for episode in episodes]
+            steps = [self._display(e.state, e.displayed, e.user, round_) for e in episodes]
+            for episode, step in zip(episodes, steps, strict=True):
+                episode.state = step.after
+            self._prefetch(
+                wanted
+                for e in episodes
+                for wanted in (
+                    (e.ranker, e.rule, e.pool, e.state.feedback),
+                    (e.control, e.control_rule, e.pool, self.empty),
+                    (e.ranker, e.rule, e.pool, self._dealt(e.state, e.user, round_)),
+                )
+            )
+            expansions = [self._expand(e, e.pool, e.state) for e in episodes]
+            self._prefetch(
+                wanted
+                for e, expansion in zip(episodes, expansions, strict=True)
+                if expansion.pool is not None
+                for wanted in (
+                    (e.ranker, e.rule, expansion.pool, e.state.feedback),
+                    *(
+                        [(e.control, e.control_rule, self._deep_pool(len(expansion.pool.keys)),
+                          self.empty)]
+                        if self.deep is not None
+                        else []
+                    ),
+                )
+            )  # fmt: skip
+            for episode, shown_before, step, expansion in zip(
+                episodes, before, steps, expansions, strict=True
+            ):
+                self._round(episode, round_, shown_before, step, expansion, modes, codes)
+        # Number the distinct lists in the order the episodes one after another meet them
+        # (QueryMemo.evaluate_ids), all scored in one batch.
+        first: dict[int, None] = {}
+        for episode in episodes:
+            first.update(dict.fromkeys(episode.shapes))
+        order = list(first)
+        ids = memo.evaluate_ids([self.shapes[shape] for shape in order])
+        evaluation = [0] * len(self.shapes)
+        for shape, found in zip(order, ids, strict=True):
+            evaluation[shape] = found
+        values = memo.values
+        for episode in episodes:
+            episode.result.evaluations = [evaluation[shape] for shape in episode.shapes]
+            episode.result.values = values
+        return Planned(
+            [episode.result for episode in episodes],
+            [search for episode in episodes for search in episode.searches],
+        )
+
+    def _round(
+        self,
+        episode: _Episode,
+        round_: int,
+        before: _Ranked,
+        step: _Step,
+        expansion: _Expansion,
+        modes: Sequence[str],
+        codes: Sequence[int],
+    ) -> None:
+        """One round of one episode, as run_episode's loop body: the user's ``step`` on
+        ``before`` and the ``expansion`` are done, the rankings it reads are scored."""
+        result = episode.result
+        state = step.after
+        result.feedback += step.rows
+        result.round_marks.append(step.rows)
+        pool = episode.pool
+        rerank = self._rank(episode.ranker, episode.rule, pool, state.feedback)
+        dealt = self._dealt(state, episode.user, round_)
+        stages: list[tuple[str, _Ranked]] = [
+            ("initial", self._prefix(len(pool.keys))),
+            ("control", self._rank(episode.control, episode.control_rule, pool, self.empty)),
+            ("shuffled", self._rank(episode.ranker, episode.rule, pool, dealt)),
+            ("rerank", rerank),
+        ]
+        episode.searches.append((expansion.refined.query, expansion.limit))
+        expanded: _Ranked | None = None
+        if expansion.pool is None:
+            result.skipped_expand += 1
+            episode.displayed = rerank
+        else:
+            expanded = self._rank(episode.ranker, episode.rule, expansion.pool, state.feedback)
+            stages.append(("expand", expanded))
+            if self.deep is not None:
+                equal, equal_control = self._equal_depth(
+                    episode.control, episode.control_rule, len(expanded.keys)
+                )
+                stages += [("deep_initial", equal), ("deep_control", equal_control)]
+            episode.displayed = expanded
+            episode.pool = expansion.pool
+        result.rounds.append(self._record(round_, step, before, rerank, expansion, expanded))
+        rankings = result.rankings
+        for stage, ranked in stages:
+            rankings[(round_, stage)] = ranked.keys
+
+        # Every stage in every mode (run_episode's loop over modes, then stages), as the
+        # numbers of the lists to score: one lookup per stage for all modes at once.
+        skip = _RESIDUAL in codes and self._residual(state).num_relevant == 0
+        pattern = self._pattern(round_, [stage for stage, _ in stages], modes, codes, skip)
+        result.scored += pattern[0]
+        rerank_or_expand = {"rerank": rerank, "expand": expanded}
+        numbers = [
+            self._stage_shapes(ranked, rerank_or_expand.get(PARTNERS.get(stage, "")), state, codes)
+            for stage, ranked in stages
+        ]
+        episode.shapes += [numbers[s][m] for m in pattern[1] for s in range(len(stages))]
+
+    def _pattern(
+        self,
+        round_: int,
+        stages: Sequence[str],
+        modes: Sequence[str],
+        codes: Sequence[int],
+        skip: bool,
+    ) -> tuple[list[tuple[int, str, str]], list[int]]:
+        """A round's scored (round, stage, eval_mode)s, in order, and the modes' positions
+        they take; ``skip``: the residual mode is left out (nothing relevant left to find:
+        excluded, and counted)."""
+        key = (round_, len(stages), skip)
+        found = self._patterns.get(key)
+        if found is None:
+            used = [m for m, code in enumerate(codes) if not (skip and code == _RESIDUAL)]
+            scored = [(round_, stage, modes[m]) for m in used for stage in stages]
+            found = self._patterns[key] = (scored, used)
+        return found
+
+    # --- the user's side ------------------------------------------------------------------
+
+    def _start(self) -> _State:
+        self._states += 1
+        return _State(self._states - 1, set(), {}, {}, self.empty, prefix=[])
+
+    def _new_labels(self, labels: dict[str, Label]) -> _Labels:
+        made = _Labels(len(self._labels), labels, frozenset(labels.items()))
+        self._labels.append(made)
+        return made
+
+    def _display(self, state: _State, displayed: _Ranked, user: _User, round_: int) -> _Step:
+        """The user's round on ``displayed`` held in the frozen frame, and the state after."""
+        step = state.steps.get(displayed.index)
+        if step is not None:
+            return step
+        items = displayed.objects()
+        if state.pinned:
+            by_key = {item.key: item for item in items}
+            by_key.update(state.shown)
+            frozen = [by_key[key] for key in frozen_order(displayed.keys, state.pinned)]
+        else:
+            frozen = list(items)
+        position = {item.key: index for index, item in enumerate(frozen, start=1)}
+        marks = user.user.judge(
+            query_id=self.query_id,
+            round=round_,
+            displayed=frozen,
+            judgments=self.judgments.grades,
+            examined=state.examined,
+        )
+        examined, pinned = set(state.examined), dict(state.pinned)
+        shown, labels = dict(state.shown), dict(state.feedback.labels)
+        rows: list[_Row] = []
+        record: list[tuple[str, str]] = []
+        for mark in marks:
+            at = position[mark.key]
+            examined.add(mark.key)
+            pinned[mark.key] = at
+            shown[mark.key] = frozen[at - 1]
+            label = mark.label.value if mark.label else "seen"
+            rows.append((round_, mark.key, label, at))
+            record.append((mark.key, label))
+            if mark.label is not None:
+                if canonical_url(mark.key) != mark.key:
+                    raise _Fallback  # the session would file it under another key
+                labels[mark.key] = mark.label
+        self._states += 1
+        after = _State(self._states - 1, examined, pinned, shown, self._new_labels(labels))
+        positions = pinned.values()
+        if not pinned:
+            after.prefix = []
+        elif (
+            max(positions) == len(pinned)
+            and min(positions) >= 1
+            and len(set(positions)) == len(pinned)
+        ):
+            after.prefix = sorted(pinned, key=pinned.__getitem__)
+        self._steps += 1
+        step = state.steps[displayed.index] = _Step(self._steps - 1, after, rows, record)
+        return step
+
+    def _dealt(self, state: _State, user: _User, round_: int) -> _Labels:
+        """The shuffled control's labels for ``state`` (a state belongs to one user)."""
+        if state.dealt is None:
+            feedback = state.feedback
+            deal = partial(
+                _shuffled,
+                feedback.labels,
+                state.examined,
+                seed=user.seed,
+                policy=user.policy,
+                query_id=self.query_id,
+                round_=round_,
+            )
+            key = (user.seed, user.policy, round_, feedback.items, frozenset(state.examined))
+            state.dealt = self._new_labels(self.memo.shuffled(key, deal))
+        return state.dealt
+
+    def _residual(self, state: _State) -> QueryJudgments:
+        if state.residual is None:
+            state.residual = self.memo.residual(self.judgments.grades, state.examined)
+        return state.residual
+
+    # --- the engine's side ----------------------------------------------------------------
+
+    def _ranked_list(self, keys: list[str], items: list[Evidence] | None = None) -> _Ranked:
+        ranked = _Ranked(len(self.rankings), keys, items=items)
+        self.rankings.append(ranked)
+        return ranked
+
+    def _intern(self, pool: _Pool, order: Sequence[int]) -> _Ranked:
+        key = (pool.content, tuple(order))
+        ranked = self._interned.get(key)
+        if ranked is None:
+            keys = pool.keys
+            ranked = _Ranked(len(self.rankings), [keys[i] for i in order], pool, order)
+            self.rankings.append(ranked)
+            self._interned[key] = ranked
+        return ranked
+
+    def _rank(self, ranker: Ranker, rule: Hashable, pool: _Pool, feedback: _Labels) -> _Ranked:
+        """``ranker.rank(query, pool, feedback)``, one lookup per (rule, pool, feedback)."""
+        key = (rule, pool.content, feedback.index)
+        ranked = self._by_rule.get(key)
+        if ranked is None:
+            order = self.memo.order(ranker, pool, feedback.labels, feedback.items)
+            ranked = self._by_rule[key] = self._intern(pool, order)
+        return ranked
+
+    def _prefix(self, length: int) -> _Ranked:
+        """The provider's own order of its first ``length`` results (run_episode's
+        ``_provider_order``)."""
+        ranked = self._prefixes.get(length)
+        if ranked is None:
+            deep, initial = self.deep, self.initial
+            source = deep if deep is not None and len(deep) >= len(initial) else initial
+            ranked = self._prefixes[length] = self._ranked_list(
+                [item.key for item in source[:length]]
+            )
+        return ranked
+
+    def _equal_depth(self, control: Ranker, rule: Hashable, length: int) -> tuple[_Ranked, _Ranked]:
+        """``deep_initial`` and ``deep_control`` at ``length``."""
+        key = (rule, length)
+        found = self._deep.get(key)
+        if found is None:
+            assert self.deep is not None
+            found = self._deep[key] = (
+                self._ranked_list([item.key for item in self.deep[:length]]),
+                self._rank(control, rule, self._deep_pool(length), self.empty),
+            )
+        return found
+
+    def _deep_pool(self, length: int) -> _Pool:
+        """The provider's deep list cut to ``length``, as candidates."""
+        pool = self._deep_pools.get(length)
+        if pool is None:
+            assert self.deep is not None
+            pool = self._deep_pools[length] = self.memo.pool(self.deep[:length])
+        return pool
+
+    def _prefetch(self, wanted: Iterable[tuple[Ranker, Hashable, _Pool, _Labels]]) -> None:
+        """Have the memo score every (ranker, rule, pool, feedback) not ranked yet together
+        (:meth:`QueryMemo.prefetch`)."""
+        known = self._by_rule
+        self.memo.prefetch(
+            (ranker, pool, feedback.labels, feedback.items)
+            for ranker, rule, pool, feedback in wanted
+            if (rule, pool.content, feedback.index) not in known
+        )
+
+    def _expand(self, episode: _Episode, pool: _Pool, state: _State) -> _Expansion:
+        """The session's expand: the refined query, its search, the candidates after it."""
+        key = (episode.refiner_key, pool.content, state.feedback.index)
+        expansion = self._expansions.get(key)
+        if expansion is None:
+            feedback = state.feedback
+            refined = self.memo.refine_pool(episode.refiner, pool, feedback.labels, feedback.items)
+            limit = refined.limit or self.depth
+            grown: _Pool | None = None
+            added = 0
+            try:
+                found = self.provider.search(refined.query, limit=limit)
+            except SkippedRequest:
+                pass
+            else:
+                grown, added = self._grow(pool, found)
+            expansion = self._expansions[key] = _Expansion(refined, limit, grown, added)
+        return expansion
+
+    def _grow(self, pool: _Pool, found: Sequence[Evidence]) -> tuple[_Pool, int]:
+        """The candidates after a search answered ``found`` (SearchSession.expand)."""
+        key = (pool.content, id(found))
+        grown = self._grown.get(key)
+        if grown is None:
+            held = set(pool.keys)
+            new = [item for item in dedupe(found) if item.key not in held]
+            merged = self.memo.pool(dedupe([*pool.objects, *new]))
+            grown = self._grown[key] = (merged, len(new), found)  # found kept: its id is a key
+        return grown[0], grown[1]
+
+    def _record(
+        self,
+        round_: int,
+        step: _Step,
+        before: _Ranked,
+        rerank: _Ranked,
+        expansion: _Expansion,
+        expanded: _Ranked | None,
+    ) -> dict[str, Any]:
+        """The round's record (run_episode's), one per distinct content of it."""
+        key = (
+            step.index,
+            before.index,
+            rerank.index,
+            id(expansion),
+            -1 if expanded is None else expanded.index,
+        )
+        record = self._records.get(key)
+        if record is None:
+            record = {
+                "round": round_,
+                "marks": step.marks,
+                "before": before.head(),
+                "after_rerank": rerank.head(),
+                "refined_query": None,
+                "added_terms": [],
+                "added": 0,
+                "after_expand": None,
+            }
+            if expanded is not None:
+                refined = expansion.refined
+                weights = getattr(refined, "weights", None)
+                if weights:  # refiners that weigh terms (term Rocchio) explain their choice
+                    record["term_weights"] = [[term, weight] for term, weight in weights]
+                record.update(
+                    refined_query=refined.query,
+                    added_terms=list(refined.added_terms),
+                    added=expansion.added,
+                    after_expand=expanded.head(),
+                )
+            self._records[key] = record
+        return record
+
+    # --- evaluation -----------------------------------------------------------------------
+
+    def _stage_shapes(
+        self, ranked: _Ranked, partner: _Ranked | None, state: _State, codes: Sequence[int]
+    ) -> list[int]:
+        """For each mode, the number of ``ranked``'s list to score in ``state``: shaped by
+        the mode, cut to the length of ``partner``'s (the feedback stage it stands beside)."""
+        key = (ranked.index, -1 if partner is None else partner.index, state.index)
+        found = self._stage_cache.get(key)
+        if found is None:
+            prepared = self.judgments.prepared
+            found = []
+            for code in codes:
+                keys = self._shape(ranked, code, state)
+                cut = -1
+                if partner is not None:
+                    length = len(self._shape(partner, code, state))
+                    if len(keys) > length:
+                        cut = length  # equal depth after removal too
+                if code == _RESIDUAL:
+                    graded = self._residual(state)
+                    if graded.num_relevant == 0:
+                        found.append(-1)  # never scored: the mode is left out
+                        continue
+                else:
+                    graded = prepared
+                context = -1 if code == _AS_IS else state.index
+                found.append(self._final_shape(ranked, code, context, cut, keys, graded))
+            self._stage_cache[key] = found
+        return found
+
+    def _shape(self, ranked: _Ranked, code: int, state: _State) -> list[str]:
+        """``ranked``'s list as a mode of ``state`` scores it: as it is, without the
+        examined documents (residual), or with them where they were shown (frozen: the
+        pinned prefix, then the rest in order, where the pins are 1..p, as
+        :func:`~evidence_bench.protocol.episode.frozen_order` gives it)."""
+        if code == _AS_IS:
+            return ranked.keys
+        key = (ranked.index, code, state.index)
+        shaped = self._shaped.get(key)
+        if shaped is None:
+            prefix = state.prefix
+            if code == _RESIDUAL or prefix is not None:
+                rest = self._shaped.get((ranked.index, _RESIDUAL, state.index))
+                if rest is None:
+                    examined = state.examined  # the pinned keys too
+                    rest = [key for key in ranked.keys if key not in examined]
+                    self._shaped[(ranked.index, _RESIDUAL, state.index)] = rest
+                shaped = [*prefix, *rest] if code == _FROZEN and prefix is not None else rest
+            else:
+                shaped = frozen_order(ranked.keys, state.pinned)
+            self._shaped[key] = shaped
+        return shaped
+
+    def _final_shape(
+        self,
+        ranked: _Ranked,
+        code: int,
+        context: int,
+        cut: int,
+        keys: list[str],
+        graded: QueryJudgments,
+    ) -> int:
+        """The number of one list to score: ``keys`` (``ranked`` shaped by ``code`` in
+        ``context``) cut to ``cut`` (-1: whole), on ``graded``."""
+        key = (ranked.index, code, context, cut)
+        found = self._final.get(key)
+        if found is None:
+            found = self._final[key] = len(self.shapes)
+            self.shapes.append((keys if cut < 0 else keys[:cut], graded))
+        return found
