@@ -130,9 +130,9 @@ def normalize_text(value: str) -> str:
     survives as literal text instead of being removed as a tag. Idempotent on its own output
     except where unescaping reveals a new entity (``&amp;amp;``); never raises.
     """
-    text = _TAG.sub(" ", _INLINE_TAG.sub("", value))
-    text = html.unescape(text)
-    return _SPACE.sub(" ", text).strip()
+    if "<" in value or "&" in value:  # without them, no tag to strip and no entity
+        value = html.unescape(_TAG.sub(" ", _INLINE_TAG.sub("", value)))
+    return _SPACE.sub(" ", value).strip()
 
 
 def _is_tracking(name: str) -> bool:

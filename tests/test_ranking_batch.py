@@ -207,6 +207,10 @@ def test_pool_orders_at_the_edges() -> None:
             fast, exact = _orders([ranker], "wing", pool, {})
         assert fast == exact == [[0, 1, 2]]
         assert ranker.rank("wing", pool, {}) == pool
+    # candidates without a term, one of them pulled: every score 0, the candidates' order
+    empty = [_ev(n, "", "the of a") for n in range(3)]
+    fast, exact = _orders([TfidfRocchioRanker()], "wing", empty, {empty[1].key: Label.MORE})
+    assert fast == exact == [[0, 1, 2]]
     # no rankers, no candidates
     ranker = TfidfRocchioRanker()
     matrix = pool_matrix(ranker.analyzer, ())

@@ -185,13 +185,13 @@ def surface_forms(
     }
 
 
-@lru_cache(maxsize=1 << 15)
+@lru_cache(maxsize=1 << 12)
 def _term_counts(analyzer: Analyzer, text: str) -> dict[str, int]:
     """How often each term occurs in ``text`` (not to be changed: it is shared)."""
     return dict(Counter(analyzer(text)))
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=1 << 10)
 def _document_frequencies(analyzer: Analyzer, texts: tuple[str, ...]) -> dict[str, int]:
     """In how many of ``texts`` each term occurs (not to be changed: it is shared)."""
     df: Counter[str] = Counter()
@@ -200,7 +200,7 @@ def _document_frequencies(analyzer: Analyzer, texts: tuple[str, ...]) -> dict[st
     return dict(df)
 
 
-@lru_cache(maxsize=1 << 15)
+@lru_cache(maxsize=1 << 12)
 def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
     """Each term of ``text`` with the words it came from, counted (not to be changed)."""
     seen: dict[str, Counter[str]] = {}
