@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evidence_bench.evaluation.comparisons import _holm
+from evidence_bench.evaluation.comparisons import _holm, common_queries
 from evidence_bench.evaluation.statistics import summarize, summarize_codes
 from evidence_bench.evaluation.validity import kendall_tau_b
 from evidence_bench.experiment.run import _excluded
@@ -118,3 +118,21 @@ def test_kendall_tau_b_over_every_pair_at_once() -> None:
     assert kendall_tau_b([1.0, 2.0, 3.0], [1.0, 2.0, 2.0 + 1e-12]) == pytest.approx(0.8164965809)
     assert math.isnan(kendall_tau_b([1.0], [2.0]))
     assert math.isnan(kendall_tau_b([1.0, 1.0], [1.0, 2.0]))
+
+
+def test_common_queries_keeps_the_queries_every_combination_has() -> None:
+    frame = pd.DataFrame(
+        {
+            "policy": ["oracle"] * 5 + ["noisy"] * 2,
+            "config_id": ["c00", "c00", "c01", "c01", "c00", "c00", "c01"],
+            "query_id": ["1", "2", "1", "3", "3", "2", "2"],
+        }
+    )
+    # oracle: c00 has 1, 2, 3 and c01 has 1, 3, so 1 and 3; noisy: both have 2
+    kept = common_queries(frame, within=["policy"], across=["config_id"])
+    assert kept.index.tolist() == [0, 2, 3, 4, 5, 6]
+    with_missing = frame.assign(policy=frame["policy"].where(frame.index != 6))
+    # a missing key: its row is in no group (pandas' grouping); noisy keeps c00's query 2
+    assert common_queries(with_missing, within=["policy"], across=["config_id"]).index.tolist() == [
+        0, 2, 3, 4, 5,
+    ]  # fmt: skip

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -383,6 +383,17 @@ def common_queries(
         return frame
     group = frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy()
     combo = frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy()
+    # (a missing key makes ngroup's codes floats, with NaN: pandas' grouping below drops it)
+    if group.dtype.kind == "i" and combo.dtype.kind == "i":
+        # by codes, hashed: each (group, query)'s distinct combinations against its group's
+        query = pd.factorize(frame["query_id"], use_na_sentinel=False)[0].astype(np.int64)
+        width, combos_n = int(query.max()) + 1, int(combo.max()) + 1
+        pair, pairs = pd.factorize(group.astype(np.int64) * width + query)
+        pair = pair.astype(np.int64)
+        held = np.bincount(pd.unique(pair * combos_n + combo) // combos_n, minlength=len(pairs))
+        in_group = np.bincount(pd.unique(group * combos_n + combo) // combos_n)
+        complete = held == in_group[np.asarray(pairs) // width]
+        return cast(pd.DataFrame, frame[complete[pair]])
     query = pd.factorize(frame["query_id"])[0]
     marks = pd.DataFrame({"g": group, "c": combo, "q": query}).drop_duplicates()
     combos = marks.groupby("g")["c"].nunique()

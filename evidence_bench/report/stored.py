@@ -152,16 +152,24 @@ def _changed(stored: Any, key: Mapping[str, Any]) -> str | None:
     return None
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _encoded(value: Any) -> Any:
-    """``value`` as JSON can hold it exactly (the module's docstring), else TypeError."""
+    """``value`` as JSON can hold it exactly (the module's docstring), else TypeError. A
+    list or dict with nothing in it to tag is returned itself, not copied (most of a
+    context: records of plain values)."""
     kind = type(value)
-    if value is None or kind in (str, int, float, bool):
+    if kind in _PLAIN:
         return value
     if kind is list:
-        return [_encoded(v) for v in value]
+        items = [_encoded(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if kind is dict:
         if all(type(k) is str for k in value) and _TAGS.isdisjoint(value):
-            return {k: _encoded(v) for k, v in value.items()}
+            fields = {k: _encoded(v) for k, v in value.items()}
+            same = all(fields[k] is v for k, v in value.items())
+            return value if same else fields
         return {_DICT: [[_encoded(k), _encoded(v)] for k, v in value.items()]}
     if kind is tuple:
         return {_TUPLE: [_encoded(v) for v in value]}
