@@ -103,7 +103,7 @@ def test_the_documents_are_listed_in_the_order_one_episode_after_another_asks(
     cfg, _ = compose([*RUNS["cranfield"], f"runs_dir={tmp_path}", "progress=false"])
     plan = plan_run(cfg)
     worker = replay_worker(plan)
-    query_id = list(worker.query_set.queries)[0]  # one whose order depends on it
+    query_id = next(iter(worker.query_set.queries))  # one whose order depends on it
     orders = []
     for planned in (True, False):
         with httpx.Client(transport=worker.store.transport(query_id)) as client:

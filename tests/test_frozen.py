@@ -30,8 +30,8 @@ from evidence_bench.evaluation.measures import (
 )
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment.config import compose
 from evidence_bench.experiment import runner
+from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.protocol import episode
