@@ -7,6 +7,7 @@ reference is the episode protocol itself (``run_episode``), not a copy of the pl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanke
 from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.evidence import Evidence
+from evidence_bench.experiment import episodes as episodes_module
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
@@ -91,25 +93,39 @@ def test_planned_episodes_are_each_episode_alone(name: str, tmp_path: object) ->
     assert compared == 3 * len(worker.engines) * len(worker.users)
 
 
+@pytest.mark.parametrize("plan_fails", [False, True])
 def test_the_documents_are_listed_in_the_order_one_episode_after_another_asks(
-    tmp_path: object,
+    plan_fails: bool, tmp_path: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``documents.jsonl`` lists each query's documents in the order first searched: the
-    planned episodes leave the provider's answers in the order the one-by-one path asks."""
+    planned episodes leave the provider's answers in the order the one-by-one path asks, and
+    so does a plan that fails after its searches (the query is then run one by one)."""
     cfg, _ = compose([*RUNS["cranfield"], f"runs_dir={tmp_path}", "progress=false"])
     plan = plan_run(cfg)
     worker = replay_worker(plan)
-    query_id = list(worker.query_set.queries)[1]
+    query_id = next(iter(worker.query_set.queries))  # one whose order depends on it
     orders = []
     for planned in (True, False):
         with httpx.Client(transport=worker.store.transport(query_id)) as client:
             replayed = replay_query(worker, query_id, client)
             if not planned:  # a provider the plan does not cover: episodes one by one
                 replayed.provider = _Asking(replayed.provider)  # type: ignore[assignment]
-            out = query_output(worker, replayed, worker.engines, plan)
+            with monkeypatch.context() as patch:
+                if plan_fails:  # every search of both rounds asked, then a failure
+                    patch.setattr(episodes_module._Planner, "_pattern", _fails_in_round_2)
+                out = query_output(worker, replayed, worker.engines, plan)
         orders.append(list(out.documents))
     assert orders[0] == orders[1]
     assert len(orders[0]) > len(replayed.initial)
+
+
+_PATTERN = episodes_module._Planner._pattern
+
+
+def _fails_in_round_2(self: Any, round_: int, *rest: Any) -> Any:
+    if round_ == 2:
+        raise RuntimeError("a planning step that fails")
+    return _PATTERN(self, round_, *rest)
 
 
 class _Asking:

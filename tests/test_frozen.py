@@ -30,6 +30,7 @@ from evidence_bench.evaluation.measures import (
 )
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.evidence import Evidence
+from evidence_bench.experiment import runner
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.run import perform_run
@@ -477,10 +478,11 @@ def _run(runs_dir: Path, *extra: str) -> Path:
 def cranfield_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The first 8 Cranfield queries, every user, three rounds: as run, and with the user
     shown the unfrozen ranking (``frozen_order`` replaced by the ranking itself, the display
-    before full freezing)."""
+    before full freezing; episodes one by one, ``run_episode``, which calls it)."""
     frozen = _run(tmp_path_factory.mktemp("frozen"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(episode, "frozen_order", lambda ranking, pinned: list(ranking))
+        patch.setattr(runner, "plan_episodes", lambda **_: None)
         unfrozen = _run(tmp_path_factory.mktemp("unfrozen"))
     return frozen, unfrozen
 

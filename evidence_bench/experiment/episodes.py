@@ -10,8 +10,13 @@ at once, round by round, and computes each step once for what it depends on:
 
 - a user's view of a list and its marks, by (the user's state: examined, pinned, labels;
   the list displayed): in round 1 one per user for every config;
-- a ranking by (ordering rule, candidates, feedback), a refined query and what its search
-  added by (refiner, candidates, feedback), the equal-depth lists by their length;
+- a ranking by (ordering rule, candidates, feedback); a round asks for all of its episodes'
+  rankings before any is read, so the memo scores each (candidates, feedback) in one call
+  for the rows that round needs (:meth:`QueryMemo.prefetch`);
+- a refined query and what its search added by (refiner, candidates, feedback), the
+  equal-depth lists by their length; each search is asked once, and the runner then
+  numbers the provider's answers in the order episodes one after another ask them
+  (:attr:`Planned.searches`: the order ``documents.jsonl`` lists documents in);
 - a stage's list in an evaluation mode by (ranking, mode, the user's state), cut to its
   partner's length;
 - the measures of every distinct (list, judgments) of the query in one

@@ -370,6 +370,45 @@ def query_episodes(
                 for user_name, _ in judged:
                     yield engine, user_name, next(results)
             return
+        # Not planned (or the plan raised, after asking some searches in its order): one
+        # episode after another, and the answers renumbered in the order these ask them.
+        logged = _Logged(provider)
+        yield from _one_by_one(shared, judged, plan, query_id, query, judgments, logged, initial,
+                               deep, rounds=rounds, modes=modes, memo=memo)  # fmt: skip
+        provider.reorder([*asked, *logged.asked])
+        return
+    yield from _one_by_one(shared, judged, plan, query_id, query, judgments, provider, initial,
+                           deep, rounds=rounds, modes=modes, memo=memo)  # fmt: skip
+
+
+class _Logged:
+    """A provider that notes every (query, limit) it is asked, in order."""
+
+    def __init__(self, provider: SearchProvider) -> None:
+        self.provider = provider
+        self.asked: list[tuple[str, int]] = []
+
+    def search(self, query: str, *, limit: int) -> list[Evidence]:
+        self.asked.append((query, limit))
+        return self.provider.search(query, limit=limit)
+
+
+def _one_by_one(
+    shared: Sequence[tuple[EngineConfig, Ranker, Ranker, Refiner]],
+    judged: Sequence[tuple[str, UserPolicy]],
+    plan: RunPlan,
+    query_id: str,
+    query: str,
+    judgments: Judgments,
+    provider: SearchProvider,
+    initial: Sequence[Evidence],
+    deep: Sequence[Evidence] | None,
+    *,
+    rounds: int | None,
+    modes: Sequence[str] | None,
+    memo: QueryMemo,
+) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
+    """The episodes of :func:`query_episodes`, one after another (``run_episode``)."""
     for engine, ranker, control, refiner in shared:
         for user_name, user in judged:
             yield (
