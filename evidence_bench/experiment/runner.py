@@ -70,7 +70,12 @@ from evidence_bench.web.cassettes import (
     cassette_path,
 )
 from evidence_bench.web.page_cassettes import PageStore
-from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport
+from evidence_bench.web.simulator import (
+    BraveSimulator,
+    SimulatorTransport,
+    forget_indexes,
+    prepare_index,
+)
 
 __all__ = [
     "MemoProvider",
@@ -741,6 +746,33 @@ def _portable(exc: Exception, query_id: str) -> EvidenceBenchError:
     return WorkerError(f"query {query_id!r} failed: {type(exc).__name__}: {exc}{where}")
 
 
+def _share(plan: RunPlan) -> None:
+    """Build what every worker needs before forking them: the query set, the cassette store,
+    the engines and users (:func:`replay_worker`) and the simulator's index. The workers
+    then share these pages copy-on-write instead of each building its own (the index alone
+    is ~0.8 s of CPU and ~45 MB for Cranfield); ``gc.freeze`` keeps the workers' collector
+    from writing to (and so copying) them.
+
+    Only a head start: what fails here is left for the worker that meets it to report, naming
+    its query, as it would without it."""
+    try:
+        worker = replay_worker(plan)
+        if plan.on_miss is OnMiss.SIMULATE:
+            prepare_index(worker.query_set.collection)
+    except Exception:  # reported by the worker that meets it
+        pass
+    gc.freeze()
+
+
+def _unshare() -> None:
+    """The parent's side once its workers are forked: it replays nothing itself, so what
+    :func:`_share` built is theirs alone (freed here, the pages stay theirs)."""
+    global _WORKER
+    _WORKER = None
+    forget_indexes()
+    gc.unfreeze()
+
+
 def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
     """Run every query's episodes, yielding results in ``query_ids`` order.
 
@@ -754,6 +786,7 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
     if count == 1:
         yield from (_guarded(plan, query_id) for query_id in query_ids)
         return
+    _share(plan)
     pool = ProcessPoolExecutor(
         count,
         mp_context=multiprocessing.get_context("fork"),
@@ -761,7 +794,11 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
         initargs=(plan,),
     )
     try:
-        yield from pool.map(_call, query_ids, chunksize=1)
+        try:
+            results = pool.map(_call, query_ids, chunksize=1)  # the first task forks them all
+        finally:
+            _unshare()
+        yield from results
     except BrokenProcessPool as exc:
         raise WorkerError(
             f"a worker process stopped unexpectedly (killed, or out of memory?): {exc}"

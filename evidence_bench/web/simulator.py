@@ -50,6 +50,8 @@ __all__ = [
     "RunningSimulator",
     "SimResponse",
     "SimulatorTransport",
+    "forget_indexes",
+    "prepare_index",
     "run_server",
     "serve",
 ]
@@ -375,6 +377,19 @@ def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
                 del _INDEXES[next(iter(_INDEXES))]
             _INDEXES[collection.checksum] = found
         return found
+
+
+def prepare_index(collection: Collection) -> None:
+    """Build ``collection``'s index now, as its first simulator would: a runner does so
+    before it forks its workers, which then share the index's pages instead of each
+    building its own (~0.8 s for Cranfield)."""
+    _index_for(collection)
+
+
+def forget_indexes() -> None:
+    """Drop the indexes kept (a runner's parent, once its workers are forked)."""
+    with _INDEXES_LOCK:
+        _INDEXES.clear()
 
 
 # -- request parsing (Brave's rules, pydantic-style messages) ------------------------------------

@@ -1,0 +1,44 @@
+"""The runner's pool: its workers are forked after the parent built what every one of them
+needs (the query set, the cassette store, the engines and the simulator's index), so they
+share those pages instead of each building its own, and the parent lets go of them."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from evidence_bench.experiment import runner
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.plan import plan_run
+from evidence_bench.web import simulator
+from evidence_bench.web.bm25 import BM25Index
+
+
+def test_workers_use_the_index_the_parent_built_before_forking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parent = os.getpid()
+    built: list[int] = []
+
+    class ParentOnly(BM25Index):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if os.getpid() != parent:  # a worker building its own index fails its query
+                raise AssertionError("a worker built its own BM25 index")
+            built.append(os.getpid())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(simulator, "BM25Index", ParentOnly)
+    simulator.forget_indexes()  # none kept from an earlier test of this process
+    plan = plan_run(compose(["+experiment=ci", "experiment.queries=4"])[0])
+    query_ids = list(runner.replay_worker(plan).query_set.queries)
+    outputs = list(runner.execute(plan, query_ids, workers=2))
+    assert [out.query_id for out in outputs] == query_ids
+    requests = sum((out.requests for out in outputs), Counter[str]())
+    assert requests["simulated"] > 0  # the workers did ask the simulator
+    assert built == [parent]  # built once, in the parent
+    # the parent replays nothing itself: what it built for the workers is theirs alone
+    assert runner._WORKER is None
+    assert not simulator._INDEXES
