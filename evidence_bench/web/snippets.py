@@ -52,20 +52,25 @@ class SnippetIndex:
         self._ids_of: dict[frozenset[str], list[int]] = {}
         #: doc id -> its place in ``documents``
         self.doc_index = {doc.doc_id: i for i, doc in enumerate(documents)}
-        split = [(doc.text or doc.title).split() for doc in documents]
-        lengths = np.array([len(words) for words in split], dtype=np.int64)
-        self.starts = np.zeros(len(split) + 1, dtype=np.int64)
+        # Each word numbered in order of first occurrence, one document at a time: its
+        # words' strings are freed before the next document's are made, so the heap does
+        # not keep holes where the collection's ~250k repeated words were (~15 MB).
+        number: dict[str, int] = {}
+        self._distinct: list[int] = []
+        counts: list[int] = []
+        for doc in documents:
+            words = (doc.text or doc.title).split()
+            counts.append(len(words))
+            self._distinct.extend([number.setdefault(word, len(number)) for word in words])
+        lengths = np.array(counts, dtype=np.int64)
+        self.starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.starts[1:])
-        every = [word for words in split for word in words]
-        distinct = list(dict.fromkeys(every))
-        number = {word: i for i, word in enumerate(distinct)}
-        self._distinct = list(map(number.__getitem__, every))
+        distinct = list(number)
         escaped = [html.escape(word) for word in distinct]
         #: every word of the collection (one string object per distinct word), and each
         #: HTML-escaped
         self.words: list[str] = list(map(distinct.__getitem__, self._distinct))
         self.escaped = list(map(escaped.__getitem__, self._distinct))
-        del every, split
         self._runs: list[Runs] = [self._runs_of(word) for word in distinct]
         self._strong: dict[int, str] = {}
         word_ids = np.array(self._distinct, dtype=np.int64)
