@@ -3,7 +3,10 @@ interchange files (``exported``)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,6 +73,41 @@ def exported(run_dir: Path, *formats: str, out: Path | None = None) -> Path:
         export_run(run_dir, kind, out)
     return run_dir if out is None else out
 
+
+def shared_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, overrides: Sequence[str]
+) -> Path:
+    """The exported run directory (``csv``) of ``run`` with ``overrides``, made once per
+    ``make test`` for every test file that asks for ``name``, whichever xdist worker it runs
+    on: the first to ask runs it under a lock in the session's shared temporary directory,
+    the others wait and read it. Treat it as read-only (render a report with ``out=``)."""
+    from evidence_bench.experiment.config import compose
+    from evidence_bench.experiment.run import perform_run
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-of-USER/pytest-N, shared by the session's workers
+    done = root / f"shared-{name}.path"
+    with (root / f"shared-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            cfg, text = compose([*overrides, f"runs_dir={root / f'shared-{name}'}"])
+            path = exported(perform_run(cfg, text).path, "csv")
+            done.write_text(str(path))
+        return Path(done.read_text())
+
+
+#: Cranfield's first 15 queries, four swept configs, two rounds, oracle and noisy users: under
+#: residual evaluation the configs keep different queries in round 2 (each exhausted other
+#: queries' relevant documents in round 1). Read by test_comparisons.py and test_report.py.
+CRANFIELD15 = (
+    "+experiment=ci",
+    "experiment.queries=15",
+    "+experiment.grid={beta:[0.25,1.5],gamma:[0.0,0.5]}",
+    "workers=1",
+    "report=false",
+    "progress=false",
+)
 
 #: The test files that take longest (each runs whole experiments), longest first, by CPU
 #: time (user + system, with their child processes; ``-n 0``, one file a process, 2026-12-01,
