@@ -23,8 +23,12 @@ STAMP := $(if $(VENV),$(VENV)/.install.stamp,.make-install.stamp)
 # resolver fails on lxml[html_clean] asked for under two spellings (trafilatura and
 # readability-lxml): "Candidate is not for this requirement". A pinned newer pip comes first.
 # --no-compile: pip would byte-compile all ~7,800 modules it installs (about 40 s of CPU);
-# Python compiles the few hundred a command imports the first time it imports them.
-PIP_INSTALL := -m pip install --quiet --disable-pip-version-check --no-compile
+# Python compiles the few hundred a command imports the first time it imports them, and
+# writes them to __pycache__ for the next process. Not where PYTHONDONTWRITEBYTECODE is set
+# (as in many container images): nothing would be written, so every process would compile
+# pandas, scipy and hydra again (~5 s of CPU each), and pip compiles them once instead.
+PIP_INSTALL := -m pip install --quiet --disable-pip-version-check \
+  $(if $(PYTHONDONTWRITEBYTECODE),,--no-compile)
 ifdef VENV
 $(VENV_PYTHON):
 	$(BOOTSTRAP_PYTHON) -m venv $(VENV)

@@ -3,7 +3,10 @@ interchange files (``exported``)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,31 +74,72 @@ def exported(run_dir: Path, *formats: str, out: Path | None = None) -> Path:
     return run_dir if out is None else out
 
 
-#: The test files that take longest (each runs whole experiments), longest first, as
-#: measured with ``--durations`` (2026-12-01). ``make test`` spreads files over the workers
-#: in collection order (``--dist loadfile``); starting these first keeps the last file to
-#: finish a short one, so no worker sits idle while another runs a long file alone. Any
-#: other file keeps its place after them; a missing name only loses its head start.
+def shared_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, overrides: Sequence[str]
+) -> Path:
+    """The exported run directory (``csv``) of ``run`` with ``overrides``, made once per
+    ``make test`` for every test file that asks for ``name``, whichever xdist worker it runs
+    on: the first to ask runs it under a lock in the session's shared temporary directory,
+    the others wait and read it. Treat it as read-only (render a report with ``out=``)."""
+    from evidence_bench.experiment.config import compose
+    from evidence_bench.experiment.run import perform_run
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-of-USER/pytest-N, shared by the session's workers
+    done = root / f"shared-{name}.path"
+    with (root / f"shared-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            cfg, text = compose([*overrides, f"runs_dir={root / f'shared-{name}'}"])
+            path = exported(perform_run(cfg, text).path, "csv")
+            done.write_text(str(path))
+        return Path(done.read_text())
+
+
+#: Cranfield's first 15 queries, four swept configs, two rounds, oracle and noisy users: under
+#: residual evaluation the configs keep different queries in round 2 (each exhausted other
+#: queries' relevant documents in round 1). Read by test_comparisons.py and test_report.py.
+CRANFIELD15 = (
+    "+experiment=ci",
+    "experiment.queries=15",
+    "+experiment.grid={beta:[0.25,1.5],gamma:[0.0,0.5]}",
+    "workers=1",
+    "report=false",
+    "progress=false",
+)
+
+#: The test files that take longest (each runs whole experiments), longest first, by CPU
+#: time (user + system, with their child processes; ``-n 0``, one file a process, 2026-12-01,
+#: 18:00 UTC; the submitit case, skipped in CI, left out of test_shards.py's). ``make test``
+#: spreads files over the workers in collection order (``--dist loadfile``); starting these
+#: first keeps the last file to finish a short one, so no worker sits idle while another
+#: runs a long file alone. Any other file keeps its place after them; a missing name only
+#: loses its head start.
 LONGEST_FIRST = (
     "test_report.py",
     "test_shards.py",
-    "test_aliases.py",
-    "test_tune.py",
-    "test_frozen.py",
-    "test_attribution.py",
-    "test_before_after.py",
-    "test_clicks.py",
-    "test_faults_cassettes.py",
-    "test_faults.py",
-    "test_seeding.py",
-    "test_main.py",
     "test_gate.py",
-    "test_validity.py",
-    "test_gate_faults.py",
-    "test_labels.py",
-    "test_experiment.py",
+    "test_attribution.py",
+    "test_faults.py",
+    "test_main.py",
     "test_faults_runs.py",
-    "test_cassettes.py",
+    "test_aliases.py",
+    "test_experiment.py",
+    "test_gate_faults.py",
+    "test_tune.py",
+    "test_page_evidence.py",
+    "test_faults_cassettes.py",
+    "test_seeding.py",
+    "test_frozen.py",
+    "test_clicks.py",
+    "test_validity.py",
+    "test_labels.py",
+    "test_comparisons.py",
+    "test_before_after.py",
+    "test_ranking_batch.py",
+    "test_export.py",
+    "test_report_browser.py",
 )
 
 

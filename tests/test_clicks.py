@@ -337,10 +337,12 @@ def test_clicks_are_the_same_in_every_process_and_change_with_the_seed() -> None
 def test_every_click_kind_is_registered_with_its_presets() -> None:
     assert {"pbm", "cascade", "dbn"} <= set(USERS)
     conf = Path(__file__).resolve().parents[1] / "conf" / "policy"
+    names = [f"{kind}_{preset}" for kind in ("pbm", "cascade", "dbn") for preset in PRESETS]
+    # every preset as its own user of one composition (Hydra composes in ~0.25 s)
+    cfg, _ = compose(["+experiment=smoke", *(f"+policy@policies.{n}={n}" for n in names)])
     for kind in ("pbm", "cascade", "dbn"):
         for preset, (click, stop) in PRESETS.items():
-            cfg, _ = compose(["+experiment=smoke", f"+policy@policies.u={kind}_{preset}"])
-            user = make_user("u", cfg["policies"]["u"])
+            user = make_user("u", cfg["policies"][f"{kind}_{preset}"])
             assert type(user) is USERS[kind]
             assert user.p_click == click  # type: ignore[attr-defined]
             if kind == "dbn":

@@ -23,7 +23,7 @@ from evidence_bench.evaluation.comparisons import (
 from evidence_bench.evaluation.statistics import holm, randomization_test
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
-from tests.conftest import exported
+from tests.conftest import CRANFIELD15, exported, shared_run
 
 RERANK = Comparison("rerank", "control", ("initial", "control", "rerank"))
 
@@ -166,18 +166,9 @@ def test_common_queries_helper() -> None:
 @pytest.fixture(scope="module")
 def cranfield15(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """Residual round 2 keeps different queries per config: each config displayed other
-    documents in round 1, so it exhausted other queries' relevant documents."""
-    overrides = [
-        "+experiment=ci",
-        "experiment.queries=15",
-        "+experiment.grid={beta:[0.25,1.5],gamma:[0.0,0.5]}",
-        f"runs_dir={tmp_path_factory.mktemp('cranfield15')}",
-        "workers=1",
-        "report=false",
-        "progress=false",
-    ]
-    cfg, text = compose(overrides)
-    path = exported(perform_run(cfg, text).path, "csv")
+    documents in round 1, so it exhausted other queries' relevant documents. The run is
+    test_report.py's too (made once)."""
+    path = shared_run(tmp_path_factory, "cranfield15", CRANFIELD15)
     return pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
 
 

@@ -41,7 +41,7 @@ from evidence_bench.report import (
     summary_table,
 )
 from evidence_bench.report.data import load_episodes
-from tests.conftest import exported
+from tests.conftest import CRANFIELD15, shared_run
 
 TRIALS = 400
 ROOT = Path(__file__).resolve().parents[1]
@@ -1153,22 +1153,11 @@ def test_terminal_labels_lose_their_middle_not_their_end() -> None:
 @pytest.fixture(scope="module")
 def cranfield15(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
     """15 Cranfield queries, four swept configs, two rounds: under residual evaluation the
-    configs keep different queries in round 2 (each exhausted others in round 1)."""
-    from evidence_bench.experiment.config import compose
-    from evidence_bench.experiment.run import perform_run
-
-    overrides = [
-        "+experiment=ci",
-        "experiment.queries=15",
-        "+experiment.grid={beta:[0.25,1.5],gamma:[0.0,0.5]}",
-        f"runs_dir={tmp_path_factory.mktemp('cranfield15')}",
-        "workers=1",
-        "report=false",
-        "progress=false",
-    ]
-    cfg, text = compose(overrides)
-    run_dir = exported(perform_run(cfg, text).path, "csv")
-    html = render_report(run_dir, trials=TRIALS).read_text("utf-8")
+    configs keep different queries in round 2 (each exhausted others in round 1). The run is
+    test_comparisons.py's too (made once); the report is written beside it."""
+    run_dir = shared_run(tmp_path_factory, "cranfield15", CRANFIELD15)
+    out = tmp_path_factory.mktemp("cranfield15") / "report.html"
+    html = render_report(run_dir, trials=TRIALS, out=out).read_text("utf-8")
     return Rendered(run_dir, html, parse(html))
 
 

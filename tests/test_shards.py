@@ -29,6 +29,7 @@ from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.rundir import write_csv
 from evidence_bench.experiment.shards import shard_slice
 from tests.conftest import exported
+from tests.fault_fixtures import main_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The manifest entries a gathered run may differ in from the unsharded run, and no other.
@@ -356,9 +357,12 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
-def test_gather_on_the_command_line(cranfield: Sharded) -> None:
+def test_gather_on_the_command_line(
+    cranfield: Sharded, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     s0, s1, s2, _ = cranfield.shards
-    done = cli("gather", str(s0), str(s2))
+    # the refusal is the command's answer (main in this process); the gather a real process
+    done = main_in_process("gather", str(s0), str(s2), capfd=capfd, monkeypatch=monkeypatch)
     assert done.returncode == 1
     assert done.stderr == (
         f"evidence_bench: gather: shard 1 of 3 missing in {s0}, {s2} (found 0, 2); "
@@ -384,9 +388,13 @@ def gathered_path(done: subprocess.CompletedProcess[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The small run unsharded and gathered from 2 shards run by the joblib launcher."""
+    """The small run unsharded (in this process: the reference, whose process is not under
+    test; a run's files are the same in any process) and gathered from 2 shards run by the
+    joblib launcher."""
     runs = tmp_path_factory.mktemp("launched")
-    whole = gathered_path(cli("run", *SMALL, f"runs_dir={runs}"))
+    typed = [*SMALL, f"runs_dir={runs}"]
+    cfg, text = compose(typed)
+    whole = perform_run(cfg, text, overrides=typed).path  # as `run` records them
     joblib = gathered_path(
         cli("run", "--multirun", *SMALL, f"runs_dir={runs}", "shards=2", "shard=range(2)",
             "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
