@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,7 @@ def test_a_changed_table_is_not_trusted(copy: Path) -> None:
         (lambda key: key.update(sources="0" * 64), "the package's sources changed"),
         (lambda key: key.update(format=0), "its format changed"),
         (lambda key: key.update(package_version="0.0"), "package_version '0.0', now"),
+        (lambda key: key["libraries"].update(numpy="1.0"), "the libraries' versions changed"),
         (lambda key: key["inputs"].pop("queries.csv"), "queries.csv is new"),
         (lambda key: key["inputs"].update({"old.csv": "0"}), "old.csv is gone"),
     ],
@@ -150,6 +152,16 @@ def test_other_trials_recompute(copy: Path) -> None:
         '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><script>x()</script></svg>',
         '<svg xmlns="http://www.w3.org/2000/svg" class="chart" onload="x()"></svg>',
         '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><a href="http://x/">t</a></svg>',
+        # a second root after the chart (a meta refresh the page's CSP would not stop)
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"></svg>'
+        '<meta http-equiv="refresh" content="0;url=https://example.invalid/">'
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><style>*{}</style></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><use href="#x"/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><foreignObject/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><rect fill="url(http://x/)"/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><rect xlink:href="x"/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" class="chart"><!-- x --></svg>',
     ],
 )
 def test_a_chart_that_is_not_one_is_refused(copy: Path, chart: str) -> None:
@@ -162,6 +174,34 @@ def test_a_chart_that_is_not_one_is_refused(copy: Path, chart: str) -> None:
     path, note = report(copy)
     assert note.startswith("analysis computed (analysis.json.gz is not readable: a chart is")
     assert chart not in path.read_text("utf-8")
+
+
+def test_every_chart_a_run_draws_is_accepted(copy: Path) -> None:
+    _, context = _stored(copy)
+    charts = re.findall(r'\{"__markup__":("(?:[^"\\]|\\.)*")\}', context)
+    assert charts
+    assert all(stored._is_chart(json.loads(chart)) for chart in charts)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda data: data.update(header={"__tuple__": 5}), "is not readable"),
+        (lambda data: data.clear() or data.update(header={}), "does not fit the report"),
+    ],
+)
+def test_a_stored_context_that_does_not_fit_is_computed_anew(
+    copy: Path, damage: Any, why: str
+) -> None:
+    key, context = _stored(copy)
+    data = json.loads(context)
+    damage(data)
+    (copy / stored.FILE).write_bytes(
+        gzip.compress((json.dumps(key) + "\n" + json.dumps(data) + "\n").encode())
+    )
+    path, note = report(copy)
+    assert note.startswith(f"analysis computed (analysis.json.gz {why}"), note
+    assert "<title>" in path.read_text("utf-8")
 
 
 def test_a_damaged_file_is_not_trusted(copy: Path) -> None:
@@ -197,7 +237,7 @@ def test_a_report_from_its_stored_analysis_imports_no_pandas(copy: Path) -> None
 #: A key made by hand (a stored context is found under exactly its key).
 KEY = {
     "format": 1, "package_version": "1.0", "sources": "abc", "seed": 0, "trials": 20,
-    "max_episodes": 3, "inputs": {"scores.parquet": "def"},
+    "max_episodes": 3, "inputs": {"scores.parquet": "def"}, "libraries": {"numpy": "2"},
 }  # fmt: skip
 
 

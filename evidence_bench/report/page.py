@@ -30,6 +30,7 @@ from jinja2 import (
     FileSystemBytecodeCache,
     PackageLoader,
     StrictUndefined,
+    UndefinedError,
 )
 
 if TYPE_CHECKING:
@@ -188,7 +189,11 @@ def report(
         key = stored.analysis_key(run_dir, trials=trials, max_episodes=max_episodes)
         context, note = stored.load_context(run_dir, key)
         if context is not None:
-            return write_report(context, Path(out) if out else run_dir / "report.html"), note
+            try:  # rendered before anything is written: a context that does not fit the
+                # template (a damaged or hand-edited file) is computed anew instead
+                return write_report(context, Path(out) if out else run_dir / "report.html"), note
+            except (UndefinedError, TypeError, ValueError, KeyError, AttributeError) as exc:
+                note = f"analysis computed ({stored.FILE} does not fit the report: {exc})"
     from evidence_bench.report.render import load_source, report_context
 
     analysis = load_source(source, trials=trials)

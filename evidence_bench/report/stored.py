@@ -7,7 +7,8 @@ report_context`) is written once, as :data:`FILE`, by the run that computes it (
 ``report`` that had to compute it anew), with the key of everything it was computed from:
 
 - the file's format, the package's version and a hash of its sources (the code that reads,
-  analyzes and charts a run, and the templates);
+  analyzes and charts a run, and the templates), and the versions of the libraries it
+  computes with (:data:`_LIBRARIES`);
 - the run's ``seed``, and the randomization ``trials`` and ``max_episodes`` asked for;
 - a SHA-256 of every file of the run directory the report reads (all but the report
   itself, this file, staging files, and an exported CSV whose Parquet table is there,
@@ -37,6 +38,7 @@ import json
 import re
 import zlib
 from collections.abc import Mapping
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +64,78 @@ _EXPORTED = {
 }
 _TUPLE, _DICT, _MARKUP = "__tuple__", "__dict__", "__markup__"
 _TAGS = frozenset({_TUPLE, _DICT, _MARKUP})
-#: What a chart is: one SVG element as chart.svg.j2 writes it, with nothing that runs or
-#: links (the page's Content-Security-Policy forbids scripts besides).
+#: What a chart is: one SVG element as chart.svg.j2 writes it (the envelope; every tag and
+#: attribute inside is checked by :class:`_ChartCheck`).
 _CHART = re.compile(
     r'\A<svg xmlns="http://www\.w3\.org/2000/svg" class="chart"[^<]*>.*</svg>\Z', re.S
 )
-_UNSAFE = re.compile(
-    r"<\s*(script|foreignobject|a|iframe|object|embed|image|use)\b|href|\bon\w+\s*=", re.I
+#: The elements charts.py and chart.svg.j2 draw (html.parser lowercases names), and nothing
+#: else: no script, style, link, meta, foreignObject, image, use or anchor can pass.
+_CHART_ELEMENTS = frozenset(
+    {"svg", "title", "defs", "pattern", "lineargradient", "stop", "line", "rect", "circle"}
+    | {"path", "polyline", "polygon", "text", "tspan"}
 )
+#: An attribute name as the charts write them: letters, digits and hyphens (no
+#: ``xlink:href``, no namespace), and never an event handler (``on...``) or a link (``href``).
+_CHART_ATTRIBUTE = re.compile(r"\A(?!on)(?!href\Z)[a-z][a-z0-9-]*\Z")
+#: A value that fetches or runs something: only ``url(#id)`` (a pattern or gradient of the
+#: chart itself) may reference anything.
+_CHART_VALUE = re.compile(r"url\((?!#[\w-]+\))|javascript:|expression\(|@import|[<>]", re.I)
+
+
+class _ChartCheck(HTMLParser):
+    """Whether a chart's markup holds only the elements, attributes and values a chart
+    draws, under one root element (html.parser: a tag it cannot read is data, then refused
+    as stray ``<``)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ok, self.depth, self.roots = True, 0, 0
+
+    def _tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _CHART_ELEMENTS or (tag == "svg") != (self.depth == 0):
+            self.ok = False
+        for name, value in attrs:
+            if not _CHART_ATTRIBUTE.match(name) or _CHART_VALUE.search(value or ""):
+                self.ok = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._tag(tag, attrs)
+        self.roots += self.depth == 0
+        self.depth += 1
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._tag(tag, attrs)
+        if self.depth == 0:
+            self.ok = False  # a root that is not <svg>...</svg>
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= 1
+        if self.depth < 0 or tag not in _CHART_ELEMENTS:
+            self.ok = False
+
+    def handle_data(self, data: str) -> None:
+        if "<" in data or (self.depth == 0 and data.strip()):
+            self.ok = False  # markup the parser could not read, or text outside the root
+
+    def handle_comment(self, data: str) -> None:
+        self.ok = False
+
+    def handle_decl(self, decl: str) -> None:
+        self.ok = False
+
+    def handle_pi(self, data: str) -> None:
+        self.ok = False
+
+    def unknown_decl(self, data: str) -> None:
+        self.ok = False
+
+
+def _is_chart(text: str) -> bool:
+    check = _ChartCheck()
+    check.feed(text)
+    check.close()
+    return check.ok and check.depth == 0 and check.roots == 1
 
 
 @functools.cache
@@ -87,11 +153,23 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def _version() -> str:
+def _version(name: str = "evidence_bench") -> str:
     try:
-        return importlib.metadata.version("evidence_bench")
+        return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+#: The libraries an analysis's numbers and page come from: NumPy does not promise the same
+#: random streams across versions (NEP 19), so the randomization tests' p-values may move
+#: with it, and the others compute or format what the page shows.
+_LIBRARIES = ("numpy", "pandas", "pyarrow", "scipy", "jinja2", "markupsafe")
+
+
+@functools.cache
+def library_versions() -> dict[str, str]:
+    """Each of :data:`_LIBRARIES` with its installed version."""
+    return {name: _version(name) for name in _LIBRARIES}
 
 
 def _inputs(run_dir: Path) -> dict[str, str]:
@@ -119,6 +197,7 @@ def analysis_key(run_dir: Path, *, trials: int, max_episodes: int) -> dict[str, 
     return {
         "format": FORMAT,
         "package_version": _version(),
+        "libraries": library_versions(),
         "sources": source_digest(),
         "seed": _seed(run_dir),
         "trials": int(trials),
@@ -131,14 +210,17 @@ def _changed(stored: Any, key: Mapping[str, Any]) -> str | None:
     """What differs between a stored key and ``key`` (None: nothing)."""
     if not isinstance(stored, Mapping):
         return "its key is not readable"
-    for field in ("format", "package_version", "sources", "seed", "trials", "max_episodes"):
+    fields = ("format", "package_version", "libraries", "sources", "seed", "trials")
+    for field in (*fields, "max_episodes"):
         if stored.get(field) != key[field]:
-            what = {"sources": "the package's sources", "format": "its format"}.get(field, field)
-            return (
-                f"{what} changed"
-                if field in ("sources", "format")
-                else (f"{field} {stored.get(field)!r}, now {key[field]!r}")
-            )
+            what = {
+                "sources": "the package's sources",
+                "format": "its format",
+                "libraries": "the libraries' versions",
+            }.get(field)
+            if what is not None:
+                return f"{what} changed"
+            return f"{field} {stored.get(field)!r}, now {key[field]!r}"
     before, now = stored.get("inputs"), key["inputs"]
     if not isinstance(before, Mapping):
         return "its key is not readable"
@@ -179,7 +261,7 @@ def _encoded(value: Any) -> Any:
 
 
 def _chart(text: Any) -> Markup:
-    if not isinstance(text, str) or not _CHART.match(text) or _UNSAFE.search(text):
+    if not isinstance(text, str) or not _CHART.match(text) or not _is_chart(text):
         raise ValueError("a chart is not an SVG element as the report draws it")
     return Markup(text)
 
@@ -229,7 +311,8 @@ def load_context(run_dir: Path, key: Mapping[str, Any]) -> tuple[dict[str, Any] 
             if changed is not None:
                 return None, f"analysis computed ({FILE} is stale: {changed})"
             context = json.loads(lines.readline(), object_hook=_decoded)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, EOFError, zlib.error, ValueError, TypeError, KeyError) as exc:
+        # (UnicodeDecodeError is a ValueError; a tag holding the wrong kind a TypeError)
         return None, f"analysis computed ({FILE} is not readable: {exc})"
     if not isinstance(context, dict):
         return None, f"analysis computed ({FILE} is not readable: not an object)"
