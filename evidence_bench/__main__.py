@@ -142,10 +142,15 @@ def _run_once(task: Any, argv: list[str]) -> bool:
             cfg = app.compose_config("config", list(argv), run_mode=RunMode.RUN)
             if cfg.hydra.mode not in (None, RunMode.RUN):
                 return False
-            job = OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
-            plain = OmegaConf.to_container(job, resolve=True)  # as _precheck checks it
-            assert isinstance(plain, dict)
-            check_config({str(k): v for k, v in plain.items()})
+            check_config(  # the job's config, resolved, as _precheck checks it
+                {
+                    str(key): OmegaConf.to_container(node, resolve=True)
+                    if OmegaConf.is_config(node)
+                    else node
+                    for key, node in cfg.items()
+                    if key != "hydra"
+                }
+            )
         except Exception:
             return False
         if cfg.hydra.mode is None:  # as hydra.main: _run_app's override, Hydra.run's mode
