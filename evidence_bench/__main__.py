@@ -100,9 +100,89 @@ def _hydra(task: Any, argv: list[str]) -> None:
     from evidence_bench.experiment.config import register_configs
 
     register_configs()
+    if _run_once(task, argv):
+        return
     _precheck(argv)
     sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
     hydra.main(config_path=CONF_DIR, config_name="config", version_base=None)(task)()
+
+
+def _run_once(task: Any, argv: list[str]) -> bool:
+    """Run ``task`` as ``hydra.main`` would for a plain run, composing its config once.
+
+    ``hydra.main`` composes it twice (once to learn ``hydra.mode``, once to run) and
+    :func:`_precheck` a third time, ~0.2 s of CPU each. Here the run's own composition is
+    checked and run, through the calls ``hydra.main`` makes (``Hydra.run``, ``run_job``, the
+    callbacks; hydra/_internal/hydra.py, 1.3). False, having run nothing, when this is not a
+    plain run (a flag, a sweep, an experiment that sets ``hydra.mode: MULTIRUN``) or the
+    config does not compose or check: the usual path then runs, or reports, it as before.
+    """
+    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
+        return False
+    from hydra import version
+    from hydra._internal import utils as hydra_utils
+    from hydra._internal.hydra import Hydra
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict
+
+    from evidence_bench.experiment.config import check_config
+
+    version.setbase(None)  # hydra.main(version_base=None)
+    calling_file, calling_module = hydra_utils.detect_calling_file_or_module_from_task_function(
+        task
+    )
+    task_name = hydra_utils.detect_task_name(calling_file, calling_module)
+    search_path = hydra_utils.create_automatic_config_search_path(
+        calling_file, calling_module, CONF_DIR
+    )
+    app = Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
+    try:
+        try:
+            cfg = app.compose_config("config", list(argv), run_mode=RunMode.RUN)
+            if cfg.hydra.mode not in (None, RunMode.RUN):
+                return False
+            check_config(  # the job's config, resolved, as _precheck checks it
+                {
+                    str(key): OmegaConf.to_container(node, resolve=True)
+                    if OmegaConf.is_config(node)
+                    else node
+                    for key, node in cfg.items()
+                    if key != "hydra"
+                }
+            )
+        except Exception:
+            return False
+        if cfg.hydra.mode is None:  # as hydra.main: _run_app's override, Hydra.run's mode
+            with open_dict(cfg.hydra):
+                cfg.hydra.overrides.hydra.append("hydra.mode=RUN")
+            cfg.hydra.mode = RunMode.RUN
+        sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
+        hydra_utils.run_and_report(lambda: _run_job(app, cfg, task))
+    finally:
+        GlobalHydra.instance().clear()
+    return True
+
+
+def _run_job(app: Any, cfg: Any, task: Any) -> None:
+    """``Hydra.run`` after its composition (hydra/_internal/hydra.py, 1.3)."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import configure_log, run_job
+    from hydra.types import HydraContext
+
+    configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+    callbacks = Callbacks(cfg)
+    callbacks.on_run_start(config=cfg, config_name="config")
+    ret = run_job(
+        hydra_context=HydraContext(config_loader=app.config_loader, callbacks=callbacks),
+        task_function=task,
+        config=cfg,
+        job_dir_key="hydra.run.dir",
+        job_subdir_key=None,
+        configure_logging=True,
+    )
+    callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
+    _ = ret.return_value  # a failed job raises here, as in Hydra.run
 
 
 def _resolved(cfg: Any) -> tuple[dict[str, Any], str]:

@@ -296,6 +296,23 @@ def test_qrels_by_url_uses_canonical_urls() -> None:
         assert all(collection.doc_id_for(url) in docs for url in by_url[query_id])
 
 
+def test_qrels_by_url_for_some_queries_on_cranfield() -> None:
+    """Query 1's first judgments, read from qrels.tsv (184, 29 and 31 graded 3, 12 graded 2);
+    only the queries asked for, in the order asked."""
+    collection = load_collection(COLLECTIONS / "cranfield")
+    by_url = collection.qrels_by_url(["2", "1"])
+    assert list(by_url) == ["2", "1"]
+    host = "https://cranfield.evidence-bench.test/doc/"
+    assert list(by_url["1"].items())[:4] == [
+        (f"{host}184", 3),
+        (f"{host}29", 3),
+        (f"{host}31", 3),
+        (f"{host}12", 2),
+    ]
+    assert len(by_url["1"]) == 28
+    assert by_url == {q: docs for q, docs in collection.qrels_by_url().items() if q in by_url}
+
+
 @given(st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=8, unique=True))
 def test_url_round_trip_for_any_doc_ids(doc_ids: list[str]) -> None:
     documents = {doc_id: Document(doc_id, "t", "x") for doc_id in doc_ids}

@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -108,11 +108,18 @@ class Collection:
         """The document served at ``url`` (any spelling with the same canonical URL), or None."""
         return self._doc_ids_by_url.get(canonical_url(url))
 
-    def qrels_by_url(self) -> dict[str, dict[str, int]]:
-        """The qrels keyed by canonical URL: ``query_id -> canonical URL -> grade``."""
+    def qrels_by_url(self, query_ids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
+        """The qrels keyed by canonical URL: ``query_id -> canonical URL -> grade``, for
+        ``query_ids`` (each must have qrels) or every judged query."""
+        urls = self._canonical_urls
+
+        def url(doc_id: str) -> str:
+            found = urls.get(doc_id)  # a judged document outside the corpus has none
+            return found if found is not None else canonical_url(self.url_for(doc_id))
+
         return {
-            query_id: {canonical_url(self.url_for(doc_id)): grade for doc_id, grade in docs.items()}
-            for query_id, docs in self.qrels.items()
+            query_id: {url(doc_id): grade for doc_id, grade in self.qrels[query_id].items()}
+            for query_id in (self.qrels if query_ids is None else query_ids)
         }
 
     def judged_query_ids(self) -> list[str]:
@@ -124,8 +131,14 @@ class Collection:
         ]
 
     @cached_property
+    def _canonical_urls(self) -> dict[str, str]:
+        """Each document's canonical URL, worked out once (the run's start-up asks for the
+        qrels' and the workers, forked after it, for every document's)."""
+        return {doc_id: canonical_url(self.url_for(doc_id)) for doc_id in self.documents}
+
+    @cached_property
     def _doc_ids_by_url(self) -> dict[str, str]:
-        return {canonical_url(self.url_for(doc_id)): doc_id for doc_id in self.documents}
+        return {url: doc_id for doc_id, url in self._canonical_urls.items()}
 
 
 def load_collection(

@@ -84,7 +84,6 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     truncated = sum(
         1 for qid in ids if queries[qid] != " ".join(collection.queries[qid].text.split())
     )
-    by_url = collection.qrels_by_url()
-    qrels = {qid: by_url[qid] for qid in ids}
+    qrels = collection.qrels_by_url(ids)
     unjudged = len(collection.queries) - len(collection.judged_query_ids())
     return QuerySet(name, collection, cassettes, source, queries, qrels, truncated, unjudged)
