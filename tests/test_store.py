@@ -137,6 +137,35 @@ def test_the_builder_numbers_marks_and_rankings_once_across_queries() -> None:
     assert [str(t) for t in feedback.dtypes] == ["category", "category", "category", "int64"] * 2
 
 
+def test_rankings_are_written_dictionary_encoded_and_read_back_as_strings(
+    tmp_path: Path,
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from evidence_bench.experiment.store import read_tables, write_tables
+
+    builder = TableBuilder()
+    for out in (
+        _output("q2", "b", ranking=["u", "v"], label="relevant"),
+        _output("q1", "a", ranking=["v", "u"], label="relevant"),
+    ):
+        builder.add(out)
+    write_tables(tmp_path, builder.tables({"q1": {"https://x.org/1": 1}}))
+    table = pq.read_table(tmp_path / "rankings.parquet")
+    # as an Arrow list<string> column always read: no stored dictionary type
+    assert table.schema.field("items").type == pa.list_(pa.field("element", pa.string()))
+    assert table.to_pydict() == {
+        "ranking": [0, 1, 2],
+        # each distinct ranking once, as first met: q2's [u, v], the rerank's [u], q1's
+        "items": [["u", "v"], ["u"], ["v", "u"]],
+    }
+    column = pq.ParquetFile(tmp_path / "rankings.parquet").metadata.row_group(0).column(1)
+    assert "RLE_DICTIONARY" in column.encodings
+    read = read_tables(tmp_path, only=["rankings"]).rankings
+    assert [list(r) for r in read] == table.column("items").to_pylist()
+
+
 def test_an_empty_run_has_empty_tables() -> None:
     builder = TableBuilder()
     builder.add(QueryOutput("q1"))

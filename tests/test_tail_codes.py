@@ -136,3 +136,15 @@ def test_common_queries_keeps_the_queries_every_combination_has() -> None:
     assert common_queries(with_missing, within=["policy"], across=["config_id"]).index.tolist() == [
         0, 2, 3, 4, 5,
     ]  # fmt: skip
+
+
+def test_common_queries_of_a_frame_every_combination_keeps_is_the_frame() -> None:
+    frame = pd.DataFrame(
+        {
+            "policy": ["oracle"] * 4,
+            "config_id": ["c00", "c00", "c01", "c01"],
+            "query_id": ["1", "2", "2", "1"],
+        }
+    )
+    # both configs have queries 1 and 2: nothing to drop, no copy (the callers only read it)
+    assert common_queries(frame, within=["policy"], across=["config_id"]) is frame

@@ -378,7 +378,8 @@ def common_queries(
 ) -> pd.DataFrame:
     """The rows of ``frame`` whose ``query_id`` is scored for every combination of the
     ``across`` columns present in its ``within`` group (e.g. within (policy, round,
-    measure), across (config_id, stage)): what a comparison across them may use."""
+    measure), across (config_id, stage)): what a comparison across them may use; ``frame``
+    itself when that is every row (the callers only read it)."""
     if frame.empty:
         return frame
     group = frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy()
@@ -393,6 +394,8 @@ def common_queries(
         held = np.bincount(pd.unique(pair * combos_n + combo) // combos_n, minlength=len(pairs))
         in_group = np.bincount(pd.unique(group * combos_n + combo) // combos_n)
         complete = held == in_group[np.asarray(pairs) // width]
+        if complete.all():  # frame itself: a copy of a sweep's million gains is ~60 MB
+            return frame
         return cast(pd.DataFrame, frame[complete[pair]])
     query = pd.factorize(frame["query_id"])[0]
     marks = pd.DataFrame({"g": group, "c": combo, "q": query}).drop_duplicates()

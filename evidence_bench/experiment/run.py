@@ -18,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from evidence_bench._lazy import module
+from evidence_bench._trim import release_memory
 from evidence_bench.collections.queryset import (
     PROJECT_ROOT,
     QuerySet,
@@ -184,6 +185,9 @@ def _perform(
     gathered: Gathered | None,
 ) -> RunOutcome:
     users = plan_users(plan)
+    # before the episodes: a subprocess forked from the tail's parent (hundreds of MB
+    # resident) counts it twice in the process tree's memory while it runs
+    git = {"git_commit": _git_commit(), "git_dirty": _git_dirty()}
     whole = load_query_set(plan.query_set, limit=plan.query_limit)
     query_set = shard_query_set(whole, plan)
     query_ids = list(query_set.queries)
@@ -224,11 +228,11 @@ def _perform(
         tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
     )
     per_query = tables.scores  # the exact values are gone (the keys, all _excluded counts, stay)
+    release_memory()
     manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
         "package_version": _package_version(),
-        "git_commit": _git_commit(),
-        "git_dirty": _git_dirty(),
+        **git,
         "overrides": list(overrides) if overrides is not None else None,
         "experiment": plan.experiment,
         "query_set": query_set.name,
@@ -285,6 +289,7 @@ def _perform(
     with target as tmp:
         (tmp / "config.yaml").write_text(config_yaml)
         write_tables(tmp, tables)
+        release_memory()
         params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
         write_rows(
             tmp / "configs.csv",

@@ -30,6 +30,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from evidence_bench._trim import release_memory
 from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, comparisons
 from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare
 from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
@@ -587,16 +588,19 @@ def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
     summary, tests = _summary(data, frame, trials)
     start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
     best = _best(data, summary)
+    start_means, excluded, shares = _means(start), _exclusions(data, frame), oracle_shares(data)
+    del frame, start  # the primary mode's rows: freed before the Validity panel's gains
+    release_memory()
     return Analysis(
         data,
         summary,
-        _means(start),
+        start_means,
         best,
-        _exclusions(data, frame),
+        excluded,
         tests.trials,
         _missing_controls(data),
         tests.seed,
         tests.family,
-        oracle_shares(data),
+        shares,
         validity(data, (best.config_id, best.stage) if best is not None else None),
     )
