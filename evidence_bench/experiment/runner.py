@@ -13,6 +13,7 @@ reported instead of waited on forever.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -239,23 +240,37 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
             background = first_page_background(plan, store, pages)
         engines = engine_parts(plan, pages=pages, background=background)
         _WORKER = ReplayWorker(plan, query_set, store, engines, plan_users(plan), pages)
-        _collect_less()
     return _WORKER
 
 
-def _collect_less() -> None:
-    """Keep the cyclic garbage collector from re-scanning what lives as long as the process.
+#: The cyclic collector's thresholds while episodes run (CPython's default: 700, 10, 10).
+_EPISODE_THRESHOLDS = (10_000, 50, 100)
+
+
+@contextmanager
+def _collect_less(plan: RunPlan) -> Iterator[None]:
+    """Keep the cyclic garbage collector from re-scanning what lives as long as the run,
+    while the episodes of this process run; the caller's collector is as it was after.
 
     The episodes make millions of small objects, most freed by reference counting, and the
     caches and the worker keep many alive: with CPython's default thresholds a worker spent
     ~25% of its CPU in collections, most of it in full ones that walk every object alive
     (3.3 of 20.4 s at 75 queries). What exists once the worker is built is moved out of the
-    collector's view (``gc.freeze``: no walk over the objects, so a forked worker does not
-    write to the pages it shares with its parent), and collections are rarer; no number
-    depends on when garbage is collected.
+    collector's view (``gc.freeze``) and collections are rarer; no number depends on when
+    garbage is collected. (A forked worker sets the thresholds in :func:`_start`; what the
+    parent froze before forking stays frozen there.)
     """
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    with contextlib.suppress(Exception):  # reported by the query that meets it
+        replay_worker(plan)
     gc.freeze()
-    gc.set_threshold(10_000, 50, 100)
+    gc.set_threshold(*_EPISODE_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if not frozen:
+            gc.unfreeze()
 
 
 EngineParts = list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
@@ -696,9 +711,11 @@ _PLAN: RunPlan | None = None
 
 
 def _start(plan: RunPlan) -> None:
-    """Pool initializer: the plan arrives once per process, the tasks carry query ids only."""
+    """Pool initializer: the plan arrives once per process, the tasks carry query ids only;
+    the collector runs less often (:func:`_collect_less`)."""
     global _PLAN
     _PLAN = plan
+    gc.set_threshold(*_EPISODE_THRESHOLDS)
 
 
 def _call(query_id: str) -> QueryOutput:
@@ -764,13 +781,15 @@ def _share(plan: RunPlan) -> None:
     gc.freeze()
 
 
-def _unshare() -> None:
+def _unshare(*, unfreeze: bool = True) -> None:
     """The parent's side once its workers are forked: it replays nothing itself, so what
-    :func:`_share` built is theirs alone (freed here, the pages stay theirs)."""
+    :func:`_share` built is theirs alone (freed here, the pages stay theirs); ``unfreeze``:
+    the parent had frozen nothing itself before."""
     global _WORKER
     _WORKER = None
     forget_indexes()
-    gc.unfreeze()
+    if unfreeze:
+        gc.unfreeze()
 
 
 def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
@@ -784,8 +803,10 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
     count = workers or os.cpu_count() or 1
     count = max(1, min(count, len(query_ids)))
     if count == 1:
-        yield from (_guarded(plan, query_id) for query_id in query_ids)
+        with _collect_less(plan):
+            yield from (_guarded(plan, query_id) for query_id in query_ids)
         return
+    frozen = gc.get_freeze_count()
     _share(plan)
     pool = ProcessPoolExecutor(
         count,
@@ -797,7 +818,7 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
         try:
             results = pool.map(_call, query_ids, chunksize=1)  # the first task forks them all
         finally:
-            _unshare()
+            _unshare(unfreeze=not frozen)
         yield from results
     except BrokenProcessPool as exc:
         raise WorkerError(
