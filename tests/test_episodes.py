@@ -6,6 +6,7 @@ reference is the episode protocol itself (``run_episode``), not a copy of the pl
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment import episodes as episodes_module
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
+from evidence_bench.experiment.episodes import PlannedEpisode, PlannerWarning, plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.runner import (
@@ -110,9 +111,11 @@ def test_the_documents_are_listed_in_the_order_one_episode_after_another_asks(
             replayed = replay_query(worker, query_id, client)
             if not planned:  # a provider the plan does not cover: episodes one by one
                 replayed.provider = _Asking(replayed.provider)  # type: ignore[assignment]
-            with monkeypatch.context() as patch:
+            with monkeypatch.context() as patch, contextlib.ExitStack() as stack:
                 if plan_fails:  # every search of both rounds asked, then a failure
                     patch.setattr(episodes_module._Planner, "_pattern", _fails_in_round_2)
+                    if planned:  # the plan's own failure is said, not only slow
+                        stack.enter_context(pytest.warns(PlannerWarning, match="planning step"))
                 out = query_output(worker, replayed, worker.engines, plan)
         orders.append(list(out.documents))
     assert orders[0] == orders[1]
@@ -267,7 +270,8 @@ def test_a_case_the_plan_does_not_cover_is_left_to_run_episode() -> None:
     assert plan_episodes(query=" wing flow", engines=[(*plain, refiner)], **common) is None
     # a search that fails (not skipped) leaves the query to run_episode, which raises it
     broken: dict[str, object] = {**common, "provider": MemoProvider(_Broken())}
-    assert plan_episodes(query="wing flow", engines=[(*plain, refiner)], **broken) is None
+    with pytest.warns(PlannerWarning, match="RuntimeError: no answer"):
+        assert plan_episodes(query="wing flow", engines=[(*plain, refiner)], **broken) is None
 
 
 class _Broken:
