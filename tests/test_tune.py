@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -255,6 +256,21 @@ def _gains(heldout: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.slow
+def test_the_tuning_run_stores_the_analysis_its_report_shows(tuned: Path, tmp_path: Path) -> None:
+    from evidence_bench.report.page import report
+
+    copy = tmp_path / tuned.name
+    shutil.copytree(tuned, copy)
+    page = (copy / "report.html").read_text("utf-8")
+    path, note = report(copy)  # the run's own stored analysis, its key matching
+    assert note == "analysis read from analysis.json.gz (its key matches the run)"
+    assert path.read_text("utf-8") == page
+    (copy / "analysis.json.gz").unlink()
+    path, note = report(copy)  # computed anew from the files: the same page
+    assert note.startswith("analysis computed (no analysis.json.gz)")
+    assert path.read_text("utf-8") == page
+
+
 def test_held_out_gains_match_an_independent_recomputation(tuned: Path) -> None:
     heldout = pd.read_csv(tuned / "heldout.csv", dtype={"query_id": str})
     gains = _gains(heldout)

@@ -340,18 +340,11 @@ def _perform(
             pass  # a shard's numbers are partial: the run gathered from its shards reports
         elif cfg.get("report", True):
             from evidence_bench.report import analyze, load_run, summary_table
-            from evidence_bench.report.page import DEFAULT_TRIALS, MAX_EPISODES, write_report
-            from evidence_bench.report.render import report_context
-            from evidence_bench.report.stored import analysis_key, store_quietly
+            from evidence_bench.report.page import DEFAULT_TRIALS, write_run_report
 
             # the frames just computed, not read back; the statistics once for both renderings
             analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
-            context = report_context(analysis, MAX_EPISODES)
-            # stored with what it depends on, so `report RUN_DIR` renders it without redoing it
-            stored = analysis_key(tmp, trials=DEFAULT_TRIALS, max_episodes=MAX_EPISODES)
-            # a value JSON cannot hold exactly is not stored: `report RUN_DIR` computes it
-            store_quietly(tmp, stored, context)
-            write_report(context, tmp / "report.html")
+            write_run_report(tmp, analysis)
             terminal = summary_table(analysis)
         else:  # no summary table, but a policy that gave no labels of a kind is still said
             terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))

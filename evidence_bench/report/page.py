@@ -44,6 +44,7 @@ __all__ = [
     "render_report",
     "report",
     "write_report",
+    "write_run_report",
 ]
 
 #: Episode details in the page: the best setting's largest losses and gains, split by user.
@@ -202,6 +203,20 @@ def report(
     if run_dir is None:
         return target, "analysis computed"
     return target, note + stored.store_quietly(run_dir, key, context)
+
+
+def write_run_report(run_dir: Path, analysis: Analysis) -> Path:
+    """A new run's report: ``analysis`` (of the run in ``run_dir``, computed with
+    :data:`DEFAULT_TRIALS`) rendered into its ``report.html``, and stored with its key
+    (:mod:`~evidence_bench.report.stored`) so that ``report RUN_DIR`` renders it without
+    redoing it; a context JSON cannot hold exactly is not stored (``report`` computes it)."""
+    from evidence_bench.report import stored
+    from evidence_bench.report.render import report_context
+
+    context = report_context(analysis, MAX_EPISODES)
+    key = stored.analysis_key(run_dir, trials=DEFAULT_TRIALS, max_episodes=MAX_EPISODES)
+    stored.store_quietly(run_dir, key, context)
+    return write_report(context, run_dir / "report.html")
 
 
 def render_report(

@@ -174,11 +174,12 @@ def _tune(
         write_json(tmp / "manifest.json", manifest)
         terminal = ""
         if cfg.get("report", True):
-            from evidence_bench.report import analyze, load_run, render_report, summary_table
+            from evidence_bench.report import analyze, load_run, summary_table
+            from evidence_bench.report.page import DEFAULT_TRIALS, write_run_report
             from evidence_bench.report.tuning import tuning_table
 
-            analysis = analyze(load_run(tmp, tables=tables))
-            render_report(analysis)
+            analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
+            write_run_report(tmp, analysis)
             terminal = summary_table(analysis) + tuning_table(tmp)
     return RunOutcome(target.final, summary, manifest, terminal)
 
