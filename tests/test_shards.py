@@ -4,6 +4,7 @@ Ray and submitit launchers."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -135,19 +136,31 @@ def masked_report(run: Path) -> str:
     return html.replace(wall, " · WALL s</dd>")
 
 
+def stored_key(run: Path) -> dict[str, object]:
+    """The key of the run's stored analysis, without the manifest's hash (which differs as
+    the manifest does)."""
+    with gzip.open(run / "analysis.json.gz", "rt", encoding="utf-8") as lines:
+        key = json.loads(lines.readline())
+    assert isinstance(key, dict)
+    key["inputs"].pop("manifest.json")
+    return key
+
+
 def assert_same_run(gathered: Path, whole: Path) -> None:
-    """Every file byte for byte, but the manifest (only VOLATILE entries differ) and the
-    report (only the run id, time and wall time)."""
+    """Every file byte for byte, but the manifest (only VOLATILE entries differ), the report
+    (only the run id, time and wall time) and its stored analysis (the same key but for the
+    manifest's hash; what it shows is the report's)."""
     mine, theirs = files(gathered), files(whole)
     assert sorted(mine) == sorted(theirs)
     assert set(DATA_FILES) <= set(mine)
     for name in mine:
-        if name not in ("manifest.json", "report.html"):
+        if name not in ("manifest.json", "report.html", "analysis.json.gz"):
             assert mine[name] == theirs[name], name
     a, b = manifest(gathered), manifest(whole)
     assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == VOLATILE
     if "report.html" in mine:
         assert masked_report(gathered) == masked_report(whole)
+        assert stored_key(gathered) == stored_key(whole)
 
 
 def run_in_process(*overrides: str) -> Path:
