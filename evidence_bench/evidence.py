@@ -39,7 +39,6 @@ _TAG = re.compile(r"<[^>]*>")
 _INLINE_TAG = re.compile(r"</?(?:strong|b|em|i|mark|span)(?:\s[^>]*)?>", re.IGNORECASE)
 # What urlsplit and str.strip disagree on at the edges; stripped before and after parsing.
 _EDGE = re.compile(r"^[\s\x00-\x20]+|[\s\x00-\x20]+$")
-_SPACE = re.compile(r"\s+")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_EXACT = frozenset({"gclid", "fbclid"})
 # with_rank makes its copy without __init__, its fields set through their slots.
@@ -130,9 +129,17 @@ def normalize_text(value: str) -> str:
     survives as literal text instead of being removed as a tag. Idempotent on its own output
     except where unescaping reveals a new entity (``&amp;amp;``); never raises.
     """
-    if "<" in value or "&" in value:  # without them, no tag to strip and no entity
-        value = html.unescape(_TAG.sub(" ", _INLINE_TAG.sub("", value)))
-    return _SPACE.sub(" ", value).strip()
+    tags = value.count("<")
+    if tags and tags == value.count("<strong>") + value.count("</strong>"):
+        # Every "<" opens Brave's highlighting, exactly spelled: what _INLINE_TAG removes,
+        # and no other tag is left for _TAG.
+        value = value.replace("<strong>", "").replace("</strong>", "")
+    elif tags:
+        value = _TAG.sub(" ", _INLINE_TAG.sub("", value))
+    if "&" in value:  # without it, no entity
+        value = html.unescape(value)
+    # str.split's white space is re's \s (both str.isspace), and strip() drops the same.
+    return " ".join(value.split())
 
 
 def _is_tracking(name: str) -> bool:

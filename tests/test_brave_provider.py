@@ -152,6 +152,39 @@ def test_request_has_brave_path_params_and_headers(fake, provider) -> None:
     assert request.headers["Accept-Encoding"] == "gzip"
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["a+b & c=d", "100% #1?", "café — 日本 😀", "x/y:z;@!$'()*,[]~", 'tab\tquote" <b>'],
+)
+def test_request_url_is_the_one_httpx_builds_from_the_params(fake, provider, query) -> None:
+    brave = fake(answers(ok(brave_body([NYT]))))
+    provider(brave, params={"country": "d e"}).search(query, limit=5)
+
+    [request] = brave.requests
+    params = {"q": query, "count": "5", "offset": "0", "country": "d e"}
+    expected = httpx.Request("GET", "https://api.search.brave.com/res/v1/web/search", params=params)
+    assert request.url.raw_path == expected.url.raw_path
+    assert request.url.params.multi_items() == list(params.items())
+
+
+def test_a_client_with_params_of_its_own_still_adds_them(provider) -> None:
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=brave_body([NYT]))
+
+    client = httpx.Client(transport=httpx.MockTransport(handle), params={"ui_lang": "en-US"})
+    BraveProvider(KEY, http_client=client).search("news", limit=3)
+
+    assert seen[0].url.params.multi_items() == [
+        ("ui_lang", "en-US"),
+        ("q", "news"),
+        ("count", "3"),
+        ("offset", "0"),
+    ]
+
+
 def test_extra_snippets_and_params_follow_the_providers_own(fake, provider) -> None:
     brave = fake(answers(ok(brave_body([NYT]))))
     provider(brave, extra_snippets=True, params={"country": "us", "safesearch": "off"}).search(
@@ -657,6 +690,24 @@ GOOD = brave_result("Good", "https://example.org/good", "fine")
             _results_body({**GOOD, "meta_url": {"hostname": 5}}),
             r"web.results\[0\].meta_url.hostname is a JSON number",
         ),
+        # falsy values of the wrong type (the quick read of a result must not let them by)
+        (
+            _results_body({**GOOD, "extra_snippets": ""}),
+            r"web.results\[0\].extra_snippets is a JSON string, expected a JSON array",
+        ),
+        (
+            _results_body({**GOOD, "meta_url": []}),
+            r"web.results\[0\].meta_url is a JSON array, expected a JSON object",
+        ),
+        (
+            _results_body({**GOOD, "page_age": 0}),
+            r"web.results\[0\].page_age is a JSON number, expected a JSON string",
+        ),
+        (
+            _results_body({**GOOD, "language": False}),
+            r"web.results\[0\].language is a JSON boolean, expected a JSON string",
+        ),
+        (_results_body({**GOOD, "age": {}}), r"web.results\[0\].age is a JSON object"),
         (
             {**brave_body([GOOD]), "query": {"more_results_available": "yes"}},
             "query.more_results_available is a JSON string, expected a JSON boolean",

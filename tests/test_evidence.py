@@ -28,6 +28,12 @@ from evidence_bench.evidence import Evidence, canonical_url, dedupe, normalize_t
         ("<p></p>", ""),
         ("", ""),
         ("a > b", "a > b"),
+        # every "<" opens a <strong> or </strong>, and not
+        ("<strong>a</strong>&amp;<strong>b</strong>\u00a0c", "a&b c"),
+        ("</<strong>strong>x", "x"),
+        ("a<strong>b</STRONG>c", "abc"),
+        ("<strong>a</strong> <i>b</i> <p>c", "a b c"),
+        ("a <strong >b</strong> <strong>", "a b"),
     ],
 )
 def test_normalize_text_cases(raw: str, expected: str) -> None:

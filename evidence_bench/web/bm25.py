@@ -130,9 +130,8 @@ class BM25Index:
         idf · tf · (k1 + 1) / (tf + norm), in that order of operations."""
         found = self._weights.get(term)
         if found is None:
-            postings = self._postings[term]
-            docs = np.fromiter((index for index, _ in postings), np.int64, len(postings))
-            tf = np.fromiter((tf for _, tf in postings), np.int64, len(postings))
+            pairs = np.array(self._postings[term], dtype=np.int64)  # (index, tf) rows
+            docs, tf = pairs[:, 0].copy(), pairs[:, 1].copy()
             gains = self.idf(term) * tf * (self.k1 + 1) / (tf + self._norm_array[docs])
             found = (docs, gains)
             with self._weights_lock:

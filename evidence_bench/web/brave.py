@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -54,6 +54,8 @@ _MASK = "****"
 #: Parameters the provider sets itself; ``params`` may not override them.
 _RESERVED_PARAMS = ("q", "count", "offset", "extra_snippets")
 _T = TypeVar("_T")
+#: httpx's client class as imported (a test may replace ``httpx.Client`` with a factory).
+_HTTPX_CLIENT = httpx.Client
 
 
 class HttpClient(Protocol):
@@ -177,6 +179,11 @@ class BraveProvider:
         self._extra_snippets = extra_snippets
         self._params = extra
         self._sleep = sleep
+        # What every request sends, made once: httpx's own types, which it copies as they are.
+        self._headers = httpx.Headers(
+            {"X-Subscription-Token": key, "Accept": "application/json", "Accept-Encoding": "gzip"}
+        )
+        self._httpx_timeout = httpx.Timeout(timeout)
 
     def __repr__(self) -> str:
         return (
@@ -233,15 +240,16 @@ class BraveProvider:
                 retry += 1
 
     def _request(self, client: HttpClient, params: Mapping[str, str]) -> Mapping[str, object]:
-        headers = {
-            "X-Subscription-Token": self._key,
-            "Accept": "application/json",
-            "Accept-Encoding": "gzip",
-        }
         try:
-            response = client.get(
-                self._endpoint, params=params, headers=headers, timeout=self._timeout
-            )
+            if isinstance(client, _HTTPX_CLIENT) and not client.params:
+                # The URL httpx would build from ``params`` (its query is urlencode's, as
+                # httpx's QueryParams writes it), parsed once instead of twice.
+                url = httpx.URL(f"{self._endpoint}?{urlencode(params)}")
+                response = client.get(url, headers=self._headers, timeout=self._httpx_timeout)
+            else:
+                response = client.get(
+                    self._endpoint, params=params, headers=self._headers, timeout=self._timeout
+                )
         except httpx.RequestError as exc:
             text = self._redact(str(exc))
             cause = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -340,6 +348,39 @@ _normalized = functools.lru_cache(maxsize=1 << 13)(normalize_text)
 
 
 def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
+    """One result as :class:`Evidence`; :func:`_checked_evidence` when a field is not as a
+    result of the simulator's (or a plain one of Brave's) has it, which says what is wrong."""
+    get = item.get
+    url, title, description = get("url"), get("title"), get("description")
+    extras, meta, page_age = get("extra_snippets"), get("meta_url"), get("page_age")
+    age, language = get("age"), get("language")
+    hostname = meta.get("hostname") if type(meta) is dict else None
+    if not (
+        type(url) is str
+        and type(title) is str
+        and (url := url.strip())
+        and (description is None or type(description) is str)
+        and (extras is None or (type(extras) is list and not extras))
+        and (meta is None or type(meta) is dict)
+        and (hostname is None or type(hostname) is str)
+        and (page_age is None or type(page_age) is str)
+        and (age is None or type(age) is str)
+        and (language is None or type(language) is str)
+    ):
+        return _checked_evidence(item, path, where)
+    return Evidence(
+        title=_normalized(title),
+        url=url,
+        snippet=_normalized(description or ""),
+        source="brave",
+        page_age=_page_age(page_age),
+        age=age or "",
+        domain=hostname or _host(url),
+        language=language or "",
+    )
+
+
+def _checked_evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
     url = _required(item, "url", str, path, where).strip()
     if not url:
         raise ResponseFormatError(f"{where}: {path}.url is empty")

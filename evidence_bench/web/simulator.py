@@ -516,11 +516,13 @@ class SimulatorTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
-        query = request.url.params  # parsed anew on each access: once
-        params = {name: query[name] for name in query}  # each name's first value
-        answer = self.simulator.handle(
-            request.method, request.url.path, params, dict(request.headers.items())
-        )
+        url = request.url
+        # Each name's first value, as ``url.params`` gives it (parse_qs keeping blank values;
+        # the raw query is the raw path's part after its first "?"), without a QueryParams.
+        params: dict[str, str] = {}
+        for name, value in parse_qsl(url.raw_path.decode("ascii").partition("?")[2], True):
+            params.setdefault(name, value)
+        answer = self.simulator.handle(request.method, url.path, params, request.headers)
         if answer.stall:
             raise httpx.ReadTimeout("the simulated page never answers", request=request)
         return httpx.Response(
