@@ -475,16 +475,7 @@ def pool_scores(
     # |q'|: the squares summed in the order _rocchio inserts the terms: q's, then the pulled
     # documents' new ones in order. A term only the pushed documents hold is clamped to 0.0
     # and adds 0.0 wherever it falls, as does every other term.
-    if pull:
-        documents = matrix.document_columns or [
-            [c for c in row if c != len(columns)] for row in matrix.terms.tolist()
-        ]
-        order = dict.fromkeys(query_columns)
-        for d in pull:
-            order.update(dict.fromkeys(documents[d]))
-        inserted = list(order)
-    else:
-        inserted = query_columns
+    inserted = _inserted_columns(matrix, query_columns, pull)
     held = modified[inserted]
     norm = np.sqrt(_sum_down(held * held))
     # cos(q', d): each document's products summed over its own terms in its vector's order
@@ -494,6 +485,21 @@ def pool_scores(
     scores = np.zeros((rows, n))
     np.divide(sums, norm[:, None], out=scores, where=(norm != 0.0)[:, None])
     return scores
+
+
+def _inserted_columns(matrix: PoolMatrix, query_columns: list[int], pull: list[int]) -> list[int]:
+    """The columns where q' can be positive, in the order ``_rocchio`` inserts their terms:
+    the query's, then each pulled document's new ones in its vector's order."""
+    if not pull:
+        return query_columns
+    columns = matrix.columns
+    documents = matrix.document_columns or [
+        [c for c in row if c != len(columns)] for row in matrix.terms.tolist()
+    ]
+    order = dict.fromkeys(query_columns)
+    for d in pull:
+        order.update(dict.fromkeys(documents[d]))
+    return list(order)
 
 
 def pool_orders(
@@ -530,16 +536,7 @@ def pool_orders(
     query_columns = [columns[term] for term in query_vector]
     if not query_columns and not pull:  # q' has no positive weight in any row
         return [list(range(n)) for _ in range(rows)]
-    if pull:
-        documents = matrix.document_columns or [
-            [c for c in row if c != len(columns)] for row in matrix.terms.tolist()
-        ]
-        order = dict.fromkeys(query_columns)
-        for d in pull:
-            order.update(dict.fromkeys(documents[d]))
-        inserted = list(order)
-    else:
-        inserted = query_columns
+    inserted = _inserted_columns(matrix, query_columns, pull)
     if (
         len(inserted) > _SAFE_TERMS
         or matrix.terms.shape[1] > _SAFE_TERMS
