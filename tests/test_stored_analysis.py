@@ -181,6 +181,11 @@ def test_every_chart_a_run_draws_is_accepted(copy: Path) -> None:
     charts = re.findall(r'\{"__markup__":("(?:[^"\\]|\\.)*")\}', context)
     assert charts
     assert all(stored._is_chart(json.loads(chart)) for chart in charts)
+    # a label the chart escapes (text and attribute) is a chart still
+    chart = json.loads(charts[0])
+    end = chart.index("</title>") + len("</title>")
+    label = '<text x="1" aria-label="a &lt; b &#34;q&#34;">beta &lt;b&gt; 1 &amp; 2</text>'
+    assert stored._is_chart(chart[:end] + label + chart[end:])
 
 
 @pytest.mark.parametrize(

@@ -80,16 +80,16 @@ _CHART_ELEMENTS = frozenset(
 _CHART_ATTRIBUTE = re.compile(r"\A(?!on)(?!href\Z)[a-z][a-z0-9-]*\Z")
 #: A value that fetches or runs something: only ``url(#id)`` (a pattern or gradient of the
 #: chart itself) may reference anything.
-_CHART_VALUE = re.compile(r"url\((?!#[\w-]+\))|javascript:|expression\(|@import|[<>]", re.I)
+_CHART_VALUE = re.compile(r"url\((?!#[\w-]+\))|javascript:|expression\(|@import", re.I)
 
 
 class _ChartCheck(HTMLParser):
     """Whether a chart's markup holds only the elements, attributes and values a chart
-    draws, under one root element (html.parser: a tag it cannot read is data, then refused
-    as stray ``<``)."""
+    draws, under one root element. Its text is escaped (``&lt;``, kept as an entity here),
+    so a raw ``<`` in the text is markup html.parser could not read, and refused."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
+        super().__init__(convert_charrefs=False)
         self.ok, self.depth, self.roots = True, 0, 0
 
     def _tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -197,7 +197,7 @@ def analysis_key(run_dir: Path, *, trials: int, max_episodes: int) -> dict[str, 
     return {
         "format": FORMAT,
         "package_version": _version(),
-        "libraries": library_versions(),
+        "libraries": dict(library_versions()),
         "sources": source_digest(),
         "seed": _seed(run_dir),
         "trials": int(trials),
