@@ -6,7 +6,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -141,6 +141,52 @@ LONGEST_FIRST = (
     "test_export.py",
     "test_report_browser.py",
 )
+
+
+def shared_episodes(
+    overrides: Sequence[str], queries: int = 3
+) -> Iterator[tuple[RunPlan, ReplayedQuery, EngineConfig, str, EpisodeResult]]:
+    """The runner's episodes (``query_episodes``, sharing their steps) of the first
+    ``queries`` queries of the run ``overrides`` compose, in plan order, each with its plan
+    and replayed query (for :func:`episode_alone`); every (config, user) of a query comes
+    in the plan's order, which this checks."""
+    import httpx
+
+    from evidence_bench.experiment.config import compose
+    from evidence_bench.experiment.plan import plan_run
+    from evidence_bench.experiment.runner import query_episodes, replay_query, replay_worker
+
+    plan = plan_run(compose([*overrides, "progress=false", "workers=1"])[0])
+    worker = replay_worker(plan)
+    expected = [(e.config_id, u) for e, *_ in worker.engines for u, _ in worker.users]
+    for query_id in list(worker.query_set.queries)[:queries]:
+        with httpx.Client(transport=worker.store.transport(query_id)) as client:
+            replayed = replay_query(worker, query_id, client)
+            shared = query_episodes(
+                worker.engines,
+                worker.users,
+                plan,
+                query_id,
+                replayed.query,
+                replayed.judgments,
+                replayed.provider,
+                replayed.initial,
+                replayed.deep,
+            )
+            for (engine, user_name, result), key in zip(shared, expected, strict=True):
+                assert (engine.config_id, user_name) == key
+                yield plan, replayed, engine, user_name, result
+
+
+def parts_of(
+    plan: RunPlan, config_id: str, user_name: str
+) -> tuple[tuple[EngineConfig, Ranker, Ranker, Refiner], UserPolicy]:
+    """The replay worker's engine parts of ``config_id`` and its user ``user_name``."""
+    from evidence_bench.experiment.runner import replay_worker
+
+    worker = replay_worker(plan)
+    parts = next(p for p in worker.engines if p[0].config_id == config_id)
+    return parts, dict(worker.users)[user_name]
 
 
 def episode_alone(

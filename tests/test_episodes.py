@@ -24,7 +24,6 @@ from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.runner import (
     MemoProvider,
-    query_episodes,
     query_output,
     replay_query,
     replay_worker,
@@ -32,7 +31,7 @@ from evidence_bench.experiment.runner import (
 from evidence_bench.protocol.episode import Judgments, run_episode
 from evidence_bench.users.policies import NoisyPolicy, OraclePolicy
 from evidence_bench.web.cassettes import SkippedRequest
-from tests.conftest import episode_alone
+from tests.conftest import episode_alone, parts_of, shared_episodes
 
 RUNS = {
     "cranfield": [
@@ -56,41 +55,24 @@ RUNS = {
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_planned_episodes_are_each_episode_alone(name: str, tmp_path: object) -> None:
-    cfg, _ = compose([*RUNS[name], f"runs_dir={tmp_path}", "progress=false", "workers=1"])
-    plan = plan_run(cfg)
-    worker = replay_worker(plan)
     compared = 0
-    for query_id in list(worker.query_set.queries)[:3]:
-        with httpx.Client(transport=worker.store.transport(query_id)) as client:
-            replayed = replay_query(worker, query_id, client)
-            shared = query_episodes(
-                worker.engines,
-                worker.users,
-                plan,
-                query_id,
-                replayed.query,
-                replayed.judgments,
-                replayed.provider,
-                replayed.initial,
-                replayed.deep,
-            )
-            expected = [(e.config_id, u) for e, *_ in worker.engines for u, _ in worker.users]
-            for (engine, user_name, result), key in zip(shared, expected, strict=True):
-                assert (engine.config_id, user_name) == key
-                assert isinstance(result, PlannedEpisode)  # the plan, not its fallback
-                parts = next(p for p in worker.engines if p[0].config_id == engine.config_id)
-                user = dict(worker.users)[user_name]
-                alone = episode_alone(
-                    plan,
-                    replayed,
-                    parts,
-                    user,
-                    seed=plan.user_seed(user_name),
-                    policy=plan.episode_policy(user_name),
-                )
-                assert result == alone, (query_id, engine.config_id, user_name)
-                assert [m for r in result.round_marks for m in r] == alone.feedback
-                compared += 1
+    for plan, replayed, engine, user_name, result in shared_episodes(
+        [*RUNS[name], f"runs_dir={tmp_path}"]
+    ):
+        assert isinstance(result, PlannedEpisode)  # the plan, not its fallback
+        parts, user = parts_of(plan, engine.config_id, user_name)
+        alone = episode_alone(
+            plan,
+            replayed,
+            parts,
+            user,
+            seed=plan.user_seed(user_name),
+            policy=plan.episode_policy(user_name),
+        )
+        assert result == alone, (replayed.query_id, engine.config_id, user_name)
+        assert [m for r in result.round_marks for m in r] == alone.feedback
+        compared += 1
+    worker = replay_worker(plan)
     assert compared == 3 * len(worker.engines) * len(worker.users)
 
 

@@ -4,18 +4,15 @@ queries replayed from their cassettes."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.ranking import TfidfRocchioRanker
 from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.memo import QueryMemo
-from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.runner import query_episodes, replay_query, replay_worker
-from tests.conftest import episode_alone
+from evidence_bench.experiment.runner import replay_worker
+from tests.conftest import episode_alone, parts_of, shared_episodes
 
 RUNS = {
     "cranfield": [
@@ -30,37 +27,15 @@ RUNS = {
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_shared_steps_give_each_episode_what_it_gives_alone(name: str, tmp_path: object) -> None:
-    cfg, _ = compose([*RUNS[name], f"runs_dir={tmp_path}", "progress=false", "workers=1"])
-    plan = plan_run(cfg)
-    worker = replay_worker(plan)
     compared = 0
-    for query_id in list(worker.query_set.queries)[:3]:
-        with httpx.Client(transport=worker.store.transport(query_id)) as client:
-            replayed = replay_query(worker, query_id, client)
-            shared = query_episodes(
-                worker.engines,
-                worker.users,
-                plan,
-                query_id,
-                replayed.query,
-                replayed.judgments,
-                replayed.provider,
-                replayed.initial,
-                replayed.deep,
-            )
-            alone_parts = [(e, r, c, f) for e, r, c, f in worker.engines]
-            expected = [
-                (engine.config_id, user_name)
-                for engine, *_ in alone_parts
-                for user_name, _user in worker.users
-            ]
-            for (engine, user_name, result), key in zip(shared, expected, strict=True):
-                assert (engine.config_id, user_name) == key
-                parts = next(p for p in alone_parts if p[0].config_id == engine.config_id)
-                user = dict(worker.users)[user_name]
-                alone = episode_alone(plan, replayed, parts, user, seed=plan.seed, policy=user_name)
-                assert result == alone, (query_id, engine.config_id, user_name)
-                compared += 1
+    for plan, replayed, engine, user_name, result in shared_episodes(
+        [*RUNS[name], f"runs_dir={tmp_path}"]
+    ):
+        parts, user = parts_of(plan, engine.config_id, user_name)
+        alone = episode_alone(plan, replayed, parts, user, seed=plan.seed, policy=user_name)
+        assert result == alone, (replayed.query_id, engine.config_id, user_name)
+        compared += 1
+    worker = replay_worker(plan)
     assert compared >= 3 * len(worker.engines) * len(worker.users)
 
 
