@@ -329,11 +329,12 @@ class PoolMatrix:
         return built
 
     @property
-    def counts(self) -> npt.NDArray[np.int32]:
-        """``counts[d, c]``: how often document d holds column c's term (its raw tf)."""
+    def counts(self) -> npt.NDArray[np.float64]:
+        """``counts[d, c]``: how often document d holds column c's term (its raw tf), as a
+        float (integers: a sum of them is exact in any order, so by BLAS too)."""
         built = self._built.get("counts")
         if built is None:
-            built = np.zeros((len(self.sizes), len(self.numbers)), dtype=np.int32)
+            built = np.zeros((len(self.sizes), len(self.numbers)))
             built[self.owner, self.column] = self.tf
             self._built["counts"] = built
         return built
@@ -382,11 +383,17 @@ def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
             empty, sizes,
         )  # fmt: skip
     flat = np.concatenate(parts, axis=1)
-    numbers, column = np.unique(flat[0], return_inverse=True)
+    # A term occurs once in a document's counts, so its number of elements is its df; the
+    # columns are the terms held, by number (numbers are few: a bincount over them all).
+    ids = flat[0]
+    df = np.bincount(ids)
+    numbers = np.flatnonzero(df)
     width = len(numbers)
-    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1; a term occurs
-    # once in a document's counts, so its number of elements is its df.
-    idf = _idf_table(n)[np.bincount(column, minlength=width)]
+    column_of = np.empty(len(df), dtype=np.intp)
+    column_of[numbers] = np.arange(width)
+    column = column_of[ids]
+    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1.
+    idf = _idf_table(n)[df[numbers]]
     # Sublinear tf times idf, then L2-normalized per document (_normalized).
     lengths = np.array(sizes, dtype=np.intp)
     owner = np.repeat(np.arange(n), lengths)  # each element's document

@@ -107,11 +107,12 @@ class LexicalRefiner:
         # of integers, exact in any order), and the smoothed idf ln((N + 1) / (df + 1)) + 1
         # of the ranker (by math.log), as the refiner has always weighed them.
         matrix = pool_matrix(self.analyzer, texts)
-        counts = matrix.counts
-        tf = counts[pull].sum(axis=0)
-        against = counts[push].sum(axis=0) if push else 0
+        marks = np.zeros((2, len(texts)))
+        marks[0, pull] = 1.0
+        marks[1, push] = 1.0
+        tf, against = marks @ matrix.counts
         columns = np.flatnonzero(tf > against)
-        # tf x idf, the int converted to the float Python's int * float converts it to
+        # tf x idf (tf a whole float: what Python's int * float converts the int to)
         scores = (tf[columns] * matrix.idf[columns]).tolist()
         spelled = matrix.lexicon.spelled
         excluded = set(self.analyzer(query))
