@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
-from evidence_bench.engine.refiner import LexicalRefiner, fit_terms, surface_forms
+from evidence_bench.engine.refiner import LexicalRefiner, _by_score, fit_terms, surface_forms
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence, validate_query
@@ -246,3 +246,16 @@ def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
                     assert list(refiner.refine(query, pool, feedback).added_terms) == sent
                     checked += bool(scores)
     assert checked > 20
+
+
+def test_scores_that_round_alike_tie_alphabetically() -> None:
+    # 0.1 + 0.2 is 0.30000000000000004: above 0.3 raw, equal to it at 12 digits, so "a"
+    # comes first; scores further apart keep their order whatever the words.
+    near = [("b", 0.1 + 0.2), ("a", 0.3), ("z", 2.0), ("c", 1e-3)]
+    assert _by_score(near) == [("z", 2.0), ("a", 0.3), ("b", 0.1 + 0.2), ("c", 1e-3)]
+    apart = [("b", 0.5), ("a", 0.25), ("d", 0.5)]
+    assert _by_score(apart) == [("b", 0.5), ("d", 0.5), ("a", 0.25)]
+    # large scores (1e-9 near a float's spacing there) go by the rounded key at once
+    big = [("x", 1e6), ("y", 1e6 + 1e-10)]
+    assert _by_score(big) == [("y", 1e6 + 1e-10), ("x", 1e6)]
+    assert _by_score([]) == []

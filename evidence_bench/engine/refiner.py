@@ -6,6 +6,7 @@ original query, so a refinement can widen the candidate pool without drifting th
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -125,8 +126,7 @@ class LexicalRefiner:
             )
             if term not in excluded
         ]
-        scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
-        return scored
+        return _by_score(scored)
 
     def _background_scores(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
@@ -229,6 +229,24 @@ def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
     for term, word in analyzer.words(text):
         seen.setdefault(term, Counter())[word] += 1
     return {term: dict(counts) for term, counts in seen.items()}
+
+
+def _by_score(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """``scored`` by score rounded to 12 digits, descending, ties alphabetically.
+
+    Sorted first on the raw scores (tuples compare in C; no key function per term), which
+    is that order wherever consecutive scores differ by more than the rounding can join
+    (1e-9 is far above it for scores below 1e3); a list with a closer pair is sorted by the
+    rounded key itself."""
+    ranked = sorted((-score, term) for term, score in scored)
+    for (high, _), (low, _) in itertools.pairwise(ranked):
+        if 0.0 < low - high < _NEAR or abs(high) >= 1e3:
+            return sorted(scored, key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+    return [(term, -score) for score, term in ranked]
+
+
+#: Scores closer than this are ordered by their 12-digit rounding (see :func:`_by_score`).
+_NEAR = 1e-9
 
 
 def _surface_form(analyzer: Analyzer, texts: Sequence[str], term: str) -> str:
