@@ -595,10 +595,9 @@ def pool_orders_many(
     # hold is clamped to 0), as pool_scores computes it there.
     query_columns = matrix.query_columns(query_vector)
     documents = matrix.document_columns
-    inserted = dict.fromkeys(query_columns)
-    for _, pull, _ in groups:
-        for d in pull:
-            inserted.update(dict.fromkeys(documents[d]))
+    inserted = dict.fromkeys(query_columns)  # the query's first, in its order: q's columns
+    for d in dict.fromkeys(d for _, pull, _ in groups for d in pull):
+        inserted.update(dict.fromkeys(documents[d]))
     held = matrix.padded_dense[:, list(inserted)]  # (documents and a row of 0.0, terms)
     q = np.zeros(len(inserted))
     q[: len(query_columns)] = list(query_vector.values())
