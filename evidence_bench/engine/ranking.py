@@ -594,11 +594,15 @@ def pool_orders_many(
     # positive: the query's and the pulled documents' terms (a term only pushed documents
     # hold is clamped to 0), as pool_scores computes it there.
     query_columns = matrix.query_columns(query_vector)
-    documents = matrix.document_columns
-    inserted = dict.fromkeys(query_columns)  # the query's first, in its order: q's columns
-    for d in dict.fromkeys(d for _, pull, _ in groups for d in pull):
-        inserted.update(dict.fromkeys(documents[d]))
-    held = matrix.padded_dense[:, list(inserted)]  # (documents and a row of 0.0, terms)
+    pulled = np.zeros(n + 1, dtype=bool)
+    for _, pull, _ in groups:
+        pulled[pull] = True
+    wanted = np.zeros(matrix.padded_dense.shape[1], dtype=bool)
+    wanted[matrix.column[pulled[matrix.owner]]] = True
+    wanted[query_columns] = False
+    # the query's columns first, in its order (q's), then the pulled documents' others
+    inserted = np.concatenate([np.array(query_columns, dtype=np.intp), np.flatnonzero(wanted)])
+    held = matrix.padded_dense[:, inserted]  # (documents and a row of 0.0, terms)
     q = np.zeros(len(inserted))
     q[: len(query_columns)] = list(query_vector.values())
     part = np.multiply.outer(stacked[:, 0], q)
