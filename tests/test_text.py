@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evidence_bench.collections.beir import load_collection
-from evidence_bench.engine.text import Analyzer, lexicon, term_counts
+from evidence_bench.engine.text import _TOKEN, Analyzer, _stemmer, lexicon, term_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,3 +60,28 @@ def test_term_counts_are_the_analyzers_counts_on_every_document(name: str) -> No
         for document in collection.documents.values():
             text = f"{document.title} {document.text}"
             assert _spelled(analyzer, text) == list(Counter(analyzer(text)).items())
+
+
+@pytest.mark.parametrize("algorithm", ["english", "porter"])
+def test_the_c_stemmer_stems_every_collection_word_as_snowballs_python(algorithm: str) -> None:
+    # snowballstemmer hands its work to PyStemmer (the Snowball project's C binding) when
+    # it is installed: the stems must be those of its own Python algorithms, word for word.
+    stemmer = pytest.importorskip("Stemmer", reason="PyStemmer (requirements.lock) missing")
+    from snowballstemmer import english_stemmer, porter_stemmer
+
+    python = {
+        "english": english_stemmer.EnglishStemmer,
+        "porter": porter_stemmer.PorterStemmer,
+    }[algorithm]()
+    fast = stemmer.Stemmer(algorithm)
+    words: set[str] = set()
+    for name in ("cranfield", "cacm"):
+        collection = load_collection(ROOT / "collections" / name, name=name)
+        texts = [f"{d.title} {d.text}" for d in collection.documents.values()]
+        texts += [query.text for query in collection.queries.values()]
+        for text in texts:
+            words.update(_TOKEN.findall(text))
+            words.update(_TOKEN.findall(text.lower()))
+    assert len(words) > 15_000
+    assert [fast.stemWord(w) for w in sorted(words)] == [python.stemWord(w) for w in sorted(words)]
+    assert type(_stemmer(algorithm)).__module__ == "Stemmer"  # the analyzer uses it
