@@ -7,12 +7,14 @@ from __future__ import annotations
 import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
 from evidence_bench.collections.beir import load_collection
+from evidence_bench.engine import ranking
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.ranking import (
     TfidfRocchioRanker,
@@ -20,6 +22,7 @@ from evidence_bench.engine.ranking import (
     order_many,
     pool_matrix,
     pool_orders,
+    pool_orders_many,
     pool_scores,
     query_weights,
     rocchio_weights,
@@ -267,3 +270,48 @@ def test_rankers_with_different_analyzers_are_refused() -> None:
     rankers = [TfidfRocchioRanker(), TfidfRocchioRanker(analyzer=Analyzer(stemmer=None))]
     with pytest.raises(ValueError, match="one analyzer"):
         score_many(rankers, "wing", [_ev(0, "wing")], {})
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_pool_orders_many_orders_every_feedback_as_pool_orders_alone(name: str) -> None:
+    # One call for a candidate set under every feedback (each with its own rows) gives
+    # what each feedback gives alone, and each ranker's own ranking.
+    rankers = [TfidfRocchioRanker(a, b, g) for a, b, g in WEIGHTS]
+    weights = rocchio_weights(rankers)
+    checked = 0
+    for query, found, grades in _pools(name, 4):
+        for depth in (10, len(found)):
+            pool = found[:depth]
+            matrix = pool_matrix(rankers[0].analyzer, tuple(item.text for item in pool))
+            query_vector = query_weights(rankers[0].analyzer, matrix, query)
+            keys = [item.key for item in pool]
+            feedbacks = _feedbacks(pool, grades)
+            rows = [list(range(len(rankers)))[k % 3 :: 1 + k % 4] for k in range(len(feedbacks))]
+            groups = [
+                (weights[picked], *marked_positions(keys, feedback))
+                for picked, feedback in zip(rows, feedbacks, strict=True)
+            ]
+            together = pool_orders_many(query_vector, matrix, groups)
+            for (w, pull, push), orders, picked, feedback in zip(
+                groups, together, rows, feedbacks, strict=True
+            ):
+                assert orders == pool_orders(w, query_vector, matrix, pull, push)
+                for row, order in zip(picked, orders, strict=True):
+                    ranked = rankers[row].rank(query, pool, feedback)
+                    assert [pool[i].key for i in order] == [item.key for item in ranked]
+                    checked += 1
+    assert checked > 500
+
+
+def test_pool_orders_many_in_blocks_orders_as_in_one_product(monkeypatch: Any) -> None:
+    # A product too large for one BLAS block is made block by block: the same orders.
+    pool = [_ev(n, " ".join(_WORDS[n % 7 : n % 7 + 3]), _WORDS[n % 10]) for n in range(12)]
+    rankers = [TfidfRocchioRanker(a, b, g) for a, b, g in WEIGHTS]
+    matrix = pool_matrix(rankers[0].analyzer, tuple(item.text for item in pool))
+    query_vector = query_weights(rankers[0].analyzer, matrix, "wing flow")
+    groups = [(rocchio_weights(rankers), [1, 4], [2]), (rocchio_weights(rankers), [], [0])]
+    whole = pool_orders_many(query_vector, matrix, groups)
+    monkeypatch.setattr(ranking, "_PRODUCT_SIZE", 1)
+    assert pool_orders_many(query_vector, matrix, groups) == whole
+    for (w, pull, push), orders in zip(groups, whole, strict=True):
+        assert orders == order_many(pool_scores(w, query_vector, matrix, pull, push))

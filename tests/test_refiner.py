@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
-from evidence_bench.engine.refiner import LexicalRefiner, surface_forms
+from evidence_bench.engine.refiner import LexicalRefiner, _by_score, fit_terms, surface_forms
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence, validate_query
+from tests.test_ranking_batch import _feedbacks, _pools
 
 
 def _ev(n: int, title: str, snippet: str = "", extra: tuple[str, ...] = ()) -> Evidence:
@@ -195,3 +197,65 @@ def test_counts_shared_between_calls_are_not_changed_by_a_merge() -> None:
     against = {pool[0].key: Label.RELEVANT, pool[1].key: Label.IRRELEVANT}
     assert refiner.term_scores("wing", pool, against) == []
     assert refiner.term_scores("wing", pool, alone) == [("flow", 3.0)]
+
+
+def _by_definition(
+    refiner: LexicalRefiner, query: str, pool: list[Evidence], feedback: dict[str, Label]
+) -> list[tuple[str, float]]:
+    """The class docstring's scores, term by term with dicts: tf summed over the positive
+    results, idf ln((N + 1) / (df + 1)) + 1 over the candidates, a term dropped where its
+    negative tf is at least its positive tf, the query's own terms left out."""
+    analyzer = refiner.analyzer
+    counts = [Counter(analyzer(" ".join((e.title, e.snippet, *e.extra_snippets)))) for e in pool]
+    df: Counter[str] = Counter()
+    for counted in counts:
+        df.update(counted.keys())
+    positive: Counter[str] = Counter()
+    negative: Counter[str] = Counter()
+    for item, counted in zip(pool, counts, strict=True):
+        label = feedback.get(item.key)
+        if label is not None and label.polarity != 0:
+            (positive if label.polarity > 0 else negative).update(counted)
+    n = len(pool)
+    scores = [
+        (term, tf * (math.log((n + 1) / (df[term] + 1)) + 1))
+        for term, tf in positive.items()
+        if negative[term] < tf and term not in set(analyzer(query))
+    ]
+    return sorted(scores, key=lambda pair: (-round(pair[1], 12), pair[0]))
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
+    # The scores, to the last bit, and the words sent: each added term is its stem's most
+    # frequent word in the positive results (surface_forms, computed for every stem), as
+    # many as fit Brave's limits.
+    checked = 0
+    for analyzer in (Analyzer(), Analyzer(stemmer=None, stop_words=None)):
+        refiner = LexicalRefiner(max_terms=6, analyzer=analyzer)
+        for query, found, grades in _pools(name, 5):
+            for depth in (10, len(found)):
+                pool = found[:depth]
+                for feedback in _feedbacks(pool, grades):
+                    scores = refiner.term_scores(query, pool, feedback)
+                    assert scores == _by_definition(refiner, query, pool, feedback)
+                    words = surface_forms(analyzer, pool, feedback)
+                    sent = fit_terms(
+                        query.strip(), [words.get(term, term) for term, _ in scores], 6
+                    )
+                    assert list(refiner.refine(query, pool, feedback).added_terms) == sent
+                    checked += bool(scores)
+    assert checked > 20
+
+
+def test_scores_that_round_alike_tie_alphabetically() -> None:
+    # 0.1 + 0.2 is 0.30000000000000004: above 0.3 raw, equal to it at 12 digits, so "a"
+    # comes first; scores further apart keep their order whatever the words.
+    near = [("b", 0.1 + 0.2), ("a", 0.3), ("z", 2.0), ("c", 1e-3)]
+    assert _by_score(near) == [("z", 2.0), ("a", 0.3), ("b", 0.1 + 0.2), ("c", 1e-3)]
+    apart = [("b", 0.5), ("a", 0.25), ("d", 0.5)]
+    assert _by_score(apart) == [("b", 0.5), ("d", 0.5), ("a", 0.25)]
+    # large scores (1e-9 near a float's spacing there) go by the rounded key at once
+    big = [("x", 1e6), ("y", 1e6 + 1e-10)]
+    assert _by_score(big) == [("y", 1e6 + 1e-10), ("x", 1e6)]
+    assert _by_score([]) == []

@@ -16,9 +16,10 @@ enough for it to matter.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -28,7 +29,7 @@ import numpy.typing as npt
 
 from evidence_bench.engine.base import Feedback, Label
 from evidence_bench.engine.params import require_weights, scale_free
-from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.engine.text import Analyzer, Lexicon, lexicon, term_counts, tokenize
 from evidence_bench.evidence import Evidence, renumber
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "order_many",
     "pool_matrix",
     "pool_orders",
+    "pool_orders_many",
     "pool_scores",
     "query_weights",
     "rocchio_weights",
@@ -240,58 +242,102 @@ class TfidfRocchioRanker:
 @dataclass(frozen=True, slots=True)
 class PoolMatrix:
     """A candidate set's tf-idf vectors (those of :func:`_index`) as arrays, for
-    :func:`score_many`: ``dense[d, c]`` is document d's weight of the term in column c
-    (columns in order of first occurrence), and ``terms[d]`` / ``weights[d]`` list document
-    d's columns and weights in its vector's order, padded with the column ``len(columns)``
-    (always 0.0 in a query) and the weight 0.0."""
+    :func:`score_many`: ``dense[d, c]`` is document d's weight of the term in column c (a
+    column per term, in order of the terms' numbers in the analyzer's
+    :func:`~evidence_bench.engine.text.lexicon`; the last column, padding, is 0.0), and
+    ``idf[c]`` the term's idf. Which column holds a term decides no float: every sum runs
+    over documents or over one document's own terms, in their order.
 
-    idf: dict[str, float]
-    columns: dict[str, int]
-    dense: npt.NDArray[np.float64]
-    terms: npt.NDArray[np.intp]
-    weights: npt.NDArray[np.float64]
-    #: ``terms`` and ``weights`` transposed (a document's k-th term in row k), contiguous
-    terms_t: npt.NDArray[np.intp]
-    weights_t: npt.NDArray[np.float64]
-    #: each document's columns in its vector's order, unpadded (``terms[d]`` as a list)
-    document_columns: tuple[list[int], ...] = ()
+    The element arrays list every (document, term) pair, document by document and each
+    document's terms in its vector's order (first occurrence); :attr:`terms` /
+    :attr:`weights` and :attr:`counts` are built from them the first time they are read
+    (the exact path and the refiner need them; most pools never do).
+    """
 
+    lexicon: Lexicon
+    #: each column's term's number in :attr:`lexicon`, ascending
+    numbers: npt.NDArray[np.intp]
+    idf: npt.NDArray[np.float64]
+    #: :attr:`dense` with a row of 0.0 below (a document that holds nothing)
+    padded_dense: npt.NDArray[np.float64]
+    #: per element: its document, its place among the document's terms, column, weight, tf
+    owner: npt.NDArray[np.intp]
+    slot: npt.NDArray[np.intp]
+    column: npt.NDArray[np.intp]
+    values: npt.NDArray[np.float64]
+    tf: npt.NDArray[np.intp]
+    #: how many terms each document has
+    sizes: tuple[int, ...]
+    _built: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-#: Every term an analyzer has met in this process, numbered in order of meeting: a
-#: candidate set's columns are found by numpy over these numbers, not a dict per term.
-_VOCABULARY: dict[Analyzer, dict[str, int]] = {}
+    def columns_of(self, terms: Iterable[str]) -> list[int]:
+        """The column of each of ``terms`` (every one must be a candidate's term)."""
+        known = self.lexicon.numbers
+        wanted = np.array([known[term] for term in terms], dtype=np.intp)
+        found = np.searchsorted(self.numbers, wanted)
+        if len(wanted) and (
+            found.max() >= len(self.numbers) or (self.numbers[found] != wanted).any()
+        ):
+            raise KeyError("a term that no candidate holds")
+        columns: list[int] = found.tolist()
+        return columns
 
+    def query_columns(self, query_vector: Mapping[str, float]) -> list[int]:
+        """:meth:`columns_of` the terms of ``query_vector``, remembered for the last one."""
+        built = self._built.get("query")
+        if built is None or built[0] is not query_vector:
+            built = self._built["query"] = (query_vector, self.columns_of(query_vector))
+        return built[1]
 
-_TermIds = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], tuple[str, ...]]
+    @property
+    def dense(self) -> npt.NDArray[np.float64]:
+        """``dense[d, c]``: document d's weight of column c's term (0.0 where it has none)."""
+        return self.padded_dense[:-1]
 
-#: Per analyzer, :func:`_term_ids` of each text met (a text recurs in many candidate sets:
-#: every expansion keeps the results before it); looked up per analyzer, then per text.
-_TEXT_IDS: dict[Analyzer, dict[str, _TermIds]] = {}
-#: Texts remembered per analyzer before its table starts again (bounds the memory).
-_TEXTS_KEPT = 1 << 16
+    def _padded(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        built = self._built.get("padded")
+        if built is None:
+            n, depth = len(self.sizes), max(self.sizes, default=0)
+            terms = np.full((n, depth), len(self.numbers), dtype=np.intp)
+            terms[self.owner, self.slot] = self.column
+            weights = np.zeros((n, depth))
+            weights[self.owner, self.slot] = self.values
+            built = self._built["padded"] = (terms, weights)
+        return built
 
+    @property
+    def terms(self) -> npt.NDArray[np.intp]:
+        """``terms[d]``: document d's columns in its vector's order, padded with the column
+        ``len(numbers)`` (always 0.0 in a query)."""
+        return self._padded()[0]
 
-def _term_ids(analyzer: Analyzer, text: str) -> _TermIds:
-    """``text``'s terms as :func:`_term_counts` gives them: their numbers in the analyzer's
-    vocabulary, their sublinear tf ``1 + ln(tf)`` (by ``math.log``, as :func:`_index`), and
-    the terms themselves."""
-    pairs = _term_counts(analyzer, text)
-    vocabulary = _VOCABULARY.setdefault(analyzer, {})
-    spelled = _SPELLING.setdefault(analyzer, [])
-    numbers = []
-    for term, _ in pairs:
-        number = vocabulary.get(term)
-        if number is None:
-            number = vocabulary[term] = len(spelled)
-            spelled.append(term)
-        numbers.append(number)
-    ids = np.array(numbers, np.intp)
-    sublinear = np.array([1.0 + math.log(tf) for _, tf in pairs], dtype=np.float64)
-    return ids, sublinear, tuple(term for term, _ in pairs)
+    @property
+    def weights(self) -> npt.NDArray[np.float64]:
+        """``weights[d]``: document d's weights in its vector's order, padded with 0.0."""
+        return self._padded()[1]
 
+    @property
+    def document_columns(self) -> tuple[list[int], ...]:
+        """Each document's columns in its vector's order, unpadded."""
+        built = self._built.get("documents")
+        if built is None:
+            listed = self.column.tolist()
+            ends = itertools.accumulate(self.sizes)
+            built = self._built["documents"] = tuple(
+                listed[end - size : end] for end, size in zip(ends, self.sizes, strict=True)
+            )
+        return built
 
-#: Each analyzer's vocabulary the other way: ``_SPELLING[a][_VOCABULARY[a][term]] == term``.
-_SPELLING: dict[Analyzer, list[str]] = {}
+    @property
+    def counts(self) -> npt.NDArray[np.float64]:
+        """``counts[d, c]``: how often document d holds column c's term (its raw tf), as a
+        float (integers: a sum of them is exact in any order, so by BLAS too)."""
+        built = self._built.get("counts")
+        if built is None:
+            built = np.zeros((len(self.sizes), len(self.numbers)))
+            built[self.owner, self.column] = self.tf
+            self._built["counts"] = built
+        return built
 
 
 @lru_cache(maxsize=4096)
@@ -302,6 +348,19 @@ def _idf_table(n: int) -> npt.NDArray[np.float64]:
     return np.array([math.log((n + 1) / (freq + 1)) + 1.0 for freq in range(n + 1)])
 
 
+#: ``1 + ln(tf)`` by ``math.log`` (as :func:`_index`) for tf = 0, 1, ...: looked up, not
+#: computed per (document, term); grown when a larger tf comes.
+_SUBLINEAR = np.array([0.0, *(1.0 + math.log(tf) for tf in range(1, 256))])
+
+
+def _sublinear(tf: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
+    global _SUBLINEAR
+    top = int(tf.max())
+    if top >= len(_SUBLINEAR):
+        _SUBLINEAR = np.array([0.0, *(1.0 + math.log(t) for t in range(1, 2 * top))])
+    return _SUBLINEAR[tf]
+
+
 @lru_cache(maxsize=1024)
 def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
     """The arrays of :class:`PoolMatrix` for ``texts``, every float as :func:`_index` computes
@@ -309,73 +368,45 @@ def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
     document's L2 norm summed over its terms in order (cumsum adds left to right, as
     Python's ``sum`` does) before the division."""
     n = len(texts)
-    known = _TEXT_IDS.get(analyzer)
-    if known is None or len(known) > _TEXTS_KEPT:
-        known = _TEXT_IDS[analyzer] = {}
-    parts = []
+    terms = lexicon(analyzer)
+    known = terms.texts
+    parts: list[npt.NDArray[np.intp]] = []
     for text in texts:
         part = known.get(text)
-        if part is None:
-            part = known[text] = _term_ids(analyzer, text)
-        parts.append(part)
-    sizes = [len(part[2]) for part in parts]
+        parts.append(term_counts(analyzer, text) if part is None else part)
+    sizes = tuple(part.shape[1] for part in parts)
     total = sum(sizes)
     if not total:
-        nothing = np.zeros((n, 0), dtype=np.intp)
+        empty = np.zeros(0, dtype=np.intp)
         return PoolMatrix(
-            {}, {}, np.zeros((n, 1)), nothing, np.zeros((n, 0)), nothing.T.copy(),
-            np.zeros((0, n)), tuple([] for _ in range(n)),
+            terms, empty, np.zeros(0), np.zeros((n + 1, 1)), empty, empty, empty, np.zeros(0),
+            empty, sizes,
         )  # fmt: skip
-    depth = max(sizes)
-    ids = np.concatenate([part[0] for part in parts])
-    sublinear = np.concatenate([part[1] for part in parts])
-    # Columns in order of first occurrence, document by document, term by term: a stable
-    # sort groups each term's elements, its first element first.
-    perm = np.argsort(ids, kind="stable")
-    starts = np.empty(total, dtype=bool)
-    starts[0] = True
-    np.not_equal(ids[perm[1:]], ids[perm[:-1]], out=starts[1:])
-    heads = perm[starts]  # each term's first element, in the order of the terms' numbers
-    order = np.argsort(heads)
-    width = len(order)
-    column_of = np.empty(width, dtype=np.intp)
-    column_of[order] = np.arange(width)
-    column = np.empty(total, dtype=np.intp)
-    column[perm] = column_of[np.cumsum(starts) - 1]
-    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1; a term occurs
-    # once in a document's counts, so its number of elements is its df.
-    idf_array = _idf_table(n)[np.bincount(column, minlength=width)]
-    spelled = _SPELLING[analyzer]
-    names = [spelled[number] for number in ids[heads[order]].tolist()]  # each column's term
-    columns = dict(zip(names, range(width), strict=True))
-    idf = dict(zip(names, idf_array.tolist(), strict=True))
+    flat = np.concatenate(parts, axis=1)
+    # A term occurs once in a document's counts, so its number of elements is its df; the
+    # columns are the terms held, by number (numbers are few: a bincount over them all).
+    ids = flat[0]
+    df = np.bincount(ids)
+    numbers = np.flatnonzero(df)
+    width = len(numbers)
+    column_of = np.empty(len(df), dtype=np.intp)
+    column_of[numbers] = np.arange(width)
+    column = column_of[ids]
+    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1.
+    idf = _idf_table(n)[df[numbers]]
     # Sublinear tf times idf, then L2-normalized per document (_normalized).
     lengths = np.array(sizes, dtype=np.intp)
     owner = np.repeat(np.arange(n), lengths)  # each element's document
-    ends = np.cumsum(lengths)
-    slot = np.arange(total) - (ends - lengths)[owner]
-    raw = sublinear * idf_array[column]
-    squares = np.zeros((n, depth))
+    slot = np.arange(total) - (np.cumsum(lengths) - lengths)[owner]
+    tf = flat[1]
+    raw = _sublinear(tf) * idf[column]
+    squares = np.zeros((n, max(sizes)))
     squares[owner, slot] = raw * raw
     norm = np.sqrt(np.cumsum(squares, axis=1)[:, -1])
     values = raw / norm[owner]
-    dense = np.zeros((n, width + 1))
+    dense = np.zeros((n + 1, width + 1))
     dense[owner, column] = values
-    terms = np.full((n, depth), width, dtype=np.intp)
-    terms[owner, slot] = column
-    weights = np.zeros((n, depth))
-    weights[owner, slot] = values
-    flat = column.tolist()
-    return PoolMatrix(
-        idf,
-        columns,
-        dense,
-        terms,
-        weights,
-        np.ascontiguousarray(terms.T),
-        np.ascontiguousarray(weights.T),
-        tuple(flat[end - size : end] for end, size in zip(ends.tolist(), sizes, strict=True)),
-    )
+    return PoolMatrix(terms, numbers, idf, dense, owner, slot, column, values, tf, sizes)
 
 
 def score_many(
@@ -415,12 +446,20 @@ def rocchio_weights(rankers: Sequence[TfidfRocchioRanker]) -> npt.NDArray[np.flo
 def query_weights(analyzer: Analyzer, matrix: PoolMatrix, query: str) -> _Vector:
     """The query's L2-normalized tf-idf vector in a candidate set's space, as
     :meth:`TfidfRocchioRanker.score` builds it."""
-    idf = matrix.idf
+    pairs = term_counts(analyzer, query)
+    found = np.searchsorted(matrix.numbers, pairs[0])
+    held = found < len(matrix.numbers)
+    held[held] = matrix.numbers[found[held]] == pairs[0][held]
+    spelled = matrix.lexicon.spelled
     return _normalized(
         {
-            term: (1.0 + math.log(tf)) * idf[term]
-            for term, tf in _term_counts(analyzer, query)
-            if term in idf
+            spelled[number]: (1.0 + math.log(tf)) * idf
+            for number, tf, idf in zip(
+                pairs[0][held].tolist(),
+                pairs[1][held].tolist(),
+                matrix.idf[found[held]].tolist(),
+                strict=True,
+            )
         }
     )
 
@@ -456,15 +495,14 @@ def pool_scores(
     """:func:`score_many` on a candidate set's arrays; ``weights`` holds (alpha, beta,
     gamma) per row, ``pull`` and ``push`` the marked documents' positions."""
     rows, n = len(weights), matrix.dense.shape[0]
-    columns = matrix.columns
-    query_columns = [columns[term] for term in query_vector]
+    query_columns = matrix.query_columns(query_vector)
     if not query_columns and not pull:  # q' has no positive weight in any row
         return np.zeros((rows, n))
     # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0, a
     # column per term (the last: padding, always 0.0) and a ranker per row of the transposed
     # q'. A term's weight is the same sum as _rocchio's: an absent part adds 0.0 (or -0.0),
     # which leaves it as it was or turns a -0.0 into the 0.0 the clamp gives anyway.
-    q = np.zeros(len(columns) + 1)
+    q = np.zeros(matrix.dense.shape[1])
     q[query_columns] = list(query_vector.values())
     part = np.multiply.outer(q, weights[:, 0])
     if pull:
@@ -480,7 +518,8 @@ def pool_scores(
     norm = np.sqrt(_sum_down(held * held))
     # cos(q', d): each document's products summed over its own terms in its vector's order
     # (_sum_down runs down axis 0), over every ranker at once.
-    products = matrix.weights_t[:, :, None] * modified[matrix.terms_t]
+    terms, weights_of = matrix.terms, matrix.weights
+    products = weights_of.T[:, :, None] * modified[terms.T]
     sums = _sum_down(products).T
     scores = np.zeros((rows, n))
     np.divide(sums, norm[:, None], out=scores, where=(norm != 0.0)[:, None])
@@ -492,10 +531,7 @@ def _inserted_columns(matrix: PoolMatrix, query_columns: list[int], pull: list[i
     the query's, then each pulled document's new ones in its vector's order."""
     if not pull:
         return query_columns
-    columns = matrix.columns
-    documents = matrix.document_columns or [
-        [c for c in row if c != len(columns)] for row in matrix.terms.tolist()
-    ]
+    documents = matrix.document_columns
     order = dict.fromkeys(query_columns)
     for d in pull:
         order.update(dict.fromkeys(documents[d]))
@@ -510,63 +546,133 @@ def pool_orders(
     push: list[int],
 ) -> list[list[int]]:
     """``order_many(pool_scores(weights, query_vector, matrix, pull, push))``, exactly, at a
-    fraction of the cost: each row's order is read from scores computed with a matrix
-    product (summed in whatever order BLAS adds), and only a row where that could differ
-    from the exact order is scored exactly (:func:`pool_scores`, :func:`order_many`).
+    fraction of the cost (:func:`pool_orders_many` of one feedback)."""
+    return pool_orders_many(query_vector, matrix, [(weights, pull, push)])[0]
+
+
+def pool_orders_many(
+    query_vector: _Vector,
+    matrix: PoolMatrix,
+    groups: Sequence[tuple[npt.NDArray[np.float64], list[int], list[int]]],
+) -> list[list[list[int]]]:
+    """:func:`pool_orders` of each (weights, pull, push) of ``groups`` (one candidate set
+    under several feedbacks), exactly, in one matrix product for them all: each row's order
+    is read from scores computed by BLAS (summed in whatever order it adds), and only a row
+    where that could differ from the exact order is scored exactly (:func:`pool_scores`,
+    :func:`order_many`).
 
     Why the approximate order is the exact one where it is taken. q' is computed exactly as
-    :func:`pool_scores` computes it, on the only columns where it can be positive (the
-    query's and the pulled documents' terms; a term only pushed documents hold is clamped to
-    0). Every product of a document weight and a q' weight is >= 0, so a dot product or a
-    squared norm summed in any order is within ``k·u/(1 − k·u)`` of the exact value,
-    relatively, for k terms and the unit roundoff u = 2^-53 (Higham, *Accuracy and Stability
-    of Numerical Algorithms*, 2nd ed., §4.2: no cancellation without negative terms). With
-    at most 10,000 terms, a score (a cosine, at most 1) is then within 4e-12 of the exact
-    score, and a score is 0.0 exactly where the exact one is (a sum of products >= 0 is 0
-    only if each is; the weights are kept far from underflow). So where consecutive
-    scores of the approximate order are more than 1e-10 apart, the exact scores are more
-    than 1e-12 apart in the same order, and their 12-digit roundings too; where both are
-    0.0, both orders keep the candidates' order. Any other row (a near tie, an exact tie of
-    two equal texts) is scored exactly.
+    :func:`pool_scores` computes it: the same products, each column's centroid summed over
+    the marked documents in their order (a document not marked adds 0.0, which changes no
+    sum of non-negative terms), clamped at 0. Every product of a document weight and a q'
+    weight is >= 0, so a dot product or a squared norm summed in any order is within
+    ``k·u/(1 − k·u)`` of the exact value, relatively, for k terms and the unit roundoff u =
+    2^-53 (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §4.2: no
+    cancellation without negative terms). With at most 10,000 terms, a score (a cosine, at
+    most 1) is then within 4e-12 of the exact score, and a score is 0.0 exactly where the
+    exact one is (a sum of products >= 0 is 0 only if each is; the weights are kept far from
+    underflow). So where consecutive scores of the approximate order are more than 1e-10
+    apart, the exact scores are more than 1e-12 apart in the same order, and their 12-digit
+    roundings too; where both are 0.0, both orders keep the candidates' order. Any other row
+    (a near tie, an exact tie of two equal texts) is scored exactly.
     """
-    rows, n = len(weights), matrix.dense.shape[0]
-    if not rows or not n:
-        return [[] for _ in range(rows)]
-    columns = matrix.columns
-    query_columns = [columns[term] for term in query_vector]
-    if not query_columns and not pull:  # q' has no positive weight in any row
-        return [list(range(n)) for _ in range(rows)]
-    inserted = _inserted_columns(matrix, query_columns, pull)
+    n = matrix.dense.shape[0]
+    sizes = [len(weights) for weights, _, _ in groups]
+    if not n or not sum(sizes):
+        return [[[] for _ in range(size)] for size in sizes]
+    stacked = np.concatenate([weights for weights, _, _ in groups]).reshape(-1, 3)
     if (
-        len(inserted) > _SAFE_TERMS
-        or matrix.terms.shape[1] > _SAFE_TERMS
-        or not _safe_weights(weights.tobytes())
+        matrix.dense.shape[1] > _SAFE_TERMS
+        or max(matrix.sizes) > _SAFE_TERMS
+        or not _safe_weights(stacked.tobytes())
     ):
-        return order_many(pool_scores(weights, query_vector, matrix, pull, push))
-    # q' on the inserted columns, as pool_scores computes it there (a row per ranker here).
-    held = matrix.dense[:, inserted]  # (documents, terms)
+        return [
+            order_many(pool_scores(weights, query_vector, matrix, pull, push))
+            for weights, pull, push in groups
+        ]
+    # q' per row (a row per (feedback, ranker) here) on the only columns where it can be
+    # positive: the query's and the pulled documents' terms (a term only pushed documents
+    # hold is clamped to 0), as pool_scores computes it there.
+    query_columns = matrix.query_columns(query_vector)
+    pulled = np.zeros(n + 1, dtype=bool)
+    for _, pull, _ in groups:
+        pulled[pull] = True
+    wanted = np.zeros(matrix.padded_dense.shape[1], dtype=bool)
+    wanted[matrix.column[pulled[matrix.owner]]] = True
+    wanted[query_columns] = False
+    # the query's columns first, in its order (q's), then the pulled documents' others
+    inserted = np.concatenate([np.array(query_columns, dtype=np.intp), np.flatnonzero(wanted)])
+    held = matrix.padded_dense[:, inserted]  # (documents and a row of 0.0, terms)
     q = np.zeros(len(inserted))
     q[: len(query_columns)] = list(query_vector.values())
-    part = np.multiply.outer(weights[:, 0], q)
-    if pull:
-        part += np.multiply.outer(weights[:, 1], _centroid_of(held, pull))
-    if push:
-        part += np.multiply.outer(-weights[:, 2], _centroid_of(held, push))
+    part = np.multiply.outer(stacked[:, 0], q)
+    which = np.repeat(np.arange(len(groups)), sizes)  # each row's feedback
+    for marked, coefficient in (
+        ([pull for _, pull, _ in groups], stacked[:, 1]),
+        ([push for _, _, push in groups], -stacked[:, 2]),
+    ):
+        if any(marked):
+            part += coefficient[:, None] * _centroids(held, marked)[which]
     modified = np.maximum(part, 0.0, out=part)  # (rows, terms); -0.0 or 0.0, both zero
     norm = np.sqrt(np.einsum("rt,rt->r", modified, modified))
     norm[norm == 0.0] = 1.0  # q' is 0: every product is 0.0, and so is 0.0 / 1.0
-    negated = (modified @ held.T) / -norm[:, None]  # -score, (rows, documents)
-    result: list[list[int]] = np.argsort(negated, axis=1, kind="stable").tolist()
-    # Each row's scores in order, highest first (equal values are interchangeable), and
-    # the gaps between consecutive ones where the higher is not 0.0.
-    ranked = np.sort(negated, axis=1)
-    unsafe = (np.diff(ranked, axis=1) < _SAFE_GAP) & (ranked[:, :-1] < 0.0)
-    if unsafe.any():
-        redo = np.flatnonzero(unsafe.any(axis=1))
-        exact = order_many(pool_scores(weights[redo], query_vector, matrix, pull, push))
-        for row, found in zip(redo.tolist(), exact, strict=True):
-            result[row] = found
+    negated = _products(modified, held[:n]) / -norm[:, None]  # -score, (rows, documents)
+    orders = np.argsort(negated, axis=1, kind="stable")
+    # Each row's scores in order, highest first, and the gaps between consecutive ones
+    # where the higher is not 0.0.
+    ranked = np.sort(negated, axis=1)  # equal values are interchangeable
+    unsafe = np.flatnonzero(
+        ((np.diff(ranked, axis=1) < _SAFE_GAP) & (ranked[:, :-1] < 0.0)).any(axis=1)
+    ).tolist()
+    listed: list[list[int]] = orders.tolist()
+    result = []
+    start = 0
+    for (weights, pull, push), size in zip(groups, sizes, strict=True):
+        found = listed[start : start + size]
+        redo = [row - start for row in unsafe if start <= row < start + size]
+        if redo:
+            exact = order_many(pool_scores(weights[redo], query_vector, matrix, pull, push))
+            for row, order in zip(redo, exact, strict=True):
+                found[row] = order
+        result.append(found)
+        start += size
     return result
+
+
+def _centroids(held: npt.NDArray[np.float64], marked: list[list[int]]) -> npt.NDArray[np.float64]:
+    """:func:`_centroid_part` of each list of documents (a row of zeros for an empty one) on
+    the columns ``held`` holds (its last row: 0.0): each column summed over the documents
+    in order, one document after another (the k-th of every list at once; a list already
+    ended adds a row of 0.0, which changes no sum of non-negative terms), and divided by
+    their number."""
+    zero = len(held) - 1
+    longest = max(map(len, marked))
+    picks = np.array([[*documents, *[zero] * (longest - len(documents))] for documents in marked])
+    rows = held[picks.T]  # (k-th document, list, column)
+    total = rows[0].copy()
+    for row in rows[1:]:
+        total += row
+    counts = np.array([len(documents) or 1 for documents in marked], dtype=float)
+    centroids: npt.NDArray[np.float64] = total / counts[:, None]
+    return centroids
+
+
+def _products(
+    left: npt.NDArray[np.float64], right: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """``left @ right.T`` by blocks of rows small enough that BLAS runs each on one thread
+    (OpenBLAS threads a product of more than 2^18 multiply-adds, and on these sizes its
+    threads cost ~100x the product itself when the cores are busy)."""
+    rows, inner = left.shape
+    step = max(1, _PRODUCT_SIZE // max(1, inner * right.shape[0]))
+    if rows <= step:
+        product: npt.NDArray[np.float64] = left @ right.T
+        return product
+    return np.concatenate([left[i : i + step] @ right.T for i in range(0, rows, step)])
+
+
+#: Multiply-adds per :func:`_products` block: OpenBLAS's GEMM runs one thread up to 2^18.
+_PRODUCT_SIZE = 1 << 18
 
 
 @lru_cache(maxsize=256)
@@ -576,15 +682,6 @@ def _safe_weights(packed: bytes) -> bool:
     values = np.frombuffer(packed, dtype=np.float64)
     positive = values[values != 0.0]
     return bool(((positive >= low) & (positive <= high)).all())
-
-
-def _centroid_of(held: npt.NDArray[np.float64], rows: list[int]) -> npt.NDArray[np.float64]:
-    """:func:`_centroid_part` on the columns ``held`` holds: the documents ``rows`` summed
-    in order (cumsum adds left to right), divided by their number."""
-    if len(rows) == 1:
-        return held[rows[0]]  # type: ignore[no-any-return]  # x / 1 is x
-    summed: npt.NDArray[np.float64] = np.cumsum(held[rows], axis=0)[-1] / len(rows)
-    return summed
 
 
 def _centroid_part(matrix: PoolMatrix, rows: list[int]) -> npt.NDArray[np.float64]:

@@ -6,16 +6,19 @@ original query, so a refinement can widen the candidate pool without drifting th
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from evidence_bench.engine.base import Feedback, Label, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
 from evidence_bench.engine.params import part_key, require_count
+from evidence_bench.engine.ranking import marked_positions, pool_matrix
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
@@ -78,8 +81,14 @@ class LexicalRefiner:
         """The query with the added terms, and those terms in the order they were added."""
         ranked = self.term_scores(query, candidates, feedback)
         base = query.strip()
-        words = surface_forms(self.analyzer, candidates, feedback)
-        terms = fit_terms(base, (words.get(term, term) for term, _ in ranked), self.max_terms)
+        # Only the terms fit_terms reads need their word (a few of the scored ones).
+        positive = [
+            document_text(item)
+            for item in candidates
+            if (label := feedback.get(item.key)) is not None and _POLARITY[label] > 0
+        ]
+        words = (_surface_form(self.analyzer, positive, term) for term, _ in ranked)
+        terms = fit_terms(base, words, self.max_terms)
         if not terms:
             return RefinedQuery(query=query, added_terms=())
         return RefinedQuery(query=f"{base} {' '.join(terms)}", added_terms=tuple(terms))
@@ -88,8 +97,41 @@ class LexicalRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[tuple[str, float]]:
         """Every eligible term with its tf-idf score, in the order :meth:`refine` adds them."""
-        # Per text, its term counts (and per candidate list, its document frequencies) are
-        # computed once per process: a run refines the same results under many feedbacks.
+        if self.background is not None:
+            return self._background_scores(query, candidates, feedback)
+        texts = tuple(document_text(item) for item in candidates)
+        pull, push = marked_positions([item.key for item in candidates], feedback)
+        if not pull:
+            return []
+        # The candidates' term counts as arrays (pool_matrix, shared with the ranker where
+        # the texts are the same): tf summed over the pulled and the pushed results (sums
+        # of integers, exact in any order), and the smoothed idf ln((N + 1) / (df + 1)) + 1
+        # of the ranker (by math.log), as the refiner has always weighed them.
+        matrix = pool_matrix(self.analyzer, texts)
+        marks = np.zeros((2, len(texts)))
+        marks[0, pull] = 1.0
+        marks[1, push] = 1.0
+        tf, against = marks @ matrix.counts
+        columns = np.flatnonzero(tf > against)
+        # tf x idf (tf a whole float: what Python's int * float converts the int to)
+        scores = (tf[columns] * matrix.idf[columns]).tolist()
+        spelled = matrix.lexicon.spelled
+        excluded = set(self.analyzer(query))
+        scored = [
+            (term, score)
+            for term, score in zip(
+                [spelled[number] for number in matrix.numbers[columns].tolist()],
+                scores,
+                strict=True,
+            )
+            if term not in excluded
+        ]
+        return _by_score(scored)
+
+    def _background_scores(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[tuple[str, float]]:
+        """:meth:`term_scores` with the background sample's idf."""
         texts = [document_text(item) for item in candidates]
         positive: dict[str, int] = {}
         negative: dict[str, int] = {}
@@ -106,26 +148,15 @@ class LexicalRefiner:
                 summed[term] = get(term, 0) + count
         against = negative.get
         excluded = set(self.analyzer(query))
-        n = len(candidates)
-        if self.background is not None:
-            frequencies = self.background.frequencies(self.analyzer, self.mode, document_text)
-            idf = frequencies.idf(
-                (item.key, self.analyzer(text))
-                for item, text in zip(candidates, texts, strict=True)
-            )
-            scored = [
-                (term, tf * idf[term])
-                for term, tf in positive.items()
-                if term not in excluded and against(term, 0) < tf
-            ]
-        else:
-            df = _document_frequencies(self.analyzer, tuple(texts))
-            scored = [
-                # tf-idf with the smoothed idf ln((N + 1) / (df + 1)) + 1.
-                (term, tf * _smoothed_idf(n, df[term]))
-                for term, tf in positive.items()
-                if term not in excluded and against(term, 0) < tf
-            ]
+        frequencies = self.background.frequencies(self.analyzer, self.mode, document_text)
+        idf = frequencies.idf(
+            (item.key, self.analyzer(text)) for item, text in zip(candidates, texts, strict=True)
+        )
+        scored = [
+            (term, tf * idf[term])
+            for term, tf in positive.items()
+            if term not in excluded and against(term, 0) < tf
+        ]
         scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return scored
 
@@ -191,15 +222,6 @@ def _term_counts(analyzer: Analyzer, text: str) -> dict[str, int]:
     return dict(Counter(analyzer(text)))
 
 
-@lru_cache(maxsize=1 << 10)
-def _document_frequencies(analyzer: Analyzer, texts: tuple[str, ...]) -> dict[str, int]:
-    """In how many of ``texts`` each term occurs (not to be changed: it is shared)."""
-    df: Counter[str] = Counter()
-    for text in texts:
-        df.update(_term_counts(analyzer, text).keys())
-    return dict(df)
-
-
 @lru_cache(maxsize=1 << 12)
 def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
     """Each term of ``text`` with the words it came from, counted (not to be changed)."""
@@ -209,10 +231,38 @@ def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
     return {term: dict(counts) for term, counts in seen.items()}
 
 
-@lru_cache(maxsize=1 << 12)
-def _smoothed_idf(n: int, df: int) -> float:
-    """``ln((N + 1) / (df + 1)) + 1``, by ``math.log``: a candidate list's idf values are few."""
-    return math.log((n + 1) / (df + 1)) + 1.0
+def _by_score(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """``scored`` by score rounded to 12 digits, descending, ties alphabetically.
+
+    Sorted first on the raw scores (tuples compare in C; no key function per term), which
+    is that order wherever consecutive scores differ by more than the rounding can join
+    (1e-9 is far above it for scores below 1e3); a list with a closer pair is sorted by the
+    rounded key itself."""
+    ranked = sorted((-score, term) for term, score in scored)
+    for (high, _), (low, _) in itertools.pairwise(ranked):
+        if 0.0 < low - high < _NEAR or abs(high) >= 1e3:
+            return sorted(scored, key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+    return [(term, -score) for score, term in ranked]
+
+
+#: Scores closer than this are ordered by their 12-digit rounding (see :func:`_by_score`).
+_NEAR = 1e-9
+
+
+def _surface_form(analyzer: Analyzer, texts: Sequence[str], term: str) -> str:
+    """:func:`surface_forms`' word for ``term`` in ``texts`` (the positive results' texts):
+    its most frequent word there, ties alphabetically (``term`` itself without stemming)."""
+    if analyzer.stemmer is None:
+        return term
+    counts: dict[str, int] = {}
+    for text in texts:
+        words = _word_counts(analyzer, text).get(term)
+        if words:
+            for word, count in words.items():
+                counts[word] = counts.get(word, 0) + count
+    if not counts:
+        return term
+    return min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
 
 
 def fit_terms(query: str, ordered: Iterable[str], max_terms: int) -> list[str]:

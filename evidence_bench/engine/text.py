@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from evidence_bench.errors import ConfigurationError
 
-__all__ = ["STOP_WORDS", "Analyzer", "tokenize"]
+__all__ = ["STOP_WORDS", "Analyzer", "Lexicon", "lexicon", "term_counts", "tokenize"]
 
 _STOP_WORDS_TEXT = """
     a about above after again against all am an and any are as at
@@ -141,6 +145,79 @@ def _analyze(analyzer: Analyzer, text: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1 << 15)
 def _analyze_words(analyzer: Analyzer, text: str) -> tuple[tuple[str, str], ...]:
     return analyzer._words(text)
+
+
+@dataclass(slots=True)
+class Lexicon:
+    """An analyzer's terms numbered in the order this process met them, for array code: a
+    text's terms become a row of numbers once, and a candidate set's columns are found by
+    numpy over those numbers instead of a dict per term and text.
+
+    ``spelled[numbers[term]] == term``. ``tokens`` maps each token met to its term's number
+    (-1: dropped), so a new text costs one regex pass and a lookup per token; it starts
+    again past ``_TOKENS_KEPT`` tokens, the numbering never does (the numbers held in
+    ``texts`` and in callers' arrays stay valid). ``texts`` holds :func:`term_counts` of the
+    texts met, up to ``_TEXTS_KEPT`` before it starts again.
+    """
+
+    analyzer: Analyzer
+    numbers: dict[str, int] = field(default_factory=dict)
+    spelled: list[str] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)
+    texts: dict[str, npt.NDArray[np.intp]] = field(default_factory=dict)
+
+    def number(self, token: str) -> int:
+        """The number of ``token``'s term (-1: the analyzer drops it), remembered."""
+        term = self.analyzer._term(token)
+        if term is None:
+            number = -1
+        else:
+            number = self.numbers.get(term, -1)
+            if number < 0:
+                number = self.numbers[term] = len(self.spelled)
+                self.spelled.append(term)
+        if len(self.tokens) >= _TOKENS_KEPT:
+            self.tokens = {}
+        self.tokens[token] = number
+        return number
+
+
+_LEXICONS: dict[Analyzer, Lexicon] = {}
+#: Texts whose counts a lexicon remembers before its table starts again (bounds the memory).
+_TEXTS_KEPT = 1 << 16
+
+
+def lexicon(analyzer: Analyzer) -> Lexicon:
+    """``analyzer``'s :class:`Lexicon` in this process (one per equal analyzer)."""
+    found = _LEXICONS.get(analyzer)
+    if found is None:
+        found = _LEXICONS[analyzer] = Lexicon(analyzer)
+    return found
+
+
+def term_counts(analyzer: Analyzer, text: str) -> npt.NDArray[np.intp]:
+    """``text``'s distinct terms and how often each occurs, as the shape-(2, k) array of
+    their numbers in :func:`lexicon` (row 0) and counts (row 1), in order of first
+    occurrence: ``Counter(analyzer(text))`` by number. Remembered per text (not to be
+    changed: it is shared)."""
+    found = lexicon(analyzer)
+    known = found.texts.get(text)
+    if known is not None:
+        return known
+    source = text.lower() if analyzer.lowercase else text
+    tokens = _TOKEN.findall(source)
+    table = found.tokens
+    try:
+        numbers = list(map(table.__getitem__, tokens))
+    except KeyError:
+        numbers = [table[t] if t in table else found.number(t) for t in tokens]
+    counted = Counter(numbers)  # first occurrence first (dicts keep insertion order)
+    counted.pop(-1, None)
+    pairs = np.array([list(counted), list(counted.values())], dtype=np.intp).reshape(2, -1)
+    if len(found.texts) >= _TEXTS_KEPT:
+        found.texts = {}
+    found.texts[text] = pairs
+    return pairs
 
 
 #: The default analyzer; ``tokenize("What is TF-IDF?") == ["tf", "idf"]``.

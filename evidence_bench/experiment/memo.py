@@ -9,7 +9,8 @@ every step whose inputs coincide:
 
 - a ranking by (the ranker's settings, the candidates' content, the feedback): TF-IDF Rocchio
   rankers that share an analyzer are scored together, one row per (alpha, beta, gamma), by
-  :func:`evidence_bench.engine.ranking.pool_orders` (exactly the order each ranker gives);
+  :func:`evidence_bench.engine.ranking.pool_orders_many` (exactly the order each ranker
+  gives), every feedback on one candidate set in one matrix product;
 - a refined query by (the refiner's effective params, the candidates, the feedback);
 - a user's marks by (the user, the round, the keys displayed, the keys examined before);
 - a ranking's measures by (its keys, the judgments), a residual's judgments by the keys
@@ -43,7 +44,7 @@ from evidence_bench.engine.ranking import (
     TfidfRocchioRanker,
     marked_positions,
     pool_matrix,
-    pool_orders,
+    pool_orders_many,
     query_weights,
     rocchio_weights,
 )
@@ -235,10 +236,14 @@ class QueryMemo:
         rows: Sequence[int] | None = None,
     ) -> _Orders:
         """The rows' orders of ``pool`` under ``feedback`` (``marks``: its items): those of
-        ``rows`` (None: every row of the family) not scored yet are scored in one
-        :func:`pool_scores` call. A row's scores do not depend on the other rows scored with
-        it (every operation is per row), so scoring only the rows an episode needs gives the
-        same floats."""
+        ``rows`` (None: every row of the family) not scored yet are scored together
+        (:meth:`_score`)."""
+        orders = self._entry(family, pool, marks)
+        self._score(family, pool, [(feedback, orders, rows)])
+        return orders
+
+    def _entry(self, family: _Family, pool: _Pool, marks: _FeedbackKey) -> _Orders:
+        """The orders known of ``pool`` under the feedback ``marks``, a slot per row."""
         key = (pool.content, marks)
         count = len(family.rows)
         orders = family.orders.get(key)
@@ -248,18 +253,46 @@ class QueryMemo:
             grown = count - len(orders.orders)
             orders.orders += [None] * grown
             orders.rankings += [None] * grown
-        known = orders.orders
-        missing = [row for row in (range(count) if rows is None else rows) if known[row] is None]
-        if missing:
-            if family.weights is None:
-                family.weights = rocchio_weights(list(family.rows))
-            weights = family.weights if len(missing) == count else family.weights[missing]
-            matrix, query_vector = pool.space(family.analyzer, self.query)
-            pull, push = marked_positions(pool.keys, feedback)
-            found = pool_orders(weights, query_vector, matrix, pull, push)
-            for row, order in zip(missing, found, strict=True):
-                known[row] = order
         return orders
+
+    def _score(
+        self,
+        family: _Family,
+        pool: _Pool,
+        wanted: Sequence[tuple[Feedback, _Orders, Iterable[int] | None]],
+    ) -> None:
+        """Fill in the orders of ``pool`` that ``wanted`` asks for and that are not known: per
+        (feedback, its orders, the rows wanted (None: all)), in one :func:`pool_orders_many`
+        call. A row's order does not depend on the other rows scored with it (every
+        operation is per row), so scoring only the rows an episode needs gives the same
+        orders."""
+        count = len(family.rows)
+        groups = []
+        for feedback, orders, rows in wanted:
+            known = orders.orders
+            missing = [r for r in (range(count) if rows is None else rows) if known[r] is None]
+            if missing:
+                groups.append((feedback, known, missing))
+        if not groups:
+            return
+        if family.weights is None:
+            family.weights = rocchio_weights(list(family.rows))
+        every = family.weights
+        matrix, query_vector = pool.space(family.analyzer, self.query)
+        found = pool_orders_many(
+            query_vector,
+            matrix,
+            [
+                (
+                    every if len(missing) == count else every[missing],
+                    *marked_positions(pool.keys, feedback),
+                )
+                for feedback, _, missing in groups
+            ],
+        )
+        for (_, known, missing), rows_found in zip(groups, found, strict=True):
+            for row, order in zip(missing, rows_found, strict=True):
+                known[row] = order
 
     # --- the round-by-round path (evidence_bench.experiment.episodes) ---------------------
 
@@ -294,6 +327,11 @@ class QueryMemo:
         candidates, feedback)`` is ``pool.ranking(order)``."""
         if isinstance(ranker, _MemoTfidf):
             row = ranker.row
+            known = ranker.family.orders.get((pool.content, marks))
+            if known is not None and row < len(known.orders):
+                found = known.orders[row]
+                if found is not None:  # prefetched
+                    return found
             order = self._pool_orders(ranker.family, pool, feedback, marks, (row,)).orders[row]
             assert order is not None
             return order
@@ -303,21 +341,31 @@ class QueryMemo:
 
     def prefetch(self, wanted: Iterable[tuple[Ranker, _Pool, Feedback, _FeedbackKey]]) -> None:
         """Score, for :meth:`order`, every (plannable ranker, pool, feedback, its items) of
-        ``wanted``: one :func:`pool_scores` call per (family, pool, feedback) for the rows
-        they need and no other (a round of many episodes needs a few rows of most)."""
-        groups: dict[tuple[int, int, _FeedbackKey], tuple[_Family, _Pool, Feedback, set[int]]]
-        groups = {}
+        ``wanted``: one :func:`pool_orders_many` call per (family, pool) for every feedback
+        and the rows they need and no other (a round of many episodes needs a few rows of
+        most)."""
+        groups: dict[
+            tuple[int, int], tuple[_Family, _Pool, dict[_FeedbackKey, tuple[Feedback, set[int]]]]
+        ] = {}
         for ranker, pool, feedback, marks in wanted:
             if isinstance(ranker, _MemoTfidf):
                 family = ranker.family
-                group = groups.get((id(family), pool.content, marks))
+                group = groups.get((id(family), pool.content))
                 if group is None:
-                    group = groups[(id(family), pool.content, marks)] = (
-                        family, pool, feedback, set()
-                    )  # fmt: skip
-                group[3].add(ranker.row)
-        for (_, _, marks), (family, pool, feedback, rows) in groups.items():
-            self._pool_orders(family, pool, feedback, marks, sorted(rows))
+                    group = groups[(id(family), pool.content)] = (family, pool, {})
+                found = group[2].get(marks)
+                if found is None:
+                    found = group[2][marks] = (feedback, set())
+                found[1].add(ranker.row)
+        for family, pool, feedbacks in groups.values():
+            self._score(
+                family,
+                pool,
+                [
+                    (feedback, self._entry(family, pool, marks), sorted(rows))
+                    for marks, (feedback, rows) in feedbacks.items()
+                ],
+            )
 
     def refine_pool(
         self, refiner: Refiner, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
