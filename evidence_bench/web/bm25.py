@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -48,6 +47,7 @@ STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 _TOKEN = re.compile(r"[^\W_]+")  # a run of letters or digits, in any script
 
 Analyzer = Callable[[str], list[str]]
+Ints = npt.NDArray[np.int64]
 
 
 def tokenize(text: str) -> list[str]:
@@ -67,7 +67,11 @@ def doc_id_order(doc_id: str) -> tuple[int, int, str]:
 
 
 class BM25Index:
-    """An inverted index over ``doc_id -> text`` that answers top-k BM25 queries."""
+    """An inverted index over ``doc_id -> text`` that answers top-k BM25 queries.
+
+    The postings are arrays: term ``t`` (numbered in ``_term_ids``) is held by documents
+    ``_post_docs[_post_ptr[t]:_post_ptr[t + 1]]`` (ascending), ``_post_tf`` times each.
+    """
 
     def __init__(
         self,
@@ -81,16 +85,21 @@ class BM25Index:
         self.k1 = k1
         self.b = b
         self.analyzer = analyzer
-        self._doc_ids: list[str] = []
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        lengths: list[int] = []
-        for doc_id, text in docs.items():
-            index = len(self._doc_ids)
-            self._doc_ids.append(doc_id)
-            counts = Counter(analyzer(text))
-            lengths.append(sum(counts.values()))
-            for term, tf in counts.items():
-                self._postings.setdefault(term, []).append((index, tf))
+        self._doc_ids: list[str] = list(docs)
+        self._term_ids: dict[str, int] = {}
+        if analyzer is tokenize:
+            terms, owners = self._tokens_by_word(docs)
+        else:
+            terms, owners = self._tokens(docs)
+        count = len(self._doc_ids)
+        lengths = np.bincount(owners, minlength=count).tolist()
+        # (term, document) pairs with their tf, by term then document.
+        pairs, tf = np.unique(terms * max(count, 1) + owners, return_counts=True)
+        self._post_docs = (pairs % max(count, 1)).astype(np.int32)
+        self._post_tf = tf.astype(np.int32)
+        self._post_ptr = np.searchsorted(
+            pairs // max(count, 1), np.arange(len(self._term_ids) + 1)
+        ).tolist()
         total = sum(lengths)
         avgdl = total / len(lengths) if total else 1.0
         # k1 * (1 - b + b * |D| / avgdl), the length normalization, once per document.
@@ -100,9 +109,45 @@ class BM25Index:
         order = sorted(range(len(self._doc_ids)), key=lambda i: doc_id_order(self._doc_ids[i]))
         self._tie_rank = np.empty(len(order), dtype=np.int64)
         self._tie_rank[order] = np.arange(len(order), dtype=np.int64)
-        self._weights: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._weights: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]] = {}
         self._weights_lock = threading.Lock()
         self._terms_of: dict[str, frozenset[str]] = {}
+
+    def _tokens(self, docs: Mapping[str, str]) -> tuple[Ints, Ints]:
+        """Each token's term id and document, in order: ``analyzer`` on each text."""
+        ids = self._term_ids
+        terms: list[int] = []
+        owners: list[int] = []
+        for index, text in enumerate(docs.values()):
+            found = [ids.setdefault(term, len(ids)) for term in self.analyzer(text)]
+            terms.extend(found)
+            owners.extend([index] * len(found))
+        return np.array(terms, dtype=np.int64), np.array(owners, dtype=np.int64)
+
+    def _tokens_by_word(self, docs: Mapping[str, str]) -> tuple[Ints, Ints]:
+        """What :meth:`_tokens` finds, with :func:`tokenize` analyzing each distinct word
+        once: its tokens never span white space (runs of letters or digits), and lowercasing
+        a word gives what lowercasing its text does there, so a text's tokens are its words'
+        tokens in order."""
+        number: dict[str, int] = {}
+        words: list[int] = []
+        counts: list[int] = []
+        for text in docs.values():
+            split = text.split()
+            counts.append(len(split))
+            words.extend([number.setdefault(word, len(number)) for word in split])
+        ids = self._term_ids
+        analyzed = [[ids.setdefault(t, len(ids)) for t in tokenize(word)] for word in number]
+        sizes = np.array([len(found) for found in analyzed], dtype=np.int64)
+        flat = np.array([t for found in analyzed for t in found], dtype=np.int64)
+        ptr = np.zeros(len(analyzed) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        word_ids = np.array(words, dtype=np.int64)
+        per_word = sizes[word_ids]
+        before = np.cumsum(per_word) - per_word
+        picked = np.repeat(ptr[word_ids] - before, per_word) + np.arange(int(per_word.sum()))
+        doc_of_word = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        return flat[picked], np.repeat(doc_of_word, per_word)
 
     def __len__(self) -> int:
         return len(self._doc_ids)
@@ -122,16 +167,18 @@ class BM25Index:
 
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of ``term``: ln(1 + (N - df + 0.5) / (df + 0.5))."""
-        df = len(self._postings.get(term, ()))
+        found = self._term_ids.get(term)
+        df = 0 if found is None else self._post_ptr[found + 1] - self._post_ptr[found]
         return math.log(1 + (len(self._doc_ids) - df + 0.5) / (df + 0.5))
 
-    def _term_weights(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    def _term_weights(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
         """The documents holding ``term`` and its BM25 weight in each (computed once):
         idf · tf · (k1 + 1) / (tf + norm), in that order of operations."""
         found = self._weights.get(term)
         if found is None:
-            pairs = np.array(self._postings[term], dtype=np.int64)  # (index, tf) rows
-            docs, tf = pairs[:, 0].copy(), pairs[:, 1].copy()
+            at = self._term_ids[term]
+            lo, hi = self._post_ptr[at], self._post_ptr[at + 1]
+            docs, tf = self._post_docs[lo:hi], self._post_tf[lo:hi].astype(np.int64)
             gains = self.idf(term) * tf * (self.k1 + 1) / (tf + self._norm_array[docs])
             found = (docs, gains)
             with self._weights_lock:
@@ -142,14 +189,19 @@ class BM25Index:
         """The ``k`` best ``(doc_id, score)`` pairs with score > 0, by score then doc id."""
         if k <= 0:
             return []
-        weights = [self._term_weights(t) for t in self.analyzer(query) if t in self._postings]
+        known = self._term_ids
+        weights = [self._term_weights(t) for t in self.analyzer(query) if t in known]
         if not weights:
             return []
         # Each document's gains summed in query-term order, starting from 0.0, as a
-        # term-by-term sum does (a term's documents are distinct, so each += is one addition).
-        scores = np.zeros(len(self._doc_ids), dtype=np.float64)
-        for docs, gains in weights:
-            scores[docs] += gains
+        # term-by-term sum does: bincount adds its weights in order (a term's documents are
+        # distinct, so each term adds once to a document).
+        if len(weights) == 1:
+            docs, gains = weights[0]
+        else:
+            docs = np.concatenate([docs for docs, _ in weights])
+            gains = np.concatenate([gains for _, gains in weights])
+        scores = np.bincount(docs, weights=gains, minlength=len(self._doc_ids))
         reached = np.flatnonzero(scores > 0)  # every gain is > 0: the documents reached
         found = scores[reached]
         if len(reached) > k:  # only those that can be in the k best: the k-th score and above
