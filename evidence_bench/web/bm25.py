@@ -24,15 +24,17 @@ id.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["STOP_WORDS", "BM25Index", "doc_id_order", "tokenize"]
+__all__ = ["STOP_WORDS", "BM25Index", "Words", "doc_id_order", "number_words", "tokenize"]
 
 #: A short English stop list: articles, prepositions, conjunctions, pronouns, auxiliaries and
 #: question words ("what similarity laws must be obeyed ..." keeps only the content words).
@@ -53,6 +55,52 @@ Ints = npt.NDArray[np.int64]
 def tokenize(text: str) -> list[str]:
     """Lowercased runs of letters or digits, without 1-character tokens and stop words."""
     return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in STOP_WORDS]
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """Texts split on white space, each distinct word numbered in order of first occurrence:
+    ``vocabulary[w]`` and its :func:`tokenize` tokens ``tokens[w]``; every text's words'
+    numbers in ``numbers``, text after text, ``counts[i]`` of them for text ``i``.
+
+    A text's tokens are its words' tokens in order: a token never spans white space (a run
+    of letters or digits), and lowercasing a word gives what lowercasing its text does there.
+    """
+
+    vocabulary: list[str]
+    tokens: list[list[str]]
+    numbers: npt.NDArray[np.int32]
+    counts: list[int]
+
+    @classmethod
+    def of(cls, texts: Iterable[list[str]]) -> Words:
+        """The words of ``texts``, each a text's words (:func:`number_words`)."""
+        number, numbers, counts = number_words(texts)
+        vocabulary = list(number)
+        del number
+        tokens = [tokenize(word) for word in vocabulary]
+        return cls(vocabulary, tokens, np.array(numbers, dtype=np.int32), counts)
+
+
+def number_words(
+    texts: Iterable[list[str]],
+) -> tuple[dict[str, int], list[int], list[int]]:
+    """Each distinct word of ``texts`` (each a list of words) numbered in order of first
+    occurrence, every word's number in order, and each text's word count.
+
+    A text's words are made, numbered and freed before the next text's, so the heap keeps
+    no holes where a collection's ~250k repeated words were (~15 MB)."""
+    number: dict[str, int] = {}
+    words: list[int] = []
+    counts: list[int] = []
+    known = number.__contains__
+    for split in texts:
+        counts.append(len(split))
+        fresh = list(itertools.filterfalse(known, dict.fromkeys(split)))
+        if fresh:
+            number.update(zip(fresh, range(len(number), len(number) + len(fresh)), strict=True))
+        words.extend(map(number.__getitem__, split))
+    return number, words, counts
 
 
 def doc_id_order(doc_id: str) -> tuple[int, int, str]:
@@ -79,7 +127,12 @@ class BM25Index:
         k1: float = 0.9,
         b: float = 0.4,
         analyzer: Analyzer = tokenize,
+        *,
+        words: tuple[Words, Sequence[int]] | None = None,
     ) -> None:
+        """``words``: the texts' words already numbered, and each of its texts' document (its
+        place in ``docs``), for the default analyzer (the simulator numbers a collection's
+        words once for this index and its snippets)."""
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1 (got k1={k1}, b={b})")
         self.k1 = k1
@@ -87,8 +140,11 @@ class BM25Index:
         self.analyzer = analyzer
         self._doc_ids: list[str] = list(docs)
         self._term_ids: dict[str, int] = {}
-        if analyzer is tokenize:
-            terms, owners = self._tokens_by_word(docs)
+        if words is not None and analyzer is tokenize:
+            terms, owners = self._tokens_by_word(*words)
+        elif analyzer is tokenize:
+            split = Words.of(text.split() for text in docs.values())
+            terms, owners = self._tokens_by_word(split, range(len(self._doc_ids)))
         else:
             terms, owners = self._tokens(docs)
         count = len(self._doc_ids)
@@ -124,29 +180,20 @@ class BM25Index:
             owners.extend([index] * len(found))
         return np.array(terms, dtype=np.int64), np.array(owners, dtype=np.int64)
 
-    def _tokens_by_word(self, docs: Mapping[str, str]) -> tuple[Ints, Ints]:
-        """What :meth:`_tokens` finds, with :func:`tokenize` analyzing each distinct word
-        once: its tokens never span white space (runs of letters or digits), and lowercasing
-        a word gives what lowercasing its text does there, so a text's tokens are its words'
-        tokens in order."""
-        number: dict[str, int] = {}
-        words: list[int] = []
-        counts: list[int] = []
-        for text in docs.values():
-            split = text.split()
-            counts.append(len(split))
-            words.extend([number.setdefault(word, len(number)) for word in split])
+    def _tokens_by_word(self, words: Words, owners: Sequence[int]) -> tuple[Ints, Ints]:
+        """What :meth:`_tokens` finds, with :func:`tokenize` run on each distinct word once
+        (:class:`Words`); text ``i`` of ``words`` belongs to document ``owners[i]``."""
         ids = self._term_ids
-        analyzed = [[ids.setdefault(t, len(ids)) for t in tokenize(word)] for word in number]
-        sizes = np.array([len(found) for found in analyzed], dtype=np.int64)
-        flat = np.array([t for found in analyzed for t in found], dtype=np.int64)
+        analyzed = [[ids.setdefault(t, len(ids)) for t in found] for found in words.tokens]
+        sizes = np.fromiter(map(len, analyzed), dtype=np.int64, count=len(analyzed))
+        flat = np.fromiter(itertools.chain.from_iterable(analyzed), dtype=np.int64)
         ptr = np.zeros(len(analyzed) + 1, dtype=np.int64)
         np.cumsum(sizes, out=ptr[1:])
-        word_ids = np.array(words, dtype=np.int64)
+        word_ids = words.numbers
         per_word = sizes[word_ids]
         before = np.cumsum(per_word) - per_word
         picked = np.repeat(ptr[word_ids] - before, per_word) + np.arange(int(per_word.sum()))
-        doc_of_word = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        doc_of_word = np.repeat(np.asarray(owners, dtype=np.int64), words.counts)
         return flat[picked], np.repeat(doc_of_word, per_word)
 
     def __len__(self) -> int:

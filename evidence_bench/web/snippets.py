@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence_bench.collections.beir import Document
+from evidence_bench.web.bm25 import Words, number_words
 
 __all__ = ["SNIPPET_CHARS", "SnippetIndex", "render_text"]
 
@@ -53,27 +54,39 @@ class SnippetIndex:
     order: document ``d`` holds words ``starts[d]`` to ``starts[d + 1] - 1``.
     """
 
-    def __init__(self, documents: Sequence[Document], analyze: Callable[[str], list[str]]):
+    def __init__(
+        self,
+        documents: Sequence[Document],
+        analyze: Callable[[str], list[str]],
+        *,
+        words: tuple[Words, Sequence[int]] | None = None,
+    ):
+        """``words``: the words of texts numbered already (``analyze`` is then
+        :func:`~evidence_bench.web.bm25.tokenize`), and which of them is each document's
+        snippet text."""
         self._analyze = analyze
         self._terms_of: dict[str, frozenset[str]] = {}
         self._term_ids: dict[str, int] = {}
         #: doc id -> its place in ``documents``
         self.doc_index = {doc.doc_id: i for i, doc in enumerate(documents)}
-        # Each word numbered in order of first occurrence, one document at a time: its
-        # words' strings are freed before the next document's are made, so the heap does
-        # not keep holes where the collection's ~250k repeated words were (~15 MB).
-        number: dict[str, int] = {}
-        positions: list[int] = []
-        counts: list[int] = []
-        for doc in documents:
-            words = (doc.text or doc.title).split()
-            counts.append(len(words))
-            positions.extend([number.setdefault(word, len(number)) for word in words])
-        #: each distinct word, and each position's word (its number)
-        self.vocabulary = list(number)
-        del number
-        self.word_ids = np.array(positions, dtype=np.int32)
-        del positions
+        if words is None:
+            number, positions, counts = number_words(
+                (doc.text or doc.title).split() for doc in documents
+            )
+            #: each distinct word, and each position's word (its number)
+            self.vocabulary = list(number)
+            del number
+            self.word_ids = np.array(positions, dtype=np.int32)
+            del positions
+        else:
+            split, texts = words
+            self.vocabulary = split.vocabulary
+            for word, tokens in zip(split.vocabulary, split.tokens, strict=True):
+                self._terms_of[word] = frozenset(tokens)
+            chosen = np.zeros(len(split.counts), dtype=bool)
+            chosen[list(texts)] = True
+            self.word_ids = split.numbers[np.repeat(chosen, split.counts)]
+            counts = [split.counts[i] for i in texts]
         lengths = np.array(counts, dtype=np.int64)
         self.starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.starts[1:])
@@ -84,14 +97,18 @@ class SnippetIndex:
         self._runs: dict[int, Runs] = {}
         codes: list[list[int]] = []
         ids = self._term_ids
+        one_run = _SPAN.fullmatch
         for number_, word in enumerate(self.vocabulary):
             held = self.terms_of(word)
+            if one_run(word):  # most words: what its one run marks is what it holds
+                codes.append(sorted([ids.setdefault(t, len(ids)) * 3 + _BOTH for t in held]))
+                continue
             runs = self._runs_of(word)
             marked = runs[0][2] if len(runs) == 1 else frozenset().union(*(r[2] for r in runs))
             if len(runs) > 1:
                 self._runs[number_] = runs
             if held == marked:
-                pairs = [ids.setdefault(t, len(ids)) * 3 + _BOTH for t in sorted(held)]
+                pairs = sorted([ids.setdefault(t, len(ids)) * 3 + _BOTH for t in held])
             else:
                 pairs = sorted(
                     ids.setdefault(t, len(ids)) * 3
