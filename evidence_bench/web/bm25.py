@@ -14,10 +14,9 @@ A query term that occurs twice counts twice (Robertson's query-term weight with 
 as Lucene's Boolean query does). Document lengths are exact (Lucene rounds them to one byte),
 so scores can differ from Anserini's in the last digits; ``k1=0.9, b=0.4`` are its defaults.
 
-Each document is analyzed once, when the index is built. A term's BM25 weight in every
-document that holds it is computed once, the first time a query asks for the term (a numpy
-array per term, the same floats as the formula term by term); a search then adds the arrays
-of its query terms into one score per document, in query order (the same sums, in the same
+Each document is analyzed once, when the index is built, and every posting's BM25 weight
+computed then (the same floats as the formula term by term); a search adds the weights of
+its query terms into one score per document, in query order (the same sums, in the same
 order, as adding term by term), and sorts the best documents it reached by score, ties by doc
 id.
 """
@@ -27,7 +26,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -165,8 +163,14 @@ class BM25Index:
         order = sorted(range(len(self._doc_ids)), key=lambda i: doc_id_order(self._doc_ids[i]))
         self._tie_rank = np.empty(len(order), dtype=np.int64)
         self._tie_rank[order] = np.arange(len(order), dtype=np.int64)
-        self._weights: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]] = {}
-        self._weights_lock = threading.Lock()
+        # Every posting's BM25 weight, computed once: idf · tf · (k1 + 1) / (tf + norm), in
+        # that order of operations, as the formula term by term (idf by math.log, per term).
+        ptr = self._post_ptr
+        idf = [self._idf(ptr[t + 1] - ptr[t]) for t in range(len(self._term_ids))]
+        per_posting = np.repeat(np.array(idf, dtype=np.float64), np.diff(ptr))
+        tf_all = self._post_tf.astype(np.int64)
+        self._gains = per_posting * tf_all * (k1 + 1) / (tf_all + self._norm_array[self._post_docs])
+        del per_posting, tf_all
         self._terms_of: dict[str, frozenset[str]] = {}
 
     def _tokens(self, docs: Mapping[str, str]) -> tuple[Ints, Ints]:
@@ -215,39 +219,30 @@ class BM25Index:
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of ``term``: ln(1 + (N - df + 0.5) / (df + 0.5))."""
         found = self._term_ids.get(term)
-        df = 0 if found is None else self._post_ptr[found + 1] - self._post_ptr[found]
-        return math.log(1 + (len(self._doc_ids) - df + 0.5) / (df + 0.5))
+        return self._idf(0 if found is None else self._post_ptr[found + 1] - self._post_ptr[found])
 
-    def _term_weights(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
-        """The documents holding ``term`` and its BM25 weight in each (computed once):
-        idf · tf · (k1 + 1) / (tf + norm), in that order of operations."""
-        found = self._weights.get(term)
-        if found is None:
-            at = self._term_ids[term]
-            lo, hi = self._post_ptr[at], self._post_ptr[at + 1]
-            docs, tf = self._post_docs[lo:hi], self._post_tf[lo:hi].astype(np.int64)
-            gains = self.idf(term) * tf * (self.k1 + 1) / (tf + self._norm_array[docs])
-            found = (docs, gains)
-            with self._weights_lock:
-                self._weights.setdefault(term, found)
-        return found
+    def _idf(self, df: int) -> float:
+        return math.log(1 + (len(self._doc_ids) - df + 0.5) / (df + 0.5))
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best ``(doc_id, score)`` pairs with score > 0, by score then doc id."""
         if k <= 0:
             return []
-        known = self._term_ids
-        weights = [self._term_weights(t) for t in self.analyzer(query) if t in known]
-        if not weights:
+        known, ptr = self._term_ids, self._post_ptr
+        ranges = [
+            (ptr[t], ptr[t + 1]) for t in map(known.get, self.analyzer(query)) if t is not None
+        ]
+        if not ranges:
             return []
         # Each document's gains summed in query-term order, starting from 0.0, as a
         # term-by-term sum does: bincount adds its weights in order (a term's documents are
         # distinct, so each term adds once to a document).
-        if len(weights) == 1:
-            docs, gains = weights[0]
+        if len(ranges) == 1:
+            ((lo, hi),) = ranges
+            docs, gains = self._post_docs[lo:hi], self._gains[lo:hi]
         else:
-            docs = np.concatenate([docs for docs, _ in weights])
-            gains = np.concatenate([gains for _, gains in weights])
+            docs = np.concatenate([self._post_docs[lo:hi] for lo, hi in ranges])
+            gains = np.concatenate([self._gains[lo:hi] for lo, hi in ranges])
         scores = np.bincount(docs, weights=gains, minlength=len(self._doc_ids))
         reached = np.flatnonzero(scores > 0)  # every gain is > 0: the documents reached
         found = scores[reached]

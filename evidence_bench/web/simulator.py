@@ -554,6 +554,9 @@ class SimulatorTransport(httpx.BaseTransport):
 
     def __init__(self, simulator: BraveSimulator) -> None:
         self.simulator = simulator
+        #: httpx's headers of the answers' header sets seen (a response copies them as
+        #: they are); with ``rate_limit`` None every search answer has the same
+        self._headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
@@ -566,9 +569,14 @@ class SimulatorTransport(httpx.BaseTransport):
         answer = self.simulator.handle(request.method, url.path, params, request.headers)
         if answer.stall:
             raise httpx.ReadTimeout("the simulated page never answers", request=request)
-        return httpx.Response(
-            answer.status, headers=answer.headers, content=answer.body, request=request
-        )
+        key = tuple(answer.headers.items())
+        headers = self._headers.get(key)
+        if headers is None:
+            headers = httpx.Headers(answer.headers)
+            if len(self._headers) >= 64:  # per-second rate-limit headers vary
+                self._headers.clear()
+            self._headers[key] = headers
+        return httpx.Response(answer.status, headers=headers, content=answer.body, request=request)
 
 
 # -- loopback HTTP server ------------------------------------------------------------------------
