@@ -92,7 +92,7 @@ class SnippetIndex:
         np.cumsum(lengths, out=self.starts[1:])
         self._pair_starts: list[int] = []
         self._strong: dict[int, str] = {}
-        self._strong_runs: dict[tuple[int, tuple[bool, ...]], str] = {}
+        self._strong_runs: dict[tuple[int, int], str] = {}
         #: the runs of each word with more than one (the others' decorations are kept)
         self._runs: dict[int, Runs] = {}
         codes: list[list[int]] = []
@@ -332,7 +332,11 @@ class SnippetIndex:
                 found = encode_basestring(_decorate(text, self._runs_of(text), terms))[1:-1]
                 self._strong[word] = found
             return found
-        key = (word, tuple(not terms.isdisjoint(run[2]) for run in runs))
+        marked = 0  # which runs hold a query term, as bits
+        for bit, run in enumerate(runs):
+            if not terms.isdisjoint(run[2]):
+                marked |= 1 << bit
+        key = (word, marked)
         found = self._strong_runs.get(key)
         if found is None:
             found = encode_basestring(_decorate(self.vocabulary[word], runs, terms))[1:-1]
