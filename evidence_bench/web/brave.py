@@ -385,9 +385,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) 
     )
 
 
-def _checked_evidence(
-    item: Mapping[str, object], path: str, where: str, rank: int = 0
-) -> Evidence:
+def _checked_evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) -> Evidence:
     url = _required(item, "url", str, path, where).strip()
     if not url:
         raise ResponseFormatError(f"{where}: {path}.url is empty")
