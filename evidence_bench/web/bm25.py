@@ -226,12 +226,14 @@ class BM25Index:
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best ``(doc_id, score)`` pairs with score > 0, by score then doc id."""
+        return self.search_terms(self.analyzer(query), k)
+
+    def search_terms(self, terms: Sequence[str], k: int) -> list[tuple[str, float]]:
+        """:meth:`search` for a query already analyzed into ``terms`` (in order)."""
         if k <= 0:
             return []
         known, ptr = self._term_ids, self._post_ptr
-        ranges = [
-            (ptr[t], ptr[t + 1]) for t in map(known.get, self.analyzer(query)) if t is not None
-        ]
+        ranges = [(ptr[t], ptr[t + 1]) for t in map(known.get, terms) if t is not None]
         if not ranges:
             return []
         # Each document's gains summed in query-term order, starting from 0.0, as a

@@ -263,7 +263,8 @@ class BraveSimulator:
         :data:`_MAIN`, each document's fixed fields: :meth:`_fields`); each answer encodes
         its query and snippets."""
         start = request.offset * request.count
-        hits = self._index.search(request.q, start + request.count + 1)
+        analyzed = self._index.analyze(request.q)
+        hits = self._index.search_terms(analyzed, start + request.count + 1)
         page = [
             self.collection.documents[doc_id] for doc_id, _ in hits[start : start + request.count]
         ]
@@ -272,14 +273,15 @@ class BraveSimulator:
         parts = [head, _string(request.q).encode(), tail, _MAIN[len(page)]]
         if page:
             parts.append(b',"web":{"type":"search","results":[')
-            parts.append(b",".join(self._results(page, request)))
+            parts.append(b",".join(self._results(page, request, frozenset(analyzed))))
             parts.append(b'],"family_friendly":true}')
         parts.append(b"}")
         return b"".join(parts)
 
-    def _results(self, page: list[Document], request: _SearchRequest) -> list[bytes]:
-        """Each document's result object, encoded."""
-        terms = frozenset(self._index.analyze(request.q))
+    def _results(
+        self, page: list[Document], request: _SearchRequest, terms: frozenset[str]
+    ) -> list[bytes]:
+        """Each document's result object, encoded (``terms``: the query's)."""
         extra = self.extra_snippet_count if request.extra_snippets else 0
         shown = self._words.snippets(
             [doc.doc_id for doc in page], terms, 1 + extra, request.text_decorations
