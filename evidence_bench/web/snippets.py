@@ -90,6 +90,7 @@ class SnippetIndex:
         lengths = np.array(counts, dtype=np.int64)
         self.starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.starts[1:])
+        self._doc_starts: list[int] = self.starts.tolist()
         self._pair_starts: list[int] = []
         self._strong: dict[int, str] = {}
         self._strong_runs: dict[tuple[int, int], str] = {}
@@ -207,13 +208,13 @@ class SnippetIndex:
         hit_terms = local[codes[is_hit]] - 1
         marks = _once(positions[kinds != _HELD])
         count = len(hits)
-        at = np.array(docs, dtype=np.int64)
-        begins, ends = self.starts[at], self.starts[at + 1]
-        full = ends > begins
-        if not full.any():
+        bounds = self._doc_starts
+        docs = [d for d in docs if bounds[d + 1] > bounds[d]]  # those with words
+        if not docs:
             return found
+        begins = np.array([bounds[d] for d in docs], dtype=np.int64)
         fits = self.fits
-        starts = np.concatenate([begins[full], self.enters[hits]])
+        starts = np.concatenate([begins, self.enters[hits]])
         starts.sort()
         starts = _once(starts)
         stops = fits[starts]
@@ -226,36 +227,32 @@ class SnippetIndex:
         # The best start of each document: the most distinct terms, then hits, then first.
         size = len(self.word_ids)
         score = (distinct * (count + 1) + (last - first)) * size + (size - 1 - starts)
-        best = np.maximum.reduceat(score, np.searchsorted(starts, begins[full]))
+        best = np.maximum.reduceat(score, np.searchsorted(starts, begins))
         leads = size - 1 - best % size
-        bounds = np.searchsorted(marks, np.concatenate([begins[full], ends[full]])).tolist()
-        # What rendering needs of the leading windows and the marked words, looked up at once.
-        offsets, words = self._offsets, self.word_ids
         lead_stops = fits[leads]
-        one_long = (lead_stops == leads + 1) & self._long[words[leads]]
-        text, made = self._text, self._strong
+        # What rendering needs of the leading windows and the marked words, looked up at once:
+        # where each marked word and the word after it begin, and each window's ends.
+        marked, kept = len(marks), len(leads)
+        at = self._offsets[np.concatenate([marks, marks + 1, leads, lead_stops])].tolist()
+        mark_begins, mark_ends = at[:marked], at[marked : 2 * marked]
+        text, made, words = self._text, self._strong, self.word_ids
         marks_list = marks.tolist()
         mark_words = words[marks].tolist()
-        mark_begins = offsets[marks].tolist()
-        mark_ends = (offsets[marks + 1] - 1).tolist()
-        kept = len(leads)
         rendered: dict[int, list[str]] = {}
-        for k, (doc, start, stop, begin, end, long) in enumerate(
-            zip(
-                at[full].tolist(),
-                leads.tolist(),
-                lead_stops.tolist(),
-                offsets[leads].tolist(),
-                (offsets[lead_stops] - 1).tolist(),
-                one_long.tolist(),
-                strict=True,
-            )
+        for doc, start, stop, begin, end in zip(
+            docs,
+            leads.tolist(),
+            lead_stops.tolist(),
+            at[2 * marked : 2 * marked + kept],
+            at[2 * marked + kept :],
+            strict=True,
         ):
-            if long:
+            end -= 1
+            if stop == start + 1 and self._long[words[start]]:  # one word, cut when rendered
                 shown = [self._render(start, stop, terms, decorate)]
             elif decorate:
-                low = bisect_left(marks_list, start, bounds[k], bounds[k + kept])
-                high = bisect_left(marks_list, stop, low, bounds[k + kept])
+                low = bisect_left(marks_list, start)
+                high = bisect_left(marks_list, stop, low)
                 parts: list[str] = []
                 for i in range(low, high):
                     word = mark_words[i]
@@ -263,13 +260,13 @@ class SnippetIndex:
                     if strong is None:
                         strong = self._decorated(word, terms)
                     parts += (text[begin : mark_begins[i]], strong)
-                    begin = mark_ends[i]
+                    begin = mark_ends[i] - 1
                 parts.append(text[begin:end])
                 shown = ["".join(parts)]
             else:
                 shown = [text[begin:end]]
             if n > 1:
-                lo, hi = int(self.starts[doc]), int(self.starts[doc + 1])
+                lo, hi = bounds[doc], bounds[doc + 1]
                 a, b = np.searchsorted(hits, [lo, hi])
                 windows = self._more_windows(
                     lo, hi, hits[a:b].tolist(), hit_terms[a:b].tolist(), [(start, stop)], n
