@@ -44,7 +44,7 @@ Runs = tuple[tuple[int, int, frozenset[str]], ...]
 #: (what a decorated snippet marks), by the word's only, or by a run's only.
 _BOTH, _HELD, _MARKED = 0, 1, 2
 #: How many decorations of words with several runs are kept (each ~100 bytes).
-_STRONG_RUNS_KEPT = 1 << 15
+_STRONG_RUNS_KEPT = 1 << 13
 
 
 class SnippetIndex:
