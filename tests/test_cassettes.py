@@ -12,7 +12,13 @@ import pytest
 
 from evidence_bench.collections.beir import load_collection
 from evidence_bench.web.cassette_manifest import MANIFEST_NAME, cassette_files
-from evidence_bench.web.cassettes import CassetteStore, OnMiss, cassette_path, file_sha256
+from evidence_bench.web.cassettes import (
+    CassetteStore,
+    OnMiss,
+    ReplayClient,
+    cassette_path,
+    file_sha256,
+)
 from evidence_bench.web.simulator import BraveSimulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,3 +67,25 @@ def test_a_cassette_is_parsed_once_per_process() -> None:
     assert store.answer("1", request).status_code == 200
     assert store.answer("1", request).status_code == 200  # replays repeat
     assert store.counts["replayed"] == 2
+
+
+def test_a_replay_client_keeps_cookies_only_from_answers_that_set_them() -> None:
+    """ReplayClient skips httpx's cookie parsing for answers without Set-Cookie, and still
+    keeps (and sends back) the cookie of an answer that sets one, as httpx.Client does."""
+    sent: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers.get("cookie"))
+        if request.url.path == "/set":
+            return httpx.Response(200, headers={"Set-Cookie": "session=abc; Path=/"})
+        return httpx.Response(200, json={"ok": True})
+
+    for client_type in (httpx.Client, ReplayClient):
+        sent.clear()
+        with client_type(transport=httpx.MockTransport(answer)) as client:
+            client.get("http://sim.invalid/plain")
+            assert dict(client.cookies) == {}
+            client.get("http://sim.invalid/set")
+            client.get("http://sim.invalid/plain")
+            assert dict(client.cookies) == {"session": "abc"}
+        assert sent == [None, None, "session=abc"]

@@ -111,6 +111,22 @@ def test_bm25_ranking_does_not_depend_on_insertion_order(
     assert [score for _, score in first] == sorted((score for _, score in first), reverse=True)
 
 
+def test_bm25_by_word_finds_what_the_analyzer_finds_on_each_text(cranfield: Collection) -> None:
+    """The default analyzer runs once per distinct word; any other runs on each text: the two
+    give the same postings, so the same scores, on Cranfield and on awkward text."""
+    texts = {d.doc_id: f"{d.title} {d.text}" for d in cranfield.documents.values()}
+    texts |= {"x1": "Heat-FLUX\tof naïve Über\u00a0straße; ΟΔΟΣ x_y 1.5", "x2": "", "x3": " . "}
+    by_word = BM25Index(texts)
+    by_text = BM25Index(texts, analyzer=lambda text: tokenize(text))
+    for query in [q.text for q in list(cranfield.queries.values())[:40]] + ["straße οδος flux"]:
+        assert by_word.search(query, 30) == by_text.search(query, 30)
+    # Lucene's idf from the documents that hold "heat" (counted with a regex, by hand).
+    df = sum(1 for text in texts.values() if re.search(r"(?<![^\W_])heat(?![^\W_])", text.lower()))
+    idf = math.log(1 + (len(texts) - df + 0.5) / (df + 0.5))
+    assert by_word.idf("heat") == by_text.idf("heat") == pytest.approx(idf)
+    assert (len(texts), df) == (1403, 255)
+
+
 # -- fixtures ------------------------------------------------------------------------------------
 
 

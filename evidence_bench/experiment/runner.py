@@ -67,6 +67,7 @@ from evidence_bench.web.cassettes import (
     REPLAY_BASE_URL,
     CassetteStore,
     OnMiss,
+    ReplayClient,
     SkippedRequest,
     cassette_path,
 )
@@ -302,7 +303,7 @@ def first_page_background(plan: RunPlan, store: CassetteStore, pages: PageSource
     queries = load_query_set(plan.query_set, limit=None).queries
 
     def first_page(query_id: str, query: str) -> list[Evidence]:
-        with httpx.Client(transport=store.transport(query_id)) as client:
+        with ReplayClient(transport=store.transport(query_id)) as client:
             provider = BraveProvider(
                 "replay",
                 base_url=REPLAY_BASE_URL,
@@ -673,7 +674,7 @@ def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:
 def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
     worker = replay_worker(plan)
     before = Counter(worker.store.counts)
-    with httpx.Client(transport=worker.store.transport(query_id)) as client:
+    with ReplayClient(transport=worker.store.transport(query_id)) as client:
         out = query_output(worker, replay_query(worker, query_id, client), worker.engines, plan)
     out.requests = Counter(worker.store.counts) - before
     return out

@@ -211,7 +211,7 @@ class BraveProvider:
         found: list[Evidence] = []
         for offset in range(MAX_OFFSET + 1):
             body = self._fetch(client, self._query_params(query, count, offset))
-            page, more = _parse_page(body, f"Brave's answer for offset {offset}")
+            page, more = _parse_page(body, f"Brave's answer for offset {offset}", len(found) + 1)
             found = dedupe([*found, *page])
             if more is None:  # Brave may omit the flag: a full page suggests another one
                 more = len(page) >= count
@@ -325,8 +325,12 @@ def _reset_seconds(header: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def _parse_page(body: Mapping[str, object], where: str) -> tuple[list[Evidence], bool | None]:
-    """The page's results and ``query.more_results_available`` (None when absent)."""
+def _parse_page(
+    body: Mapping[str, object], where: str, rank: int = 1
+) -> tuple[list[Evidence], bool | None]:
+    """The page's results, ranked from ``rank`` on (where :func:`dedupe` puts them when none
+    is a duplicate, so it need not copy them), and ``query.more_results_available`` (None
+    when absent)."""
     query = _optional(body, "query", dict, "", where)
     more = _optional(query, "more_results_available", bool, "query", where) if query else None
     web = _optional(body, "web", dict, "", where)  # no "web" at all when nothing matched
@@ -338,7 +342,7 @@ def _parse_page(body: Mapping[str, object], where: str) -> tuple[list[Evidence],
             raise ResponseFormatError(
                 f"{where}: {path} is a JSON {_json_type(item)}, expected a JSON object"
             )
-        results.append(_evidence(item, path, where))
+        results.append(_evidence(item, path, where, rank + index))
     return results, more
 
 
@@ -347,7 +351,7 @@ def _parse_page(body: Mapping[str, object], where: str) -> tuple[list[Evidence],
 _normalized = functools.lru_cache(maxsize=1 << 13)(normalize_text)
 
 
-def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
+def _evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) -> Evidence:
     """One result as :class:`Evidence`; :func:`_checked_evidence` when a field is not as a
     result of the simulator's (or a plain one of Brave's) has it, which says what is wrong."""
     get = item.get
@@ -367,12 +371,13 @@ def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
         and (age is None or type(age) is str)
         and (language is None or type(language) is str)
     ):
-        return _checked_evidence(item, path, where)
+        return _checked_evidence(item, path, where, rank)
     return Evidence(
         title=_normalized(title),
         url=url,
         snippet=_normalized(description or ""),
         source="brave",
+        rank=rank,
         page_age=_page_age(page_age),
         age=age or "",
         domain=hostname or _host(url),
@@ -380,7 +385,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
     )
 
 
-def _checked_evidence(item: Mapping[str, object], path: str, where: str) -> Evidence:
+def _checked_evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) -> Evidence:
     url = _required(item, "url", str, path, where).strip()
     if not url:
         raise ResponseFormatError(f"{where}: {path}.url is empty")
@@ -403,6 +408,7 @@ def _checked_evidence(item: Mapping[str, object], path: str, where: str) -> Evid
         url=url,
         snippet=_normalized(description),
         source="brave",
+        rank=rank,
         page_age=_page_age(_optional(item, "page_age", str, path, where)),
         age=_optional(item, "age", str, path, where) or "",
         domain=hostname or _host(url),

@@ -6,13 +6,15 @@ into words. A window is a run of words that joined by spaces fits in ``SNIPPET_C
 windows are chosen, best first: the best has the most distinct query terms, then the most
 term hits (a word's hits: the query terms its analysis holds), then starts first; each next
 one is the best among the words no earlier window holds, each start's window cut where the
-next chosen window begins.
+next chosen window begins. A window is shown HTML-escaped, words joined by spaces, and in the
+first one each run of letters or digits whose analysis holds a query term is in ``<strong>``.
 
 :class:`SnippetIndex` prepares a whole collection at once, with numpy: every document's
-words laid end to end, where each start's window ends, and which terms each word holds (each
-distinct word analyzed once). A page's best windows are then found for all its documents
-together (:meth:`SnippetIndex.windows`); only a request for extra snippets walks the further
-windows document by document.
+words laid end to end, where each start's window ends, which terms each word holds (each
+distinct word analyzed once), and the whole text escaped once, for HTML and then for a JSON
+string (both escape character by character, so a window's text is a slice of it). A page's
+best windows are then found for all its documents together (:meth:`SnippetIndex.snippets`);
+only a request for extra snippets walks the further windows document by document.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import html
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring
 
 import numpy as np
 import numpy.typing as npt
 
 from evidence_bench.collections.beir import Document
+from evidence_bench.web.bm25 import Words, number_words
 
 __all__ = ["SNIPPET_CHARS", "SnippetIndex", "render_text"]
 
@@ -36,6 +40,11 @@ _SPAN = re.compile(r"[^\W_]+")
 Ints = npt.NDArray[np.int64]
 #: A word's runs of letters or digits: (start, end, the terms its analysis holds).
 Runs = tuple[tuple[int, int, frozenset[str]], ...]
+#: What a word's pair says of its term: held by the word's analysis and by one of its runs'
+#: (what a decorated snippet marks), by the word's only, or by a run's only.
+_BOTH, _HELD, _MARKED = 0, 1, 2
+#: How many decorations of words with several runs are kept (each ~100 bytes).
+_STRONG_RUNS_KEPT = 1 << 13
 
 
 class SnippetIndex:
@@ -45,56 +54,105 @@ class SnippetIndex:
     order: document ``d`` holds words ``starts[d]`` to ``starts[d + 1] - 1``.
     """
 
-    def __init__(self, documents: Sequence[Document], analyze: Callable[[str], list[str]]):
+    def __init__(
+        self,
+        documents: Sequence[Document],
+        analyze: Callable[[str], list[str]],
+        *,
+        words: tuple[Words, Sequence[int]] | None = None,
+    ):
+        """``words``: the words of texts numbered already (``analyze`` is then
+        :func:`~evidence_bench.web.bm25.tokenize`), and which of them is each document's
+        snippet text."""
         self._analyze = analyze
         self._terms_of: dict[str, frozenset[str]] = {}
         self._term_ids: dict[str, int] = {}
-        self._ids_of: dict[frozenset[str], list[int]] = {}
         #: doc id -> its place in ``documents``
         self.doc_index = {doc.doc_id: i for i, doc in enumerate(documents)}
-        # Each word numbered in order of first occurrence, one document at a time: its
-        # words' strings are freed before the next document's are made, so the heap does
-        # not keep holes where the collection's ~250k repeated words were (~15 MB).
-        number: dict[str, int] = {}
-        self._distinct: list[int] = []
-        counts: list[int] = []
-        for doc in documents:
-            words = (doc.text or doc.title).split()
-            counts.append(len(words))
-            self._distinct.extend([number.setdefault(word, len(number)) for word in words])
+        if words is None:
+            number, positions, counts = number_words(
+                (doc.text or doc.title).split() for doc in documents
+            )
+            #: each distinct word, and each position's word (its number)
+            self.vocabulary = list(number)
+            del number
+            self.word_ids = np.array(positions, dtype=np.int32)
+            del positions
+        else:
+            split, texts = words
+            self.vocabulary = split.vocabulary
+            for word, tokens in zip(split.vocabulary, split.tokens, strict=True):
+                self._terms_of[word] = frozenset(tokens)
+            chosen = np.zeros(len(split.counts), dtype=bool)
+            chosen[list(texts)] = True
+            self.word_ids = split.numbers[np.repeat(chosen, split.counts)]
+            counts = [split.counts[i] for i in texts]
         lengths = np.array(counts, dtype=np.int64)
         self.starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.starts[1:])
-        distinct = list(number)
-        escaped = [html.escape(word) for word in distinct]
-        #: every word of the collection (one string object per distinct word), and each
-        #: HTML-escaped
-        self.words: list[str] = list(map(distinct.__getitem__, self._distinct))
-        self.escaped = list(map(escaped.__getitem__, self._distinct))
-        self._runs: list[Runs] = [self._runs_of(word) for word in distinct]
+        self._doc_starts: list[int] = self.starts.tolist()
+        self._pair_starts: list[int] = []
         self._strong: dict[int, str] = {}
-        word_ids = np.array(self._distinct, dtype=np.int64)
-        held = [self._ids(self.terms_of(word)) for word in distinct]
-        marked = [
-            self._ids(runs[0][2] if len(runs) == 1 else frozenset().union(*(r[2] for r in runs)))
-            for runs in self._runs
-        ]
-        # (word, term) for each term a word's analysis holds, and for each term one of its
-        # runs holds (what a decorated snippet marks), in word order.
-        self._hit_words, self._hit_terms = _pairs(word_ids, held)
-        self._mark_words, self._mark_terms = _pairs(word_ids, marked)
-        self._hit_starts = np.searchsorted(self._hit_words, self.starts)
-        self._mark_starts = np.searchsorted(self._mark_words, self.starts)
+        self._strong_runs: dict[tuple[int, int], str] = {}
+        #: the runs of each word with more than one (the others' decorations are kept)
+        self._runs: dict[int, Runs] = {}
+        codes: list[list[int]] = []
+        ids = self._term_ids
+        one_run = _SPAN.fullmatch
+        for number_, word in enumerate(self.vocabulary):
+            held = self.terms_of(word)
+            if one_run(word):  # most words: what its one run marks is what it holds
+                codes.append(sorted([ids.setdefault(t, len(ids)) * 3 + _BOTH for t in held]))
+                continue
+            runs = self._runs_of(word)
+            marked = runs[0][2] if len(runs) == 1 else frozenset().union(*(r[2] for r in runs))
+            if len(runs) > 1:
+                self._runs[number_] = runs
+            if held == marked:
+                pairs = sorted([ids.setdefault(t, len(ids)) * 3 + _BOTH for t in held])
+            else:
+                pairs = sorted(
+                    ids.setdefault(t, len(ids)) * 3
+                    + (_BOTH if t in held and t in marked else _HELD if t in held else _MARKED)
+                    for t in held | marked
+                )
+            codes.append(pairs)
+        #: one key per (position, code): position * stride + term id * 3 + what holds it,
+        #: ascending (by position, then code)
+        self._stride = 3 * max(len(ids), 1)
+        sizes = np.array([len(c) for c in codes], dtype=np.int64)
+        flat = np.array([c for word in codes for c in word], dtype=np.int64)
+        ptr = np.zeros(len(codes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        per_position = sizes[self.word_ids]
+        total = int(per_position.sum())
+        before = np.cumsum(per_position) - per_position
+        owner = np.repeat(np.arange(len(self.word_ids), dtype=np.int64), per_position)
+        picked = np.repeat(ptr[self.word_ids] - before, per_position) + np.arange(total)
+        self._keys = owner * self._stride + flat[picked]
+        del owner, picked, before
+        self._pair_starts = np.searchsorted(self._keys, self.starts * self._stride).tolist()
+        # The text of every position, HTML- then JSON-escaped, words joined by spaces:
+        # position i is text[offsets[i]:offsets[i + 1] - 1].
+        escaped = [encode_basestring(html.escape(word))[1:-1] for word in self.vocabulary]
+        self._text = " ".join(map(escaped.__getitem__, self.word_ids.tolist()))
+        widths = np.array([len(e) + 1 for e in escaped], dtype=np.int64)[self.word_ids]
+        self._offsets = np.zeros(len(self.word_ids) + 1, dtype=np.int64)
+        np.cumsum(widths, out=self._offsets[1:])
         # chars[i] = Σ_{j < i} (len(words[j]) + 1): words[a:b] joined is
         # chars[b] - chars[a] - 1 characters long. fits[s]: the most words from word s on
         # (as an end) that fit in SNIPPET_CHARS, within the document; at least s + 1.
-        sizes = np.array([len(word) + 1 for word in distinct], dtype=np.int64)[word_ids]
-        chars = np.zeros(len(self.words) + 1, dtype=np.int64)
+        self._long = np.array([len(w) > SNIPPET_CHARS for w in self.vocabulary], dtype=bool)
+        sizes = np.array([len(w) + 1 for w in self.vocabulary], dtype=np.int64)[self.word_ids]
+        chars = np.zeros(len(self.word_ids) + 1, dtype=np.int64)
         np.cumsum(sizes, out=chars[1:])
         fits = np.searchsorted(chars, chars[:-1] + SNIPPET_CHARS + 1, side="right") - 1
         fits = np.minimum(fits, np.repeat(self.starts[1:], lengths))
         #: ascending over the whole collection, as within each document
-        self.fits = np.maximum(fits, np.arange(1, len(self.words) + 1))
+        self.fits = np.maximum(fits, np.arange(1, len(self.word_ids) + 1)).astype(np.int32)
+        #: enters[p]: the first start whose window reaches word p (fits only grows)
+        self.enters = np.searchsorted(self.fits, np.arange(len(self.word_ids)), side="right")
+        self.enters = self.enters.astype(np.int32)
 
     def terms_of(self, text: str) -> frozenset[str]:
         """The distinct terms of one word or run, remembered."""
@@ -104,89 +162,120 @@ class SnippetIndex:
             self._terms_of[text] = terms
         return terms
 
-    def _ids(self, terms: frozenset[str]) -> list[int]:
-        """The ids of ``terms``, sorted by term; new terms get the next ids."""
-        found = self._ids_of.get(terms)
-        if found is None:
-            ids = self._term_ids
-            found = [ids.setdefault(term, len(ids)) for term in sorted(terms)]
-            self._ids_of[terms] = found
-        return found
-
     def _runs_of(self, word: str) -> Runs:
         if _SPAN.fullmatch(word):  # most words are one run
             return ((0, len(word), self.terms_of(word)),)
         return tuple((m.start(), m.end(), self.terms_of(m.group())) for m in _SPAN.finditer(word))
 
-    def windows(
-        self, doc_ids: Sequence[str], terms: frozenset[str], n: int
-    ) -> list[tuple[list[tuple[int, int]], list[int]]]:
-        """Each document's up to ``n`` windows ``(start, end)``, best first, as word positions,
-        and the positions of its words with a run holding a query term.
+    def snippets(
+        self, doc_ids: Sequence[str], terms: frozenset[str], n: int, decorate: bool
+    ) -> list[list[str]]:
+        """Each document's up to ``n`` snippets, best window first, HTML-escaped and then
+        JSON-escaped (a JSON string's content, without its quotes); query terms in
+        ``<strong>`` in the first if ``decorate``.
 
         The page's query-term hits are listed in word order (a word holding two query terms
-        makes two hits). The window from s to e holds the hits ``a:b`` of that list (found by
-        bisection); its distinct terms are the hits in it whose previous hit of the same term
-        comes before ``a``. Its score only changes where a hit leaves the window (the start
-        passes it) or enters it (the end passes it), so a document's first best start is its
-        first word or one of those places: only those starts are scored.
+        makes two hits). A window's score only changes where a hit enters it (its end passes
+        the hit) or leaves it (its start passes the hit), and it can only grow where one
+        enters: a document's first best start is its first word or the first start whose
+        window reaches a hit, so only those starts are scored. A window's distinct terms are
+        the terms whose running count of hits differs between its two ends.
         """
-        found: list[tuple[list[tuple[int, int]], list[int]]] = [([], []) for _ in doc_ids]
+        found: list[list[str]] = [[] for _ in doc_ids]
         if not doc_ids or n < 1:
             return found
-        page = np.array([self.doc_index[doc_id] for doc_id in doc_ids], dtype=np.int64)
-        order = np.argsort(page)  # laid out in word order
-        docs = page[order]
-        begins, ends = self.starts[docs], self.starts[docs + 1]
-        query = np.zeros(len(self._term_ids), dtype=bool)
-        query[[self._term_ids[t] for t in terms if t in self._term_ids]] = True
-        hits, hit_terms = _gather(self._hit_words, self._hit_terms, self._hit_starts, docs, query)
-        marks = _once(
-            _gather(self._mark_words, self._mark_terms, self._mark_starts, docs, query)[0]
-        )
+        index = self.doc_index
+        page = [index[doc_id] for doc_id in doc_ids]
+        docs = sorted(set(page))  # in word order
+        stride = self._stride
+        ptr = self._pair_starts
+        keys = self._keys
+        pairs = np.concatenate([keys[ptr[d] : ptr[d + 1]] for d in docs])
+        ids = self._term_ids
+        query = [ids[t] for t in terms if t in ids]
+        local = np.zeros(stride, dtype=np.int16)  # a query term's code -> its number + 1
+        if query:  # at most MAX_QUERY_CHARS / 2 terms
+            numbers = np.arange(1, len(query) + 1, dtype=np.int16)
+            first_code = np.array(query, dtype=np.int64) * 3
+            local[first_code] = local[first_code + 1] = local[first_code + 2] = numbers
+        codes = pairs % stride
+        keep = local[codes] > 0
+        pairs, codes = pairs[keep], codes[keep]
+        positions = pairs // stride
+        kinds = codes % 3
+        is_hit = kinds != _MARKED
+        hits = positions[is_hit]
+        hit_terms = local[codes[is_hit]] - 1
+        marks = _once(positions[kinds != _HELD])
         count = len(hits)
-        # previous[j]: the hit of the same term before hit j (-1: none).
-        by_term = np.argsort(hit_terms, kind="stable")
-        previous = np.full(count, -1, dtype=np.int64)
-        same = hit_terms[by_term[1:]] == hit_terms[by_term[:-1]]
-        previous[by_term[1:][same]] = by_term[:-1][same]
-        words = _once(hits)
-        place = np.searchsorted(begins, words, side="right") - 1  # each hit word's document
-        leaves = words + 1
-        starts = np.concatenate(
-            [
-                begins[ends > begins],
-                leaves[leaves < ends[place]],
-                np.searchsorted(self.fits, words, side="right"),  # where it enters
-            ]
-        )
-        starts = _once(np.sort(starts))
-        stops = self.fits[starts]
+        bounds = self._doc_starts
+        docs = [d for d in docs if bounds[d + 1] > bounds[d]]  # those with words
+        if not docs:
+            return found
+        begins = np.array([bounds[d] for d in docs], dtype=np.int64)
+        fits = self.fits
+        starts = np.concatenate([begins, self.enters[hits]])
+        starts.sort()
+        starts = _once(starts)
+        stops = fits[starts]
         first, last = np.searchsorted(hits, starts), np.searchsorted(hits, stops)
-        distinct = np.zeros(len(starts), dtype=np.int64)
-        width = int((last - first).max()) if count else 0
-        if width:
-            inside = first[:, None] + np.arange(width)
-            new = previous[np.minimum(inside, count - 1)] < first[:, None]
-            distinct = np.count_nonzero(new & (inside < last[:, None]), axis=1)
-        score = distinct * (count + 1) + (last - first)  # distinct terms first, then hits
-        owner = np.searchsorted(begins, starts, side="right") - 1
-        ranked = np.lexsort((starts, -score, owner))
-        leads = ranked[_firsts(owner[ranked])]
-        at_mark = np.searchsorted(marks, np.concatenate([begins, ends]))
+        # seen[i, t]: how many of the first i hits are of query term t
+        seen = np.zeros((count + 1, len(query)), dtype=np.int32)
+        seen[np.arange(1, count + 1), hit_terms] = 1
+        np.cumsum(seen, axis=0, out=seen)
+        distinct = np.count_nonzero(seen[last] != seen[first], axis=1)
+        # The best start of each document: the most distinct terms, then hits, then first.
+        size = len(self.word_ids)
+        score = (distinct * (count + 1) + (last - first)) * size + (size - 1 - starts)
+        best = np.maximum.reduceat(score, np.searchsorted(starts, begins))
+        leads = size - 1 - best % size
+        lead_stops = fits[leads]
+        # What rendering needs of the leading windows and the marked words, looked up at once:
+        # where each marked word and the word after it begin, and each window's ends.
+        marked, kept = len(marks), len(leads)
+        at = self._offsets[np.concatenate([marks, marks + 1, leads, lead_stops])].tolist()
+        mark_begins, mark_ends = at[:marked], at[marked : 2 * marked]
+        text, made, words = self._text, self._strong, self.word_ids
         marks_list = marks.tolist()
-        for k, start, stop in zip(
-            owner[leads].tolist(), starts[leads].tolist(), stops[leads].tolist(), strict=True
+        mark_words = words[marks].tolist()
+        rendered: dict[int, list[str]] = {}
+        for doc, start, stop, begin, end in zip(
+            docs,
+            leads.tolist(),
+            lead_stops.tolist(),
+            at[2 * marked : 2 * marked + kept],
+            at[2 * marked + kept :],
+            strict=True,
         ):
-            windows = [(start, stop)]
+            end -= 1
+            if stop == start + 1 and self._long[words[start]]:  # one word, cut when rendered
+                shown = [self._render(start, stop, terms, decorate)]
+            elif decorate:
+                low = bisect_left(marks_list, start)
+                high = bisect_left(marks_list, stop, low)
+                parts: list[str] = []
+                for i in range(low, high):
+                    word = mark_words[i]
+                    strong = made.get(word)
+                    if strong is None:
+                        strong = self._decorated(word, terms)
+                    parts += (text[begin : mark_begins[i]], strong)
+                    begin = mark_ends[i] - 1
+                parts.append(text[begin:end])
+                shown = ["".join(parts)]
+            else:
+                shown = [text[begin:end]]
             if n > 1:
-                lo, hi = int(begins[k]), int(ends[k])
+                lo, hi = bounds[doc], bounds[doc + 1]
                 a, b = np.searchsorted(hits, [lo, hi])
-                doc_hits = hits[a:b].tolist()
-                doc_terms = hit_terms[a:b].tolist()
-                windows = self._more_windows(lo, hi, doc_hits, doc_terms, windows, n)
-            slot = int(order[k])
-            found[slot] = (windows, marks_list[at_mark[k] : at_mark[k + len(docs)]])
+                windows = self._more_windows(
+                    lo, hi, hits[a:b].tolist(), hit_terms[a:b].tolist(), [(start, stop)], n
+                )
+                shown.extend(self._render(lo, hi, terms) for lo, hi in windows[1:])
+            rendered[doc] = shown
+        for slot, doc in enumerate(page):
+            if doc in rendered:
+                found[slot] = rendered[doc]
         return found
 
     def _more_windows(
@@ -216,36 +305,42 @@ class SnippetIndex:
             gaps = [g for gap in gaps for g in _split_gap(gap, start, stop)]
         return chosen
 
-    def render(
-        self, start: int, stop: int, terms: frozenset[str], marked: list[int], decorate: bool
-    ) -> str:
-        """Words start..stop-1 HTML-escaped, joined by spaces; query terms in ``<strong>`` if
-        ``decorate``: each run of letters or digits whose analysis holds a query term
-        (``marked``: the positions of the words with such a run).
+    def _render(self, start: int, stop: int, terms: frozenset[str], decorate: bool = False) -> str:
+        """Words start..stop-1 HTML-escaped, joined by spaces, JSON-escaped: a slice of the
+        escaped text, or one long word cut and rendered (decorated if ``decorate``)."""
+        words = self.word_ids
+        if stop == start + 1 and self._long[words[start]]:
+            word = self.vocabulary[int(words[start])][:SNIPPET_CHARS]
+            return encode_basestring(render_text(word, terms, self.terms_of, decorate))[1:-1]
+        return self._text[int(self._offsets[start]) : int(self._offsets[stop]) - 1]
 
-        Runs never cross a space and escaping is character by character, so only the marked
-        words are rendered here; the others are escaped already.
-        """
-        if stop == start + 1 and len(self.words[start]) > SNIPPET_CHARS:  # one long word
-            return render_text(self.words[start][:SNIPPET_CHARS], terms, self.terms_of, decorate)
-        pieces = self.escaped[start:stop]
-        if decorate:
-            for i in marked[bisect_left(marked, start) : bisect_left(marked, stop)]:
-                pieces[i - start] = self._decorated(i, terms)
-        return " ".join(pieces)
+    def _decorated(self, word: int, terms: frozenset[str]) -> str:
+        """Word number ``word`` HTML- and JSON-escaped, each run whose analysis holds a query
+        term in ``<strong>``, made once for each set of such runs (a word with one run
+        always reads the same).
 
-    def _decorated(self, position: int, terms: frozenset[str]) -> str:
-        """One word HTML-escaped, each run whose analysis holds a query term in ``<strong>``;
-        a word with one such run always reads the same, so it is made once."""
-        word = self._distinct[position]
-        runs = self._runs[word]
-        if len(runs) == 1:
+        Runs never cross a space and escaping is character by character, so a window's
+        other words are slices of the escaped text."""
+        runs = self._runs.get(word)
+        if runs is None:
             found = self._strong.get(word)
             if found is None:
-                found = _decorate(self.words[position], runs, terms)
+                text = self.vocabulary[word]
+                found = encode_basestring(_decorate(text, self._runs_of(text), terms))[1:-1]
                 self._strong[word] = found
             return found
-        return _decorate(self.words[position], runs, terms)
+        marked = 0  # which runs hold a query term, as bits
+        for bit, run in enumerate(runs):
+            if not terms.isdisjoint(run[2]):
+                marked |= 1 << bit
+        key = (word, marked)
+        found = self._strong_runs.get(key)
+        if found is None:
+            found = encode_basestring(_decorate(self.vocabulary[word], runs, terms))[1:-1]
+            if len(self._strong_runs) >= _STRONG_RUNS_KEPT:
+                self._strong_runs.clear()
+            self._strong_runs[key] = found
+        return found
 
 
 def _firsts(values: Ints) -> npt.NDArray[np.bool_]:
@@ -259,30 +354,6 @@ def _firsts(values: Ints) -> npt.NDArray[np.bool_]:
 def _once(ascending: Ints) -> Ints:
     """The distinct values of an ascending array (``np.unique`` without its sort)."""
     return ascending[_firsts(ascending)]
-
-
-def _pairs(word_ids: Ints, lists: list[list[int]]) -> tuple[Ints, Ints]:
-    """``(position, value)`` for each value of ``lists[word_ids[position]]``, by position."""
-    sizes = np.array([len(values) for values in lists], dtype=np.int64)
-    flat = np.array([value for values in lists for value in values], dtype=np.int64)
-    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=ptr[1:])
-    counts = sizes[word_ids]
-    before = np.cumsum(counts) - counts
-    positions = np.repeat(np.arange(len(word_ids), dtype=np.int64), counts)
-    return positions, flat[np.repeat(ptr[word_ids] - before, counts) + np.arange(counts.sum())]
-
-
-def _gather(
-    words: Ints, terms: Ints, starts: Ints, docs: Ints, query: npt.NDArray[np.bool_]
-) -> tuple[Ints, Ints]:
-    """The pairs of documents ``docs`` (ascending) whose term is a query term, by position."""
-    lo, hi = starts[docs], starts[docs + 1]
-    sizes = hi - lo
-    index = np.repeat(lo - (np.cumsum(sizes) - sizes), sizes) + np.arange(sizes.sum())
-    picked = terms[index]
-    keep = query[picked] if len(query) else np.zeros(len(picked), dtype=bool)
-    return words[index[keep]], picked[keep]
 
 
 def _split_gap(gap: tuple[int, int], lo: int, hi: int) -> list[tuple[int, int]]:
