@@ -1,6 +1,7 @@
 """Benchmark: the parent's serial tail, what a run does after its last episode (issue 13).
 
-    PYTHONPATH=. python benchmarks/bench_tail.py [--profile] [overrides...]
+    PYTHONPATH=. python benchmarks/bench_tail.py [--profile] [--stats F.prof]
+        [--save F | --load F] [--runs DIR] [overrides...]
     (default: +experiment=rocchio_sweep experiment.queries=50)
 
 One run in this process with ``workers=1``, so the episodes and the tail share one clock:
@@ -8,15 +9,23 @@ the CPU seconds from the moment ``execute`` hands over its last query's output t
 of ``perform_run`` (the tables, the summary, writing the run directory, the analysis, its
 storing, the report and the terminal table), and the peak resident memory before and after
 it; with ``--profile``, each step's share from a profile of that stretch alone (the CPU
-figure then includes the profiler's overhead). The tail is serial: it bounds
-how far two workers can speed a run up. Compare with the code before a change in the same
-minute, on a machine others share.
+figure then includes the profiler's overhead; ``--stats`` also saves it for pstats).
+
+``--save F`` pickles each query's output to ``F`` as the episodes yield it; ``--load F``
+replays them instead of running the episodes, so the tail of a full sweep is timed in
+seconds, on this checkout or another (``PYTHONPATH=/work/main``, same overrides);
+``--runs DIR`` keeps the run directory under ``DIR`` (the same ``DIR`` for both, as it is
+in ``config.yaml``), for ``cmp``. The tail is serial: it bounds how far two workers can
+speed a run up. Compare with the code before a change in the same minute, on a machine
+others share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import io
+import pickle
 import pstats
 import resource
 import sys
@@ -46,15 +55,39 @@ STEPS = (
 
 
 def main(argv: list[str]) -> None:
-    profiled = "--profile" in argv
+    profiled = "--profile" in argv or "--stats" in argv
     argv = [a for a in argv if a != "--profile"]
+    given: dict[str, str] = {}
+    for flag in ("--save", "--load", "--runs", "--stats"):
+        if flag in argv:
+            at = argv.index(flag)
+            given[flag] = argv[at + 1]
+            del argv[at : at + 2]
+    save, load = given.get("--save"), given.get("--load")
     overrides = argv or ["+experiment=rocchio_sweep", "experiment.queries=50"]
     profile = cProfile.Profile()
     marks: dict[str, float] = {}
     execute = run_module.execute  # type: ignore[attr-defined]
 
+    def replayed() -> Iterator[Any]:
+        assert load is not None
+        with open(load, "rb") as handle:
+            while True:
+                try:
+                    yield pickle.load(handle)
+                except EOFError:
+                    return
+
+    def recorded(outputs: Iterator[Any]) -> Iterator[Any]:
+        assert save is not None
+        with open(save, "wb") as handle:
+            for out in outputs:
+                pickle.dump(out, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                yield out
+
     def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        yield from execute(*args, **kwargs)
+        outputs = replayed() if load else execute(*args, **kwargs)
+        yield from recorded(outputs) if save else outputs
         marks["cpu"] = time.process_time()
         marks["wall"] = time.perf_counter()
         marks["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -62,7 +95,11 @@ def main(argv: list[str]) -> None:
             profile.enable()
 
     run_module.execute = timed  # type: ignore[attr-defined]
-    with tempfile.TemporaryDirectory() as runs:
+    with (
+        contextlib.nullcontext(given["--runs"])
+        if "--runs" in given
+        else (tempfile.TemporaryDirectory()) as runs
+    ):
         cfg, text = compose([*overrides, f"runs_dir={runs}", "workers=1", "progress=false"])
         run_module.perform_run(cfg, text)
         profile.disable()
@@ -73,6 +110,8 @@ def main(argv: list[str]) -> None:
     if not profiled:
         return
     stats = pstats.Stats(profile, stream=io.StringIO())
+    if "--stats" in given:
+        stats.dump_stats(given["--stats"])
     found: dict[str, float] = {}
     for (_, _, name), (_, _, _, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
         if name in STEPS:

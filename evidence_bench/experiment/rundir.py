@@ -397,10 +397,23 @@ def _fixed_cells(
     del episode
     flags = np.zeros((len(first), len(names)), dtype=bool)
     judged: dict[tuple[Any, ...], list[bool]] = {}
-    keys = frozen.iloc[first][episodes].itertuples(index=False, name=None)
+    heads = frozen.iloc[first][episodes]
     # where the feedback's rounds rise within each (config, policy, query), an episode's
     # pins (rounds up to its own) are a slice of its rows; elsewhere they are picked out
     rising = not (np.diff(rounds) < 0)[np.diff(group[order]) == 0].any()
+    sliced = _pinned_slices(heads, parts, starts, group[order], rounds) if rising else None
+    if sliced is not None:
+        query_ids, begin, end = sliced
+        for row, (query_id, start, stop) in enumerate(zip(query_ids, begin, end, strict=True)):
+            pinned_urls, pinned_ranks = urls[start:stop], ranks[start:stop]
+            seen = (query_id, pinned_urls.tobytes(), pinned_ranks.tobytes())
+            found = judged.get(seen)
+            if found is None:
+                pinned = [url_names[u] for u in pinned_urls.tolist()]
+                pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
+                found = judged[seen] = fixed_measures(measures, pins, qrels.get(query_id, {}))
+            flags[row] = found
+    keys = heads.itertuples(index=False, name=None) if sliced is None else iter(())
     for row, (config_id, policy, query_id, round_) in enumerate(keys):
         g = where.get((str(config_id), str(policy), str(query_id)))
         if g is None:
@@ -439,6 +452,54 @@ def _fixed_cells(
     unfixed = np.bincount(where_cell, weights=~flag, minlength=len(first)) > 0
     keys = frozen.iloc[first][SUMMARY_KEYS].itertuples(index=False, name=None)
     return {key: not bad for key, bad in zip(keys, unfixed.tolist(), strict=True)}
+
+
+def _pinned_slices(
+    heads: pd.DataFrame,
+    parts: Sequence[tuple[npt.NDArray[np.intp], list[str]]],
+    starts: npt.NDArray[np.intp],
+    grouped: npt.NDArray[np.intp],
+    rounds: npt.NDArray[np.int64],
+) -> tuple[list[str], list[int], list[int]] | None:
+    """Each episode's (``heads``: one row of config_id, policy, query_id, round per episode)
+    query id and the slice of the feedback's rows (sorted by (config, policy, query)
+    group, ``grouped``, rounds rising within each) that pins it: its group's rows of rounds
+    up to its own, none for an episode without feedback. What the loop of dict lookups and
+    searchsorted calls per episode finds, by code; None for keys that are not categories."""
+    columns = [heads[c] for c in ("config_id", "policy", "query_id")]
+    if not all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
+        return None
+    # each key's value -> its feedback code (by the same strings the dict of keys used)
+    group = np.zeros(len(heads), dtype=np.int64)
+    valid = np.ones(len(heads), dtype=bool)
+    for column, (_, names) in zip(columns, parts, strict=False):
+        coded = {name: code for code, name in enumerate(names)}
+        known = np.array(
+            [coded.get(str(v), -1) for v in column.cat.categories.tolist()]
+            + [coded.get("nan", -1)],
+            dtype=np.int64,
+        )
+        codes = known[column.cat.codes.to_numpy()]  # a missing value (code -1): str's "nan"
+        valid &= codes >= 0
+        group = group * max(len(names), 1) + np.maximum(codes, 0)
+    whole = np.zeros(len(starts), dtype=np.int64)  # each feedback group's own key
+    for codes, names in parts[:3]:
+        whole = whole * max(len(names), 1) + codes[starts]
+    found = pd.Index(whole).get_indexer(pd.Index(group)) if len(whole) else np.full(len(group), -1)
+    valid &= found >= 0
+    mine = np.where(valid, found, 0)
+    low = int(rounds.min()) if len(rounds) else 0
+    span = (int(rounds.max()) - low + 2) if len(rounds) else 2
+    # rows ordered by (group, round): one sorted key; an episode's rows end where its own
+    # (group, round) key is passed
+    keyed = grouped.astype(np.int64) * span + (rounds - low + 1)
+    own = heads["round"].to_numpy(np.int64)
+    wanted = mine * span + np.clip(own - low + 1, 0, span - 1)
+    begin = np.searchsorted(keyed, mine * span, side="left")
+    end = np.searchsorted(keyed, wanted, side="right")
+    begin, end = np.where(valid, begin, 0), np.where(valid, end, 0)
+    query_ids = strings(columns[2]).tolist()
+    return query_ids, begin.tolist(), end.tolist()
 
 
 def write_trec(
