@@ -189,3 +189,24 @@ def test_old_objects_frozen_collects_only_new_cycles_and_restores() -> None:
         assert gc.get_freeze_count() == count
     finally:
         gc.unfreeze()
+
+
+def test_ngroups_numbers_groups_as_pandas_ngroup_does() -> None:
+    from evidence_bench.evaluation.statistics import ngroups
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(
+        {
+            "c": pd.Categorical(rng.choice(["b", "a", "d"], 500), categories=["a", "b", "c", "d"]),
+            "s": pd.Series(rng.choice(["x", "y"], 500), dtype="str"),
+            "r": rng.integers(0, 3, 500).astype(np.int16),
+        }
+    )
+    keys = ["c", "s", "r"]
+    expected = frame.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
+    found = ngroups(frame, keys)
+    assert found is not None
+    assert found.tolist() == expected.tolist()
+    assert ngroups(pd.DataFrame({"k": ["q2", "q1", "q2"]}), ["k"]).tolist() == [0, 1, 0]  # type: ignore[union-attr]
+    missing = frame.assign(s=frame["s"].where(frame.index != 7))
+    assert ngroups(missing, keys) is None  # pandas' dropna decides

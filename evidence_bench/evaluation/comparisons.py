@@ -43,6 +43,7 @@ from evidence_bench.evaluation.statistics import (
     MIN_TRIALS,
     TIE,
     holm,
+    ngroups,
     sign_flip_p_values,
     t_intervals,
     t_test_p_values,
@@ -495,8 +496,14 @@ def common_queries(
     itself when that is every row (the callers only read it)."""
     if frame.empty:
         return frame
-    group = frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy()
-    combo = frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy()
+    group, combo = (
+        numbered
+        if (numbered := ngroups(frame, within)) is not None
+        else frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy(),
+        numbered
+        if (numbered := ngroups(frame, across)) is not None
+        else frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy(),
+    )
     # (a missing key makes ngroup's codes floats, with NaN: pandas' grouping below drops it)
     if group.dtype.kind == "i" and combo.dtype.kind == "i":
         # by codes, hashed: each (group, query)'s distinct combinations against its group's

@@ -58,7 +58,7 @@ import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
 from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
-from evidence_bench.evaluation.statistics import TIE, summarize_groups
+from evidence_bench.evaluation.statistics import TIE, ngroups, summarize_groups
 
 __all__ = [
     "BUDGET_COLUMNS",
@@ -222,7 +222,12 @@ def _without_fixed(
     if not marked:
         return gains
     # Each distinct key once (a sweep's gains: thousands of cells, a million rows).
-    group = gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
+    numbered = ngroups(gains, keys)
+    group = (
+        gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
+        if numbered is None
+        else numbered
+    )
     first = np.unique(group, return_index=True)[1]
     cells = key_tuples(gains.iloc[first], keys)
     hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))

@@ -35,7 +35,12 @@ from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.evaluation.statistics import summarize_codes, summarize_groups
+from evidence_bench.evaluation.statistics import (
+    first_met,
+    group_codes,
+    summarize_codes,
+    summarize_groups,
+)
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 if TYPE_CHECKING:
@@ -283,46 +288,6 @@ def summarize_scores(
     cells = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
     summary["fixed"] = [fixed.get(key, False) for key in cells] if fixed else False
     return summary[SUMMARY_COLUMNS]
-
-
-def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
-    """One int64 per row numbering its (``keys``) group, from the keys' category codes (and
-    an integer key's values): what a groupby on the keys would group, without its
-    per-key int64 copies; None when a key is neither, or is missing somewhere."""
-    cell = np.zeros(len(frame), dtype=np.int64)
-    space = 1
-    for key in keys:
-        column = frame[key]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            codes = column.cat.codes.to_numpy()
-            size = len(column.cat.categories)
-        elif pd.api.types.is_integer_dtype(column.dtype):
-            codes, uniques = pd.factorize(column.to_numpy())
-            size = len(uniques)
-        else:
-            return None
-        space *= max(size, 1)
-        if space >= 1 << 62 or (len(codes) and codes.min() < 0):
-            return None
-        cell *= size
-        cell += codes
-    return cell
-
-
-def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Each row's group, the groups numbered in the order first met, and each group's first
-    row (ascending): :func:`numpy.unique`'s ``return_index`` and ``return_inverse`` up to the
-    groups' numbering, by hashing (:func:`pandas.factorize`) instead of sorting millions of
-    codes. A group is new exactly where the running maximum of the codes grows."""
-    codes, _ = pd.factorize(cell)
-    codes = codes.astype(np.intp, copy=False)
-    if not len(codes):
-        return codes, codes
-    seen = np.maximum.accumulate(codes)
-    grows = np.empty(len(codes), dtype=bool)
-    grows[0] = True
-    np.greater(seen[1:], seen[:-1], out=grows[1:])
-    return codes, np.flatnonzero(grows)
 
 
 def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
