@@ -4,7 +4,8 @@
         [--save F | --load F] [--runs DIR] [overrides...]
     (default: +experiment=rocchio_sweep experiment.queries=50)
 
-One run in this process with ``workers=1``, so the episodes and the tail share one clock:
+One run in this process with ``workers=1`` (or the ``workers=`` given: the tail is the
+parent's either way, and ``process_time`` counts the parent alone), timing
 the CPU seconds from the moment ``execute`` hands over its last query's output to the end
 of ``perform_run`` (the tables, the summary, writing the run directory, the analysis, its
 storing, the report and the terminal table), and the peak resident memory before and after
@@ -100,7 +101,9 @@ def main(argv: list[str]) -> None:
         if "--runs" in given
         else (tempfile.TemporaryDirectory()) as runs
     ):
-        cfg, text = compose([*overrides, f"runs_dir={runs}", "workers=1", "progress=false"])
+        # workers=1 unless given: the parent's clock (process_time) counts only its own CPU
+        workers = [] if any(o.startswith("workers=") for o in overrides) else ["workers=1"]
+        cfg, text = compose([*overrides, f"runs_dir={runs}", *workers, "progress=false"])
         run_module.perform_run(cfg, text)
         profile.disable()
         cpu, wall = time.process_time() - marks["cpu"], time.perf_counter() - marks["wall"]
