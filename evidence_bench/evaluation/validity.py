@@ -219,7 +219,7 @@ def _without_fixed(
         return gains
     keys = ["config_id", "policy", "round", "eval_mode", "measure"]
     marked = set(key_tuples(fixed[strings(fixed["stage"]).isin(stages)], keys))
-    if not marked:
+    if not marked or gains.empty:
         return gains
     # Each distinct key once (a sweep's gains: thousands of cells, a million rows).
     numbered = ngroups(gains, keys)
@@ -228,7 +228,10 @@ def _without_fixed(
         if numbered is None
         else numbered
     )
-    first = np.unique(group, return_index=True)[1]
+    # each group's first row: numbered as first met, a group is new where the running
+    # maximum grows (np.unique's return_index, without sorting a million codes)
+    seen = np.maximum.accumulate(group)
+    first = np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
     cells = key_tuples(gains.iloc[first], keys)
     hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))
     return gains[~hit[group]]
