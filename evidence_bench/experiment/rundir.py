@@ -33,7 +33,7 @@ import numpy.typing as npt
 from evidence_bench._lazy import module
 from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.comparisons import strings
-from evidence_bench.evaluation.frozen import fixed_measures
+from evidence_bench.evaluation.frozen import fixed_measures, frozen_prefix
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.evaluation.statistics import (
     first_met,
@@ -362,6 +362,19 @@ def _fixed_cells(
     del episode
     flags = np.zeros((len(first), len(names)), dtype=bool)
     judged: dict[tuple[Any, ...], list[bool]] = {}
+    by_prefix: dict[tuple[str, tuple[str, ...]], list[bool]] = {}
+
+    def judge(query_id: str, pins: dict[str, int]) -> list[bool]:
+        # the flags follow from the pins' frozen prefix alone (and the qrels): each
+        # distinct (query, prefix) is judged once, with the prefix as its pins
+        prefix = tuple(frozen_prefix(pins))
+        found = by_prefix.get((query_id, prefix))
+        if found is None:
+            own = {key: position for position, key in enumerate(prefix, start=1)}
+            found = fixed_measures(measures, own, qrels.get(query_id, {}))
+            by_prefix[(query_id, prefix)] = found
+        return found
+
     heads = frozen.iloc[first][episodes]
     # where the feedback's rounds rise within each (config, policy, query), an episode's
     # pins (rounds up to its own) are a slice of its rows; elsewhere they are picked out
@@ -376,7 +389,7 @@ def _fixed_cells(
             if found is None:
                 pinned = [url_names[u] for u in pinned_urls.tolist()]
                 pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
-                found = judged[seen] = fixed_measures(measures, pins, qrels.get(query_id, {}))
+                found = judged[seen] = judge(query_id, pins)
             flags[row] = found
     keys = heads.itertuples(index=False, name=None) if sliced is None else iter(())
     for row, (config_id, policy, query_id, round_) in enumerate(keys):
@@ -397,7 +410,7 @@ def _fixed_cells(
             # a document examined twice keeps its last rank, as a dict of the rows keeps it
             pinned = [url_names[u] for u in pinned_urls.tolist()]
             pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
-            found = judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
+            found = judged[seen] = judge(str(query_id), pins)
         flags[row] = found
     column = frozen["measure"]
     if isinstance(column.dtype, pd.CategoricalDtype) and (column.cat.codes >= 0).all():
