@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -28,3 +30,21 @@ def release_memory() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+@contextlib.contextmanager
+def old_objects_frozen() -> Iterator[None]:
+    """Every object alive on entry moved to the collector's permanent generation
+    (:func:`gc.freeze`) until exit: a collection, :func:`release_memory`'s and the
+    automatic ones the tail's allocations trigger, then walks only what was made since (a
+    sweep's parent holds ~130k older objects, ~0.1 s a full collection, to find none of
+    them garbage). A cycle among the older objects that becomes garbage meanwhile waits for
+    the exit. Nothing is frozen when the caller has frozen objects itself."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

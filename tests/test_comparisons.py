@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from evidence_bench.errors import DataError
 from evidence_bench.evaluation.attribution import attribution, comparisons
 from evidence_bench.evaluation.comparisons import (
     RANDOMIZATION_SEED,
@@ -307,3 +308,27 @@ def test_cacm_signs_follow_the_seed(cacm: pd.DataFrame) -> None:
     assert first.tolist() == again.tolist()
     moved = (first != other) & (first < 1.0)
     assert moved.sum() > len(first) // 4  # another seed, other signs, over the same scores
+
+
+def test_categorical_keys_compare_as_the_plain_frame_does() -> None:
+    """A run's frame has categorical keys (some categories unused, queries met out of
+    category order): compared by codes, it gives the rows, floats and order the unstack of
+    the same frame with plain strings gives; a repeated row is the same one-line error."""
+    plain = toy(THREE)
+    plain = pd.concat([plain, toy({"D": {"q10": 0.9, "q9": 0.3}}, policy="noisy")])
+    coded = plain.copy()
+    for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
+        values = sorted({*plain[column], f"zz-unused-{column}"})
+        coded[column] = pd.Categorical(plain[column], categories=values)
+    a = compare(plain, [RERANK], seed=0, trials=500).rows
+    b = compare(coded, [RERANK], seed=0, trials=500).rows
+    for column in ("config_id", "policy", "eval_mode", "measure"):
+        b[column] = b[column].astype(str)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert b["config_id"].tolist() == ["A", "B", "C", "D"]
+    assert b.set_index("config_id").loc["A", "diff"] == pytest.approx(0.075)
+    repeated = pd.concat([coded, coded.iloc[:1]])
+    with pytest.raises(DataError, match="appears more than once"):
+        compare(repeated, [RERANK], seed=0, trials=10)
+    with pytest.raises(DataError, match="appears more than once"):
+        compare(pd.concat([plain, plain.iloc[:1]]), [RERANK], seed=0, trials=10)

@@ -384,3 +384,20 @@ def test_identical_columns_are_tested_once_with_the_same_p() -> None:
     alone = [sign_flip_p_values(d[:, None], trials=300, seed=11)[0] for d in (d1, d2, zero)]
     assert batch.tolist() == [alone[0], alone[1], alone[0], alone[2], alone[1]]
     assert alone[2] == 1.0  # no difference: every assignment is as extreme
+
+
+def test_unique_columns_is_numpy_unique_along_columns() -> None:
+    """The sign-flip test's distinct columns: np.unique(axis=1)'s, order and inverse alike,
+    without sorting columns as records (NaN columns: np.unique's own answer)."""
+    from evidence_bench.evaluation.statistics import _unique_columns
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n, k = int(rng.integers(1, 30)), int(rng.integers(2, 60))
+        values = [0.0, 0.1, -0.2, 0.3, 1e-12, math.nan if trial % 7 == 0 else 0.5]
+        base = rng.choice(values, size=(n, max(1, k // 3)))
+        matrix = base[:, rng.integers(0, base.shape[1], k)]
+        expected, where = np.unique(matrix, axis=1, return_inverse=True)
+        distinct, inverse = _unique_columns(matrix)
+        assert np.array_equal(distinct, expected, equal_nan=True)
+        assert inverse.tolist() == where.ravel().tolist()

@@ -43,6 +43,7 @@ from evidence_bench.evaluation.statistics import (
     MIN_TRIALS,
     TIE,
     holm,
+    ngroups,
     sign_flip_p_values,
     t_intervals,
     t_test_p_values,
@@ -109,16 +110,102 @@ def randomization_seed(seed: int, policy: str, n: int) -> int:
     return derived_seed(seed, "randomization", policy, int(n))
 
 
-def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> pd.DataFrame:
+@dataclass
+class _Wide:
+    """What ``set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")`` gives, by
+    codes: one row per (KEYS, query_id) of the compared stages, in the index order the
+    unstack sorts them to (each key's category order, ``round`` ascending), without its
+    MultiIndex (a sweep's: ~70 MB at the tail's peak, and a second sort)."""
+
+    #: per row: the KEYS and query_id columns of its first row in ``per_query``
+    rows: pd.DataFrame
+    #: per row: its KEYS as one code, ascending with the order
+    key: _Ints
+    #: per stage: its value at each row (NaN where the stage has none)
+    values: dict[str, npt.NDArray[np.float64]]
+
+
+def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> pd.DataFrame | _Wide:
+    coded = _coded_wide(per_query, stages)
+    if coded is not None:
+        return coded
     frame = per_query[per_query["stage"].isin(list(stages))]
     try:
         wide = frame.set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")
     except ValueError as exc:
-        raise DataError(
-            "per_query.csv: a (config_id, policy, query_id, round, stage, eval_mode, measure) "
-            f"appears more than once: {exc}"
-        ) from exc
+        raise _duplicate(exc) from exc
     return wide
+
+
+def _duplicate(exc: object) -> DataError:
+    return DataError(
+        "per_query.csv: a (config_id, policy, query_id, round, stage, eval_mode, measure) "
+        f"appears more than once: {exc}"
+    )
+
+
+def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
+    """:class:`_Wide` when every key but ``round`` (an integer) is a categorical without
+    missing values; else None (the unstack then). Rows ordered as the unstack orders them:
+    by each key's level codes, where a categorical's level is its categories when all are
+    used and else its used values in the order first met (``MultiIndex.remove_unused_levels``
+    keeps that order), and ``round``'s its sorted values."""
+    columns = [*KEYS, "query_id"]
+    if not all(c in per_query for c in (*columns, "stage", "value")):
+        return None
+    stage = per_query["stage"]
+    if not isinstance(stage.dtype, pd.CategoricalDtype):
+        return None
+    names = stage.cat.categories.astype(str).tolist()
+    # each row's position among ``stages`` (a stage named twice: its first), −1 elsewhere
+    wanted = {name: i for i, name in reversed(list(enumerate(stages)))}
+    stage_of = np.array([wanted.get(n, -1) for n in names] + [-1], dtype=np.int64)
+    column = stage_of[stage.cat.codes.to_numpy()]
+    chosen = np.flatnonzero(column >= 0)
+    key = np.zeros(len(chosen), dtype=np.int64)
+    space = 1
+    for name in columns:
+        values = per_query[name]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            codes = values.cat.codes.to_numpy()[chosen].astype(np.int64)
+            size = len(values.cat.categories)
+            if len(codes) and codes.min() < 0:
+                return None
+            if len(codes) and (np.bincount(codes, minlength=size) == 0).any():
+                # a level with unused values: the unstack's remove_unused_levels numbers
+                # the used ones in the order first met (pandas' algos.unique), not by code
+                codes = pd.factorize(codes)[0].astype(np.int64)
+        elif name == "round" and pd.api.types.is_integer_dtype(values.dtype):
+            levels, codes = np.unique(values.to_numpy()[chosen], return_inverse=True)
+            codes, size = codes.astype(np.int64).ravel(), len(levels)
+        else:
+            return None
+        space *= max(size, 1)
+        if space >= 1 << 62 or (len(codes) and codes.min() < 0):
+            return None
+        key = key * size + codes
+    queries = max(len(per_query["query_id"].cat.categories), 1)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    new = np.empty(len(key), dtype=bool)
+    new[:1] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    row = np.cumsum(new) - 1  # each chosen row's wide row, in sorted order
+    starts = np.flatnonzero(new)
+    where = column[chosen][order]
+    cell = row * len(stages) + where
+    if len(cell) and (np.diff(np.sort(cell)) == 0).any():
+        raise _duplicate("Index contains duplicate entries, cannot reshape")
+    value = per_query["value"].to_numpy(np.float64)[chosen][order]
+    matrix = np.full((len(starts), len(stages)), np.nan)
+    matrix.reshape(-1)[cell] = value
+    firsts = chosen[order[starts]]
+    rows = per_query.iloc[firsts][columns].reset_index(drop=True)
+    return _Wide(
+        rows,
+        key[starts] // queries,
+        {name: matrix[:, i].copy() for i, name in enumerate(stages) if wanted[name] == i},
+    )
 
 
 def _query_order(query_ids: pd.Series) -> _Ints:
@@ -144,7 +231,9 @@ class _Pairs:
     means: dict[str, npt.NDArray[np.float64]]  # per row: the mean of each paired stage
 
 
-def _pairs(wide: pd.DataFrame, comparison: Comparison) -> _Pairs | None:
+def _pairs(wide: pd.DataFrame | _Wide, comparison: Comparison) -> _Pairs | None:
+    if isinstance(wide, _Wide):
+        return _coded_pairs(wide, comparison)
     if not set(comparison.paired) <= set(wide.columns):
         return None
     sub = wide[list(comparison.paired)].dropna()
@@ -159,6 +248,31 @@ def _pairs(wide: pd.DataFrame, comparison: Comparison) -> _Pairs | None:
     diff[np.abs(diff) <= TIE] = 0.0
     n = np.bincount(code).astype(np.float64)
     means = {s: np.bincount(code, sub[s].to_numpy(np.float64)) / n for s in comparison.paired}
+    return _Pairs(comparison, keys, code, _query_order(index["query_id"]), diff, means)
+
+
+def _coded_pairs(wide: _Wide, comparison: Comparison) -> _Pairs | None:
+    """:func:`_pairs` of a :class:`_Wide`: the same rows, in the same order, so the same sums."""
+    if not set(comparison.paired) <= set(wide.values):
+        return None
+    kept = np.ones(len(wide.key), dtype=bool)
+    for stage in comparison.paired:
+        kept &= ~np.isnan(wide.values[stage])
+    sel = np.flatnonzero(kept)
+    if not len(sel):
+        return None
+    index = wide.rows.iloc[sel].reset_index(drop=True)
+    key = wide.key[sel]
+    new = np.empty(len(key), dtype=bool)
+    new[0] = True
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    code = (np.cumsum(new) - 1).astype(np.int64)  # the keys ascend: numbered as first met
+    keys = index.iloc[np.flatnonzero(new)][list(KEYS)].reset_index(drop=True)
+    values = {s: wide.values[s][sel] for s in comparison.paired}
+    diff = values[comparison.stage] - values[comparison.reference]
+    diff[np.abs(diff) <= TIE] = 0.0
+    n = np.bincount(code).astype(np.float64)
+    means = {s: np.bincount(code, values[s]) / n for s in comparison.paired}
     return _Pairs(comparison, keys, code, _query_order(index["query_id"]), diff, means)
 
 
@@ -382,8 +496,14 @@ def common_queries(
     itself when that is every row (the callers only read it)."""
     if frame.empty:
         return frame
-    group = frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy()
-    combo = frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy()
+    group, combo = (
+        numbered
+        if (numbered := ngroups(frame, within)) is not None
+        else frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy(),
+        numbered
+        if (numbered := ngroups(frame, across)) is not None
+        else frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy(),
+    )
     # (a missing key makes ngroup's codes floats, with NaN: pandas' grouping below drops it)
     if group.dtype.kind == "i" and combo.dtype.kind == "i":
         # by codes, hashed: each (group, query)'s distinct combinations against its group's

@@ -49,8 +49,11 @@ __all__ = [
     "TIE",
     "Summary",
     "fieller_intervals",
+    "first_met",
+    "group_codes",
     "holm",
     "improved_degraded",
+    "ngroups",
     "paired_t_test",
     "randomization_test",
     "selection_intervals",
@@ -87,6 +90,71 @@ def _t_sf(x: npt.ArrayLike, df: npt.ArrayLike) -> Floats:
     """P(T > x) for Student's t with ``df`` degrees of freedom, element-wise."""
     value = -np.asarray(x, dtype=np.float64)
     return np.asarray(special.stdtr(np.asarray(df, dtype=np.float64), value), dtype=np.float64)
+
+
+def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
+    """One int64 per row numbering its (``keys``) group, from the keys' category codes (and
+    an integer key's values): what a groupby on the keys would group, without its
+    per-key int64 copies; None when a key is neither, or is missing somewhere."""
+    cell = np.zeros(len(frame), dtype=np.int64)
+    space = 1
+    for key in keys:
+        column = frame[key]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes = column.cat.codes.to_numpy()
+            size = len(column.cat.categories)
+        elif pd.api.types.is_integer_dtype(column.dtype):
+            codes, uniques = pd.factorize(column.to_numpy())
+            size = len(uniques)
+        else:
+            return None
+        space *= max(size, 1)
+        if space >= 1 << 62 or (len(codes) and codes.min() < 0):
+            return None
+        cell *= size
+        cell += codes
+    return cell
+
+
+def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Each row's group, the groups numbered in the order first met, and each group's first
+    row (ascending): :func:`numpy.unique`'s ``return_index`` and ``return_inverse`` up to the
+    groups' numbering, by hashing (:func:`pandas.factorize`) instead of sorting millions of
+    codes. A group is new exactly where the running maximum of the codes grows."""
+    codes, _ = pd.factorize(cell)
+    codes = codes.astype(np.intp, copy=False)
+    if not len(codes):
+        return codes, codes
+    seen = np.maximum.accumulate(codes)
+    grows = np.empty(len(codes), dtype=bool)
+    grows[0] = True
+    np.greater(seen[1:], seen[:-1], out=grows[1:])
+    return codes, np.flatnonzero(grows)
+
+
+def ngroups(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.intp] | None:
+    """``frame.groupby(keys, sort=False, observed=True).ngroup()``: each row's group,
+    numbered in the order first met, by one code per row (:func:`group_codes`, a text key
+    factorized) and hashing, not pandas' grouping; None where a key is missing somewhere
+    (pandas then drops or keeps the row as its ``dropna`` says)."""
+    if not len(frame):
+        return None
+    cell = np.zeros(len(frame), dtype=np.int64)
+    space = 1
+    for key in keys:
+        column = frame[key]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes = column.cat.codes.to_numpy()
+            size = len(column.cat.categories)
+        else:
+            codes, uniques = pd.factorize(column)
+            size = len(uniques)
+        space *= max(size, 1)
+        if space >= 1 << 62 or codes.min() < 0:
+            return None
+        cell *= size
+        cell += codes
+    return first_met(cell)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +219,12 @@ def summarize_groups(
     the distinct n (:func:`t_intervals`).
     """
     _check_confidence(confidence)
-    grouped = frame.groupby(list(keys), observed=True, sort=False)
-    code = grouped.ngroup().to_numpy(dtype=np.int64)
+    numbered = ngroups(frame, keys)
+    code = (
+        frame.groupby(list(keys), observed=True, sort=False).ngroup().to_numpy(dtype=np.int64)
+        if numbered is None
+        else numbered.astype(np.int64, copy=False)
+    )
     groups = int(code.max()) + 1 if len(code) else 0
     stats = summarize_codes(code, frame[value].to_numpy(dtype=np.float64), groups, confidence)
     first = stats.pop("first")
@@ -251,7 +323,7 @@ def sign_flip_p_values(
     if k > 1:
         # Identical columns have the same p under the same signs: test each once (a sweep's
         # configs often tie, e.g. where no query changed).
-        distinct, inverse = np.unique(matrix, axis=1, return_inverse=True)
+        distinct, inverse = _unique_columns(matrix)
         if distinct.shape[1] < k:
             p = sign_flip_p_values(distinct, trials=trials, seed=seed)
             return np.asarray(p[inverse.ravel()], dtype=np.float64)
@@ -271,6 +343,26 @@ def sign_flip_p_values(
             )
         done += block
     return (extreme + 1) / (trials + 1)
+
+
+def _unique_columns(
+    matrix: Floats,
+) -> tuple[Floats, npt.NDArray[np.intp]]:
+    """``np.unique(matrix, axis=1, return_inverse=True)``: the distinct columns in
+    lexicographic order (row 0 first, as floats compare), and each column's index among
+    them; by one stable lexsort with a key per row, not a sort of the columns as records
+    (each comparison a Python-level walk of the fields: ~40x slower at a sweep's sizes)."""
+    if np.isnan(matrix).any():  # no NaN equals another: np.unique's own answer
+        distinct, inverse = np.unique(matrix, axis=1, return_inverse=True)
+        return distinct, inverse.ravel()
+    order = np.lexsort(matrix[::-1])
+    ordered = matrix[:, order]
+    new = np.empty(len(order), dtype=bool)
+    new[:1] = True
+    np.any(ordered[:, 1:] != ordered[:, :-1], axis=0, out=new[1:])
+    inverse = np.empty(len(order), dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[:, new], inverse
 
 
 def randomization_test(

@@ -58,7 +58,7 @@ import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
 from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
-from evidence_bench.evaluation.statistics import TIE, summarize_groups
+from evidence_bench.evaluation.statistics import TIE, ngroups, summarize_groups
 
 __all__ = [
     "BUDGET_COLUMNS",
@@ -219,11 +219,19 @@ def _without_fixed(
         return gains
     keys = ["config_id", "policy", "round", "eval_mode", "measure"]
     marked = set(key_tuples(fixed[strings(fixed["stage"]).isin(stages)], keys))
-    if not marked:
+    if not marked or gains.empty:
         return gains
     # Each distinct key once (a sweep's gains: thousands of cells, a million rows).
-    group = gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
-    first = np.unique(group, return_index=True)[1]
+    numbered = ngroups(gains, keys)
+    group = (
+        gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
+        if numbered is None
+        else numbered
+    )
+    # each group's first row: numbered as first met, a group is new where the running
+    # maximum grows (np.unique's return_index, without sorting a million codes)
+    seen = np.maximum.accumulate(group)
+    first = np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
     cells = key_tuples(gains.iloc[first], keys)
     hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))
     return gains[~hit[group]]

@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from evidence_bench._lazy import module
-from evidence_bench._trim import release_memory
+from evidence_bench._trim import old_objects_frozen, release_memory
 from evidence_bench.collections.queryset import (
     PROJECT_ROOT,
     QuerySet,
@@ -219,136 +219,141 @@ def _perform(
     if replayed_initials and not judged_hits:
         raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
 
-    _arrow_pool()  # after the episodes: the workers are forked without pyarrow
-    feedback = builder.feedback()
-    tables = builder.tables(query_set.qrels)
-    del builder  # what it collected is in the frames now: its memory is theirs to reuse
-    summary = summarize_scores(tables.scores, feedback, query_set.qrels)
-    tables = replace(
-        tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
-    )
-    per_query = tables.scores  # the exact values are gone (the keys, all _excluded counts, stay)
-    release_memory()
-    manifest_file = find_manifest(query_set.cassettes)
-    manifest: dict[str, Any] = {
-        "package_version": _package_version(),
-        **git,
-        "overrides": list(overrides) if overrides is not None else None,
-        "experiment": plan.experiment,
-        "query_set": query_set.name,
-        "cassettes": str(query_set.cassettes),
-        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
-        "collection_checksum": collection.checksum,
-        "seeds": {
-            **_seeds(plan.seed, users),
-            **({"seeds": list(plan.seeds)} if plan.seeds else {}),
-        },
-        # a run over several seeds or budgets: each user label's user, seed and depth
-        **(
-            {"variants": {label: v.as_dict() for label, v in plan.variants.items()}}
-            if plan.variants
-            else {}
-        ),
-        "queries": len(query_ids),
-        "queries_truncated": query_set.truncated,
-        "queries_without_relevant": query_set.unjudged,
-        "episodes": episodes,
-        "replay": {
-            "replayed": requests["replayed"],
-            "simulated": requests["simulated"],
-            "skipped": requests["skipped"],
-            "skipped_expand_stages": skipped,
-            "on_miss": plan.on_miss.value,
-        },
-        "excluded": _excluded(per_query, len(query_ids)),
-        "no_usable_feedback": no_feedback,
-        "labels": label_summary(
-            feedback[["config_id", "policy", "round", "label"]],
-            users,  # counted by code
-        ),
-        "sweep": {"params": list(plan.swept)},
-        # Configs asked for and distinct configs run; an alias's results are its target's.
-        "configs": {
-            "asked": len(plan.asked),
-            "distinct": len(plan.engines),
-            "aliases": dict(plan.aliases),
-        },
-        **(
-            {"missing_dates": missing_dates}
-            if any(e.ranker == "livefetch" for e in plan.engines)
-            else {}
-        ),
-        **(
-            {"shard": shard_entry(plan, len(whole.queries), len(query_ids))}
-            if plan.shards > 1
-            else {}
-        ),
-        **(gathered.manifest if gathered is not None else {}),
-    }
-
-    with target as tmp:
-        (tmp / "config.yaml").write_text(config_yaml)
-        write_tables(tmp, tables)
+    # the tail: its collections walk only what it makes (builder, frames, report), not
+    # the older objects
+    with old_objects_frozen():
+        _arrow_pool()  # after the episodes: the workers are forked without pyarrow
+        feedback = builder.feedback()
+        tables = builder.tables(query_set.qrels)
+        del builder  # what it collected is in the frames now: its memory is theirs to reuse
+        summary = summarize_scores(tables.scores, feedback, query_set.qrels)
+        tables = replace(
+            tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
+        )
+        per_query = (
+            tables.scores
+        )  # the exact values are gone (the keys, all _excluded counts, stay)
         release_memory()
-        params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
-        write_rows(
-            tmp / "configs.csv",
-            # alias_of: the config whose rows an alias shares (empty for one that ran)
-            ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
-            (
-                [
-                    e.config_id,
-                    e.label,
-                    e.ranker,
-                    e.refiner,
-                    e.role,
-                    plan.aliases.get(e.config_id, ""),
-                ]
-                + [e.params().get(k, PARAM_DEFAULTS.get(k, "")) for k in params]
-                for e in plan.asked
+        manifest_file = find_manifest(query_set.cassettes)
+        manifest: dict[str, Any] = {
+            "package_version": _package_version(),
+            **git,
+            "overrides": list(overrides) if overrides is not None else None,
+            "experiment": plan.experiment,
+            "query_set": query_set.name,
+            "cassettes": str(query_set.cassettes),
+            "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
+            "collection_checksum": collection.checksum,
+            "seeds": {
+                **_seeds(plan.seed, users),
+                **({"seeds": list(plan.seeds)} if plan.seeds else {}),
+            },
+            # a run over several seeds or budgets: each user label's user, seed and depth
+            **(
+                {"variants": {label: v.as_dict() for label, v in plan.variants.items()}}
+                if plan.variants
+                else {}
             ),
-        )
-        doc_id = collection.doc_id_for
-        write_jsonl(
-            tmp / "documents.jsonl",
-            (
-                {
-                    "doc_id": doc_id(key) or key,
-                    "url": ev.url,
-                    "title": ev.title,
-                    "snippet": ev.snippet,
-                }
-                for key, ev in documents.items()
+            "queries": len(query_ids),
+            "queries_truncated": query_set.truncated,
+            "queries_without_relevant": query_set.unjudged,
+            "episodes": episodes,
+            "replay": {
+                "replayed": requests["replayed"],
+                "simulated": requests["simulated"],
+                "skipped": requests["skipped"],
+                "skipped_expand_stages": skipped,
+                "on_miss": plan.on_miss.value,
+            },
+            "excluded": _excluded(per_query, len(query_ids)),
+            "no_usable_feedback": no_feedback,
+            "labels": label_summary(
+                feedback[["config_id", "policy", "round", "label"]],
+                users,  # counted by code
             ),
-        )
-        write_rows(
-            tmp / "qrels.csv",
-            ["query_id", "doc_id", "relevance"],
-            (
-                (qid, doc_id(key) or key, grade)
-                for qid in query_ids
-                for key, grade in query_set.qrels[qid].items()
+            "sweep": {"params": list(plan.swept)},
+            # Configs asked for and distinct configs run; an alias's results are its target's.
+            "configs": {
+                "asked": len(plan.asked),
+                "distinct": len(plan.engines),
+                "aliases": dict(plan.aliases),
+            },
+            **(
+                {"missing_dates": missing_dates}
+                if any(e.ranker == "livefetch" for e in plan.engines)
+                else {}
             ),
-        )
-        write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
-        manifest["run_id"] = target.final.name
-        manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
-        manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
-        write_json(tmp / "manifest.json", manifest)
-        terminal = ""
-        if plan.shards > 1:
-            pass  # a shard's numbers are partial: the run gathered from its shards reports
-        elif cfg.get("report", True):
-            from evidence_bench.report import analyze, load_run, summary_table
-            from evidence_bench.report.page import DEFAULT_TRIALS, write_run_report
+            **(
+                {"shard": shard_entry(plan, len(whole.queries), len(query_ids))}
+                if plan.shards > 1
+                else {}
+            ),
+            **(gathered.manifest if gathered is not None else {}),
+        }
 
-            # the frames just computed, not read back; the statistics once for both renderings
-            analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
-            write_run_report(tmp, analysis)
-            terminal = summary_table(analysis)
-        else:  # no summary table, but a policy that gave no labels of a kind is still said
-            terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
-    return RunOutcome(target.final, summary, manifest, terminal)
+        with target as tmp:
+            (tmp / "config.yaml").write_text(config_yaml)
+            write_tables(tmp, tables)
+            release_memory()
+            params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
+            write_rows(
+                tmp / "configs.csv",
+                # alias_of: the config whose rows an alias shares (empty for one that ran)
+                ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
+                (
+                    [
+                        e.config_id,
+                        e.label,
+                        e.ranker,
+                        e.refiner,
+                        e.role,
+                        plan.aliases.get(e.config_id, ""),
+                    ]
+                    + [e.params().get(k, PARAM_DEFAULTS.get(k, "")) for k in params]
+                    for e in plan.asked
+                ),
+            )
+            doc_id = collection.doc_id_for
+            write_jsonl(
+                tmp / "documents.jsonl",
+                (
+                    {
+                        "doc_id": doc_id(key) or key,
+                        "url": ev.url,
+                        "title": ev.title,
+                        "snippet": ev.snippet,
+                    }
+                    for key, ev in documents.items()
+                ),
+            )
+            write_rows(
+                tmp / "qrels.csv",
+                ["query_id", "doc_id", "relevance"],
+                (
+                    (qid, doc_id(key) or key, grade)
+                    for qid in query_ids
+                    for key, grade in query_set.qrels[qid].items()
+                ),
+            )
+            write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
+            manifest["run_id"] = target.final.name
+            manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+            manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
+            write_json(tmp / "manifest.json", manifest)
+            terminal = ""
+            if plan.shards > 1:
+                pass  # a shard's numbers are partial: the run gathered from its shards reports
+            elif cfg.get("report", True):
+                from evidence_bench.report import analyze, load_run, summary_table
+                from evidence_bench.report.page import DEFAULT_TRIALS, write_run_report
+
+                # the frames just computed, not read back; the statistics once for both renderings
+                analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
+                write_run_report(tmp, analysis)
+                terminal = summary_table(analysis)
+            else:  # no summary table, but a policy that gave no labels of a kind is still said
+                terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
+        return RunOutcome(target.final, summary, manifest, terminal)
 
 
 def _seeds(seed: int, users: Sequence[tuple[str, UserPolicy]]) -> dict[str, Any]:

@@ -33,9 +33,14 @@ import numpy.typing as npt
 from evidence_bench._lazy import module
 from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.comparisons import strings
-from evidence_bench.evaluation.frozen import fixed_measures
+from evidence_bench.evaluation.frozen import fixed_measures, frozen_prefix
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.evaluation.statistics import summarize_codes, summarize_groups
+from evidence_bench.evaluation.statistics import (
+    first_met,
+    group_codes,
+    summarize_codes,
+    summarize_groups,
+)
 from evidence_bench.evaluation.trec import write_qrels, write_run
 
 if TYPE_CHECKING:
@@ -285,46 +290,6 @@ def summarize_scores(
     return summary[SUMMARY_COLUMNS]
 
 
-def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
-    """One int64 per row numbering its (``keys``) group, from the keys' category codes (and
-    an integer key's values): what a groupby on the keys would group, without its
-    per-key int64 copies; None when a key is neither, or is missing somewhere."""
-    cell = np.zeros(len(frame), dtype=np.int64)
-    space = 1
-    for key in keys:
-        column = frame[key]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            codes = column.cat.codes.to_numpy()
-            size = len(column.cat.categories)
-        elif pd.api.types.is_integer_dtype(column.dtype):
-            codes, uniques = pd.factorize(column.to_numpy())
-            size = len(uniques)
-        else:
-            return None
-        space *= max(size, 1)
-        if space >= 1 << 62 or (len(codes) and codes.min() < 0):
-            return None
-        cell *= size
-        cell += codes
-    return cell
-
-
-def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Each row's group, the groups numbered in the order first met, and each group's first
-    row (ascending): :func:`numpy.unique`'s ``return_index`` and ``return_inverse`` up to the
-    groups' numbering, by hashing (:func:`pandas.factorize`) instead of sorting millions of
-    codes. A group is new exactly where the running maximum of the codes grows."""
-    codes, _ = pd.factorize(cell)
-    codes = codes.astype(np.intp, copy=False)
-    if not len(codes):
-        return codes, codes
-    seen = np.maximum.accumulate(codes)
-    grows = np.empty(len(codes), dtype=bool)
-    grows[0] = True
-    np.greater(seen[1:], seen[:-1], out=grows[1:])
-    return codes, np.flatnonzero(grows)
-
-
 def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
     """:func:`summarize_groups` of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by one
     precomputed code per row (a sweep's millions of rows: a fraction of the memory), the
@@ -397,10 +362,36 @@ def _fixed_cells(
     del episode
     flags = np.zeros((len(first), len(names)), dtype=bool)
     judged: dict[tuple[Any, ...], list[bool]] = {}
-    keys = frozen.iloc[first][episodes].itertuples(index=False, name=None)
+    by_prefix: dict[tuple[str, tuple[str, ...]], list[bool]] = {}
+
+    def judge(query_id: str, pins: dict[str, int]) -> list[bool]:
+        # the flags follow from the pins' frozen prefix alone (and the qrels): each
+        # distinct (query, prefix) is judged once, with the prefix as its pins
+        prefix = tuple(frozen_prefix(pins))
+        found = by_prefix.get((query_id, prefix))
+        if found is None:
+            own = {key: position for position, key in enumerate(prefix, start=1)}
+            found = fixed_measures(measures, own, qrels.get(query_id, {}))
+            by_prefix[(query_id, prefix)] = found
+        return found
+
+    heads = frozen.iloc[first][episodes]
     # where the feedback's rounds rise within each (config, policy, query), an episode's
     # pins (rounds up to its own) are a slice of its rows; elsewhere they are picked out
     rising = not (np.diff(rounds) < 0)[np.diff(group[order]) == 0].any()
+    sliced = _pinned_slices(heads, parts, starts, group[order], rounds) if rising else None
+    if sliced is not None:
+        query_ids, begin, end = sliced
+        for row, (query_id, start, stop) in enumerate(zip(query_ids, begin, end, strict=True)):
+            pinned_urls, pinned_ranks = urls[start:stop], ranks[start:stop]
+            seen = (query_id, pinned_urls.tobytes(), pinned_ranks.tobytes())
+            found = judged.get(seen)
+            if found is None:
+                pinned = [url_names[u] for u in pinned_urls.tolist()]
+                pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
+                found = judged[seen] = judge(query_id, pins)
+            flags[row] = found
+    keys = heads.itertuples(index=False, name=None) if sliced is None else iter(())
     for row, (config_id, policy, query_id, round_) in enumerate(keys):
         g = where.get((str(config_id), str(policy), str(query_id)))
         if g is None:
@@ -419,7 +410,7 @@ def _fixed_cells(
             # a document examined twice keeps its last rank, as a dict of the rows keeps it
             pinned = [url_names[u] for u in pinned_urls.tolist()]
             pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
-            found = judged[seen] = fixed_measures(measures, pins, qrels.get(str(query_id), {}))
+            found = judged[seen] = judge(str(query_id), pins)
         flags[row] = found
     column = frozen["measure"]
     if isinstance(column.dtype, pd.CategoricalDtype) and (column.cat.codes >= 0).all():
@@ -439,6 +430,54 @@ def _fixed_cells(
     unfixed = np.bincount(where_cell, weights=~flag, minlength=len(first)) > 0
     keys = frozen.iloc[first][SUMMARY_KEYS].itertuples(index=False, name=None)
     return {key: not bad for key, bad in zip(keys, unfixed.tolist(), strict=True)}
+
+
+def _pinned_slices(
+    heads: pd.DataFrame,
+    parts: Sequence[tuple[npt.NDArray[np.intp], list[str]]],
+    starts: npt.NDArray[np.intp],
+    grouped: npt.NDArray[np.intp],
+    rounds: npt.NDArray[np.int64],
+) -> tuple[list[str], list[int], list[int]] | None:
+    """Each episode's (``heads``: one row of config_id, policy, query_id, round per episode)
+    query id and the slice of the feedback's rows (sorted by (config, policy, query)
+    group, ``grouped``, rounds rising within each) that pins it: its group's rows of rounds
+    up to its own, none for an episode without feedback. What the loop of dict lookups and
+    searchsorted calls per episode finds, by code; None for keys that are not categories."""
+    columns = [heads[c] for c in ("config_id", "policy", "query_id")]
+    if not all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
+        return None
+    # each key's value -> its feedback code (by the same strings the dict of keys used)
+    group = np.zeros(len(heads), dtype=np.int64)
+    valid = np.ones(len(heads), dtype=bool)
+    for column, (_, names) in zip(columns, parts, strict=False):
+        coded = {name: code for code, name in enumerate(names)}
+        known = np.array(
+            [coded.get(str(v), -1) for v in column.cat.categories.tolist()]
+            + [coded.get("nan", -1)],
+            dtype=np.int64,
+        )
+        codes = known[column.cat.codes.to_numpy()]  # a missing value (code -1): str's "nan"
+        valid &= codes >= 0
+        group = group * max(len(names), 1) + np.maximum(codes, 0)
+    whole = np.zeros(len(starts), dtype=np.int64)  # each feedback group's own key
+    for codes, names in parts[:3]:
+        whole = whole * max(len(names), 1) + codes[starts]
+    found = pd.Index(whole).get_indexer(pd.Index(group)) if len(whole) else np.full(len(group), -1)
+    valid &= found >= 0
+    mine = np.where(valid, found, 0)
+    low = int(rounds.min()) if len(rounds) else 0
+    span = (int(rounds.max()) - low + 2) if len(rounds) else 2
+    # rows ordered by (group, round): one sorted key; an episode's rows end where its own
+    # (group, round) key is passed
+    keyed = grouped.astype(np.int64) * span + (rounds - low + 1)
+    own = heads["round"].to_numpy(np.int64)
+    wanted = mine * span + np.clip(own - low + 1, 0, span - 1)
+    begin = np.searchsorted(keyed, mine * span, side="left")
+    end = np.searchsorted(keyed, wanted, side="right")
+    begin, end = np.where(valid, begin, 0), np.where(valid, end, 0)
+    query_ids = strings(columns[2]).tolist()
+    return query_ids, begin.tolist(), end.tolist()
 
 
 def write_trec(

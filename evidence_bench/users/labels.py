@@ -78,20 +78,30 @@ def _counted(frame: pd.DataFrame) -> list[dict[str, Any]]:
         raise ValueError(_unknown(None))
     if not len(frame):
         return []
-    cells, cell = np.unique(np.stack([config, policy, rounds], axis=1), axis=0, return_inverse=True)
+    # one int64 per row ordered as its (config, policy, round): the distinct rows of the
+    # three columns, sorted (np.unique's axis=0 sorts them as records, ~50x slower)
+    low = int(rounds.min())
+    span = int(rounds.max()) - low + 1
+    policies_n = max(len(policy_names), 1)
+    key = (config.astype(np.int64) * policies_n + policy) * span + (rounds - low)
+    cells, cell = np.unique(key, return_inverse=True)
     column = np.asarray([COUNTED.index(n) for n in label_names], dtype=np.int64)[label]
     table = np.bincount(
         cell.ravel() * len(COUNTED) + column, minlength=len(cells) * len(COUNTED)
     ).reshape(len(cells), len(COUNTED))
     configs, policies = config_names.tolist(), policy_names.tolist()
+    pair, round_ = np.divmod(cells, span)
+    config_of, policy_of = np.divmod(pair, policies_n)
     return [
         {
             "config_id": configs[c],
             "policy": policies[p],
-            "round": int(r),
+            "round": r + low,
             **{name: int(n) for name, n in zip(COUNTED, counts.tolist(), strict=True)},
         }
-        for (c, p, r), counts in zip(cells.tolist(), table, strict=True)
+        for c, p, r, counts in zip(
+            config_of.tolist(), policy_of.tolist(), round_.tolist(), table, strict=True
+        )
     ]
 
 
