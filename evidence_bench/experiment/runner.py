@@ -558,11 +558,14 @@ def _query_output(
     )
     rows = QueryRowsBuilder(query_id)
     shared = _SharedRounds(rows, doc_id)
+    values = None  # the planned episodes' (all of a query's, or none), else the memo's
     for engine, user_name, result in episodes:
         pair = rows.pair(engine.config_id, user_name)
         out.skipped_expands += result.skipped_expand
         out.no_usable_feedback += result.no_usable_feedback
         rows.scores(pair, result.scored, result.evaluations)
+        if isinstance(result, PlannedEpisode):
+            values = result.values
         if isinstance(result, PlannedEpisode) and result.rounds:
             rows.add_episode(pair, query, shared.entries(result))
             for (round_, stage), keys in result.rankings.items():
@@ -580,7 +583,7 @@ def _query_output(
             )
         for (round_, stage), keys in result.rankings.items():
             rows.run(pair, round_, stage, keys)
-    out.rows = rows.build(memo.names, memo.values)
+    out.rows = rows.build(memo.names, memo.values if values is None else values)
     for answer in replayed.provider.answers():
         for item in answer:
             out.documents.setdefault(item.key, item)
