@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -701,9 +702,12 @@ class _Planner:
         which_ranking, which_partner, which_state = keyed[:, 0], keyed[:, 1], keyed[:, 2]
         rankings, states = self.rankings, self.states
         # every key of the query as a code; `none` pads the ragged rows (grade 0, examined)
-        code: dict[str, int] = {}
-        flat = [code.setdefault(key, len(code)) for ranked in rankings for key in ranked.keys]
-        lengths = np.array([len(ranked.keys) for ranked in rankings], dtype=np.intp)
+        every = [ranked.keys for ranked in rankings]
+        code = {key: number for number, key in enumerate(dict.fromkeys(chain.from_iterable(every)))}
+        lengths = np.fromiter(map(len, every), dtype=np.intp, count=len(every))
+        flat = np.fromiter(
+            map(code.__getitem__, chain.from_iterable(every)), np.intp, int(lengths.sum())
+        )
         for ranked in {rankings[r] for r in set(which_ranking.tolist())}:
             if len(set(ranked.keys)) != len(ranked.keys):  # as evaluate_many refuses it
                 evaluate_many([ranked.keys], self.judgments.prepared, measures)

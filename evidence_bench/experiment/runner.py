@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import numpy as np
 
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.background import Background, query_set_background
@@ -604,6 +605,7 @@ class _SharedRounds:
         self._lists: dict[int, tuple[int | None, list[str]]] = {}
         self._marks: dict[int, tuple[int, list[Any]]] = {}
         self._details: dict[tuple[Any, ...], tuple[str, object]] = {}
+        self._doc_codes: dict[str, int] = {}
 
     def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
         found = []
@@ -650,8 +652,16 @@ class _SharedRounds:
             return None
         found = self._lists.get(id(keys))
         if found is None:
-            doc_id = self.doc_id
-            found = self._lists[id(keys)] = (self.rows.ranking([doc_id(k) for k in keys]), keys)
+            # each key's doc id as the builder numbers it, looked up once per key
+            known = self._doc_codes
+            numbers: list[int | None] = list(map(known.get, keys))
+            if None in numbers:
+                for at, number in enumerate(numbers):
+                    if number is None:
+                        key = keys[at]
+                        numbers[at] = known[key] = int(self.rows.codes([self.doc_id(key)])[0])
+            ranking = self.rows.coded_ranking(np.array(numbers, dtype=np.int32))
+            found = self._lists[id(keys)] = (ranking, keys)
         return found[0]
 
 

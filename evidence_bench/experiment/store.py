@@ -205,7 +205,10 @@ class QueryRowsBuilder:
         self.query_id = query_id
         self._pairs: dict[tuple[str, str], int] = {}
         self._mark_ids: dict[tuple[MarkRow, ...], int] = {}
-        self._ranking_ids: dict[tuple[str, ...], int] = {}
+        #: every key of a ranking, numbered as first met, and each distinct ranking (its
+        #: keys' numbers, as bytes) -> its id; build() renumbers the keys
+        self._keys: dict[str, int] = {}
+        self._ranking_ids: dict[bytes, int] = {}
         self._stages: dict[str, int] = {}
         self._modes: dict[str, int] = {}
         self._episodes: list[tuple[int, str, list[EpisodeRound]]] = []
@@ -233,7 +236,22 @@ class QueryRowsBuilder:
     def _ranking(self, items: Sequence[str] | None) -> int | None:
         if items is None:
             return None
-        key = tuple(items)
+        return self.coded_ranking(self.codes(items))
+
+    def codes(self, keys: Sequence[str]) -> _Int:
+        """The builder's numbers of ``keys`` (for :meth:`coded_ranking`), a new key numbered
+        as it is met."""
+        known = self._keys
+        found: list[int | None] = list(map(known.get, keys))
+        if None in found:
+            for at, number in enumerate(found):
+                if number is None:
+                    found[at] = known.setdefault(keys[at], len(known))
+        return np.array(found, dtype=np.int32)
+
+    def coded_ranking(self, codes: _Int) -> int:
+        """The id of the ranking whose keys' numbers (:meth:`codes`) are ``codes``."""
+        key = codes.tobytes()
         found = self._ranking_ids.get(key)
         if found is None:
             found = self._ranking_ids[key] = len(self._ranking_ids)
@@ -325,10 +343,13 @@ class QueryRowsBuilder:
             if found == -1:
                 found = known[id(keys)] = self._ranking(keys)
             runs.append((p, r, s, found))
-        vocabulary: dict[str, int] = {}
-        items = [
-            vocabulary.setdefault(key, len(vocabulary)) for r in self._ranking_ids for key in r
-        ]
+        # the keys renumbered in the order the rankings, one after another, first hold them
+        coded = np.frombuffer(b"".join(self._ranking_ids), dtype=np.int32)
+        distinct, first = np.unique(coded, return_index=True)
+        order = distinct[np.argsort(first, kind="stable")]
+        renumbered = np.empty(len(self._keys), dtype=np.int32)
+        renumbered[order] = np.arange(len(order), dtype=np.int32)
+        names = list(self._keys)
         columns: list[Sequence[Any]] = list(zip(*runs, strict=True)) if runs else [()] * 4
         pairs, rounds, stages, modes, ids = self._scores
         return QueryRows(
@@ -336,9 +357,11 @@ class QueryRowsBuilder:
             pairs=list(self._pairs),
             episodes=self._episodes,
             mark_sets=list(self._mark_ids),
-            ranking_keys=list(vocabulary),
-            ranking_items=_ints(items),
-            ranking_offsets=np.cumsum([0, *(len(r) for r in self._ranking_ids)], dtype=np.int64),
+            ranking_keys=[names[code] for code in order.tolist()],
+            ranking_items=renumbered[coded],
+            ranking_offsets=np.cumsum(
+                [0, *(len(r) // 4 for r in self._ranking_ids)], dtype=np.int64
+            ),
             stages=list(self._stages),
             modes=list(self._modes),
             measures=tuple(measures),
