@@ -351,9 +351,9 @@ class _Planner:
                 self._round(episode, round_, shown_before, step, expansion, modes, codes)
         # Every list of every stage in every mode, scored in one batch: an episode's
         # evaluation ids are rows of that matrix.
-        values = self._evaluate(_RESIDUAL in codes, _FROZEN in codes)
+        values, rows = self._evaluate(_RESIDUAL in codes, _FROZEN in codes)
         for episode in episodes:
-            episode.result.evaluations = episode.shapes
+            episode.result.evaluations = rows[episode.shapes].tolist()
             episode.result.values = values
         return Planned(
             [episode.result for episode in episodes],
@@ -674,9 +674,12 @@ class _Planner:
             found = self._items[key] = len(self._items)
         return found
 
-    def _evaluate(self, residual: bool, frozen: bool) -> npt.NDArray[np.float64]:
-        """The measures of every item (:meth:`_item`) in each shape, a row per (item, shape),
-        from one grade matrix (:func:`~evidence_bench.evaluation.measures.evaluate_grades`):
+    def _evaluate(
+        self, residual: bool, frozen: bool
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]:
+        """The measures of every item (:meth:`_item`) in each shape, from one grade matrix
+        (:func:`~evidence_bench.evaluation.measures.evaluate_grades`): the distinct rows of
+        values, and for each (item, shape), ``number * _SHAPES + code``, its row there.
 
         - as it is: the ranking, cut to its partner's length, on the full judgments;
         - residual (Salton & Buckley 1990): the ranking without the documents examined
@@ -697,7 +700,7 @@ class _Planner:
         items = self._items
         count = len(items)
         if not count:
-            return np.zeros((0, len(measures)), dtype=np.float64)
+            return np.zeros((0, len(measures)), dtype=np.float64), np.zeros(0, dtype=np.intp)
         keyed = np.array(list(items), dtype=np.intp).reshape(count, 3)
         which_ranking, which_partner, which_state = keyed[:, 0], keyed[:, 1], keyed[:, 2]
         rankings, states = self.rankings, self.states
@@ -764,14 +767,24 @@ class _Planner:
         judged: list[QueryJudgments] = [self.judgments.prepared]
         slot = np.zeros((count, _SHAPES), dtype=np.intp)
         if residual:
-            slots: dict[int, int] = {}
+            slots: dict[int, int] = {}  # states that examined the same documents share one
+            of_state = {}
             for s in set(which_state.tolist()):
-                slots[s] = len(judged)
-                judged.append(self._residual(states[s]))
-            slot[:, _RESIDUAL] = [slots[s] for s in which_state.tolist()]
-        return evaluate_grades(
-            shaped.reshape(count * _SHAPES, span), judged, slot.reshape(-1), measures
-        )
+                qrels = self._residual(states[s])
+                of_state[s] = slots.setdefault(id(qrels), len(judged))
+                if of_state[s] == len(judged):
+                    judged.append(qrels)
+            slot[:, _RESIDUAL] = [of_state[s] for s in which_state.tolist()]
+        # Most rows repeat another's grades and judgments (a list without relevant documents,
+        # controls that coincide): each distinct row is scored once.
+        rows_of = shaped.reshape(count * _SHAPES, span)
+        small = max(int(grade.max()), len(judged)) < 128  # compared as bytes: as few as hold them
+        packed = np.concatenate([slot.reshape(-1, 1), rows_of], axis=1)
+        packed = np.ascontiguousarray(packed, dtype=np.int8 if small else np.int64)
+        as_bytes = packed.view(np.dtype((np.void, packed.shape[1] * packed.itemsize))).ravel()
+        _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+        values = evaluate_grades(rows_of[first], judged, slot.reshape(-1)[first], measures)
+        return values, inverse.reshape(-1)
 
     def _frozen_row(
         self, item: list[int], code: dict[str, int], grade: npt.NDArray[np.int64], span: int
