@@ -345,11 +345,19 @@ class QueryRowsBuilder:
             runs.append((p, r, s, found))
         # the keys renumbered in the order the rankings, one after another, first hold them
         coded = np.frombuffer(b"".join(self._ranking_ids), dtype=np.int32)
-        distinct, first = np.unique(coded, return_index=True)
-        order = distinct[np.argsort(first, kind="stable")]
-        renumbered = np.empty(len(self._keys), dtype=np.int32)
-        renumbered[order] = np.arange(len(order), dtype=np.int32)
         names = list(self._keys)
+        seen = np.maximum.accumulate(coded) if len(coded) else coded
+        if len(coded) and coded[0] == 0 and (coded[1:] <= seen[:-1] + 1).all():
+            # numbered as first met already (each ranking's keys numbered just before it
+            # was): every key up to the largest, in order
+            order = np.arange(int(seen[-1]) + 1, dtype=np.int32)
+            items = coded.copy()
+        else:
+            distinct, first = np.unique(coded, return_index=True)
+            order = distinct[np.argsort(first, kind="stable")]
+            renumbered = np.empty(len(self._keys), dtype=np.int32)
+            renumbered[order] = np.arange(len(order), dtype=np.int32)
+            items = renumbered[coded]
         columns: list[Sequence[Any]] = list(zip(*runs, strict=True)) if runs else [()] * 4
         pairs, rounds, stages, modes, ids = self._scores
         return QueryRows(
@@ -358,7 +366,7 @@ class QueryRowsBuilder:
             episodes=self._episodes,
             mark_sets=list(self._mark_ids),
             ranking_keys=[names[code] for code in order.tolist()],
-            ranking_items=renumbered[coded],
+            ranking_items=items,
             ranking_offsets=np.cumsum(
                 [0, *(len(r) // 4 for r in self._ranking_ids)], dtype=np.int64
             ),
@@ -562,11 +570,13 @@ class TableBuilder:
         found = self._mark_ids.get(key)
         if found is None:
             found = self._mark_ids[key] = len(self._mark_ids)
-            self._mark_starts.append(len(self._marks[0]))
+            marks = self._marks
+            self._mark_starts.append(len(marks[0]))
             self._mark_sizes.append(len(key))
-            for row in key:
-                for column, value in zip(self._marks, (found, *row), strict=True):
-                    column.append(value)
+            marks[0].extend([found] * len(key))
+            if key:  # a column at a time: (doc_id, label, url, rank) of each row
+                for column, values in zip(marks[1:], zip(*key, strict=True), strict=True):
+                    column.extend(values)
         return found
 
     def add(self, out: QueryOutput) -> None:
@@ -580,15 +590,23 @@ class TableBuilder:
         marks = [self._mark_set(key) for key in rows.mark_sets]
         rankings = self._rankings(rows)
 
-        episodes = self._episodes
-        for pair, text, rounds in rows.episodes:
-            cid, policy = rows.pairs[pair]
-            for round_, detail, mark_set, *lists in rounds:
-                entry = (cid, policy, rows.query_id, round_, text, detail, marks[mark_set])
-                for column, value in zip(episodes, entry, strict=False):
-                    column.append(value)
-                for column, ranking in zip(episodes[7:], lists, strict=True):
-                    column.append(None if ranking is None else rankings[ranking])
+        # the episodes' rounds a column at a time (each round: its episode's keys, then
+        # its own fields, its mark set and lists mapped to the run's ids)
+        owners = [(pair, text) for pair, text, rounds in rows.episodes for _ in rounds]
+        entries = [entry for _, _, rounds in rows.episodes for entry in rounds]
+        if entries:
+            episodes = self._episodes
+            pairs = rows.pairs
+            episodes[0].extend([pairs[pair][0] for pair, _ in owners])
+            episodes[1].extend([pairs[pair][1] for pair, _ in owners])
+            episodes[2].extend([rows.query_id] * len(owners))
+            episodes[4].extend([text for _, text in owners])
+            number, detail, mark_set, before, rerank, expand = zip(*entries, strict=True)
+            episodes[3].extend(number)
+            episodes[5].extend(detail)
+            episodes[6].extend([marks[m] for m in mark_set])
+            for column, ids in zip(episodes[7:], (before, rerank, expand), strict=True):
+                column.extend([None if r is None else rankings[r] for r in ids])
 
         count, width = len(rows.score_evaluation), len(rows.measures)
         if count and width:
