@@ -274,6 +274,8 @@ class _Planner:
         self._patterns = {}
         #: each distinct (ranking, partner, state) a stage scores, numbered (see _evaluate)
         self._items: dict[tuple[int, int, int], int] = {}
+        #: each item's (ranking, partner, state, the partner's item), flat
+        self._item_parts: list[int] = []
 
     # --- the plan -------------------------------------------------------------------------
 
@@ -671,7 +673,10 @@ class _Planner:
         key = (ranked.index, -1 if partner is None else partner.index, state.index)
         found = self._items.get(key)
         if found is None:
+            # the partner's own item (uncut) first: its lengths are the cut
+            beside = -1 if partner is None else self._item(partner, None, state)
             found = self._items[key] = len(self._items)
+            self._item_parts += (*key, beside)
         return found
 
     def _evaluate(
@@ -701,25 +706,26 @@ class _Planner:
         count = len(items)
         if not count:
             return np.zeros((0, len(measures)), dtype=np.float64), np.zeros(0, dtype=np.intp)
-        keyed = np.array(list(items), dtype=np.intp).reshape(count, 3)
+        keyed = np.array(self._item_parts, dtype=np.intp).reshape(count, 4)
         which_ranking, which_partner, which_state = keyed[:, 0], keyed[:, 1], keyed[:, 2]
+        beside = keyed[:, 3]
         rankings, states = self.rankings, self.states
         # every key of the query as a code; `none` pads the ragged rows (grade 0, examined)
         every = [ranked.keys for ranked in rankings]
-        code = {key: number for number, key in enumerate(dict.fromkeys(chain.from_iterable(every)))}
+        seen_keys = [state.examined for state in states]  # shown: in a ranking already
+        code = {key: number for number, key in enumerate(dict.fromkeys(chain(*every, *seen_keys)))}
         lengths = np.fromiter(map(len, every), dtype=np.intp, count=len(every))
-        flat = np.fromiter(
-            map(code.__getitem__, chain.from_iterable(every)), np.intp, int(lengths.sum())
-        )
-        for ranked in {rankings[r] for r in set(which_ranking.tolist())}:
-            if len(set(ranked.keys)) != len(ranked.keys):  # as evaluate_many refuses it
-                evaluate_many([ranked.keys], self.judgments.prepared, measures)
-        prefixes = [[code.setdefault(k, len(code)) for k in s.prefix or ()] for s in states]
-        examined = [[code.setdefault(k, len(code)) for k in s.examined] for s in states]
+        flat = np.fromiter(map(code.__getitem__, chain(*every)), np.intp, int(lengths.sum()))
+        prefixes = [list(map(code.__getitem__, s.prefix or ())) for s in states]
+        examined = [list(map(code.__getitem__, keys)) for keys in seen_keys]
         none = len(code)
         width = int(lengths.max())
         matrix = np.full((len(rankings), width), none, dtype=np.intp)
         matrix[np.arange(width) < lengths[:, None]] = flat
+        ordered = np.sort(matrix, axis=1)
+        twice = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != none)
+        for number in np.flatnonzero(twice.any(axis=1)).tolist():  # as evaluate_many refuses
+            evaluate_many([rankings[number].keys], self.judgments.prepared, measures)
         grades = self.judgments.grades
         grade = np.zeros(none + 1, dtype=np.int64)
         for key, number in code.items():
@@ -742,13 +748,9 @@ class _Planner:
         left = ~seen[which_state[:, None], keys]  # kept in the residual list
         remaining = left.sum(axis=1)
         cut = which_partner >= 0
-        partner = np.where(cut, which_partner, which_ranking)
-        full = np.where(
-            cut, np.minimum(lengths[which_ranking], lengths[partner]), lengths[which_ranking]
-        )
-        if residual or frozen:
-            partner_left = (~seen[which_state[:, None], matrix[partner]]).sum(axis=1)
-            remaining = np.where(cut, np.minimum(remaining, partner_left), remaining)
+        partner = np.where(cut, beside, np.arange(count))  # its own item: no cut
+        full = np.minimum(lengths[which_ranking], lengths[which_ranking[partner]])
+        remaining = np.minimum(remaining, remaining[partner])
         before = pinned[which_state]
         span = width + max(len(state.pinned) for state in states)  # frozen_order's longest
         shaped = np.zeros((count, _SHAPES, span), dtype=np.int64)
