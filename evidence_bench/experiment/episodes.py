@@ -17,11 +17,11 @@ at once, round by round, and computes each step once for what it depends on:
   equal-depth lists by their length; each search is asked once, and the runner then
   numbers the provider's answers in the order episodes one after another ask them
   (:attr:`Planned.searches`: the order ``documents.jsonl`` lists documents in);
-- a stage's list in an evaluation mode by (ranking, mode, the user's state), cut to its
-  partner's length;
-- the measures of every distinct (list, judgments) of the query in one
-  :func:`~evidence_bench.evaluation.measures.evaluate_many` batch at the end, numbered in the
-  order the episodes one after another number them.
+- a stage's lists by (ranking, partner, the user's state), shaped for every mode at the
+  end at once: the rankings as codes of the query's keys, what each state examined as a
+  mask, each mode's list a few array operations on them (:meth:`_Planner._evaluate`);
+- the measures of every distinct (grades, judgments) row of those lists in one
+  :func:`~evidence_bench.evaluation.measures.evaluate_grades` batch.
 
 It covers the parts whose outputs the memo knows to be pure
 (:meth:`QueryMemo.plannable`: TF-IDF Rocchio and provider-order rankers, the lexical and
