@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import multiprocessing
 import os
 import pickle
@@ -606,6 +607,7 @@ class _SharedRounds:
         self._marks: dict[int, tuple[int, list[Any]]] = {}
         self._details: dict[tuple[Any, ...], tuple[str, object]] = {}
         self._doc_codes: dict[str, int] = {}
+        self._mark_texts: dict[int, tuple[str, object]] = {}
 
     def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
         found = []
@@ -636,8 +638,7 @@ class _SharedRounds:
         )
         found = None if key[-1] else self._details.get(key)
         if found is None:
-            detail = rows.detail(_episode_round(record, self.doc_id, lists=False))
-            found = self._details[key] = (detail, record["marks"])
+            found = self._details[key] = (self._detail(record), record["marks"])
         detail = found[0]
         before, rerank, expand = (self._ranking(record[k]) for k in _LISTS)
         mark_set = self._marks.get(id(marks))
@@ -646,6 +647,32 @@ class _SharedRounds:
             rows_of = [(doc_id(key), label, key, rank) for _, key, label, rank in marks]
             mark_set = self._marks[id(marks)] = (rows.mark_set(rows_of), marks)
         return (int(record["round"]), detail, mark_set[0], before, rerank, expand)
+
+    def _detail(self, record: Mapping[str, Any]) -> str:
+        """:meth:`QueryRowsBuilder.detail` of the record as ``episodes.jsonl`` holds it: the
+        JSON text ``json.dumps(..., ensure_ascii=False, sort_keys=True)`` gives, put together
+        from its fields' (a round's marks, shared by many records, converted once)."""
+        rows = self.rows
+        names = record.keys()
+        if names != _PLAIN and names != _WEIGHED:  # a breakdown: converted as it is
+            return rows.detail(_episode_round(record, self.doc_id, lists=False))
+        marks = record["marks"]
+        found = self._mark_texts.get(id(marks))
+        if found is None:
+            doc_id = self.doc_id
+            converted = [{"doc_id": doc_id(key), "label": label} for key, label in marks]
+            text = json.dumps(converted, ensure_ascii=False, sort_keys=True)
+            found = self._mark_texts[id(marks)] = (text, marks)
+        parts = [
+            f'"added": {json.dumps(record["added"])}',
+            f'"added_terms": {json.dumps(record["added_terms"], ensure_ascii=False)}',
+            f'"marks": {found[0]}',
+            f'"refined_query": {json.dumps(record["refined_query"], ensure_ascii=False)}',
+        ]
+        if names == _WEIGHED:
+            weights = json.dumps(record["term_weights"], ensure_ascii=False, sort_keys=True)
+            parts.append(f'"term_weights": {weights}')
+        return rows.detail_text("{" + ", ".join(parts) + "}")
 
     def _ranking(self, keys: list[str] | None) -> int | None:
         if keys is None:
@@ -667,6 +694,9 @@ class _SharedRounds:
 
 #: The lists of a round record that the builder stores as ranking ids.
 _LISTS = ("before", "after_rerank", "after_expand")
+#: The fields of a planned round record (_SharedRounds._detail), with term weights or not.
+_PLAIN = frozenset({"round", "marks", *_LISTS, "refined_query", "added_terms", "added"})
+_WEIGHED = _PLAIN | {"term_weights"}
 
 
 def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:

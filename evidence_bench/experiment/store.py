@@ -294,7 +294,10 @@ class QueryRowsBuilder:
         """A round record's ``detail``: the record but its round and rankings, as JSON (one
         str object per distinct text, pickled once)."""
         rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
-        text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+        return self.detail_text(json.dumps(rest, ensure_ascii=False, sort_keys=True))
+
+    def detail_text(self, text: str) -> str:
+        """A detail given as its JSON text (one str object per distinct text)."""
         return self._details.setdefault(text, text)
 
     def ranking(self, items: Sequence[str] | None) -> int | None:
