@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import numpy as np
 
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.background import Background, query_set_background
@@ -608,6 +607,7 @@ class _SharedRounds:
         self._details: dict[tuple[Any, ...], tuple[str, object]] = {}
         self._doc_codes: dict[str, int] = {}
         self._mark_texts: dict[int, tuple[str, object]] = {}
+        self._quoted: dict[str, str] = {}
 
     def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
         found = []
@@ -659,10 +659,16 @@ class _SharedRounds:
         marks = record["marks"]
         found = self._mark_texts.get(id(marks))
         if found is None:
-            doc_id = self.doc_id
-            converted = [{"doc_id": doc_id(key), "label": label} for key, label in marks]
-            text = json.dumps(converted, ensure_ascii=False, sort_keys=True)
-            found = self._mark_texts[id(marks)] = (text, marks)
+            # [{"doc_id": ..., "label": ...}, ...], each string quoted as json.dumps quotes
+            # it (ensure_ascii=False), the doc ids once each
+            quoted, text = self._quoted, _quote
+            for key, _ in marks:
+                if key not in quoted:
+                    quoted[key] = text(self.doc_id(key))
+            listed = ", ".join(
+                f'{{"doc_id": {quoted[key]}, "label": {text(label)}}}' for key, label in marks
+            )
+            found = self._mark_texts[id(marks)] = (f"[{listed}]", marks)
         parts = [
             f'"added": {json.dumps(record["added"])}',
             f'"added_terms": {json.dumps(record["added_terms"], ensure_ascii=False)}',
@@ -686,14 +692,16 @@ class _SharedRounds:
                 for at, number in enumerate(numbers):
                     if number is None:
                         key = keys[at]
-                        numbers[at] = known[key] = int(self.rows.codes([self.doc_id(key)])[0])
-            ranking = self.rows.coded_ranking(np.array(numbers, dtype=np.int32))
+                        numbers[at] = known[key] = self.rows.codes([self.doc_id(key)])[0]
+            ranking = self.rows.coded_ranking(tuple(numbers))  # type: ignore[arg-type]
             found = self._lists[id(keys)] = (ranking, keys)
         return found[0]
 
 
 #: The lists of a round record that the builder stores as ranking ids.
 _LISTS = ("before", "after_rerank", "after_expand")
+#: A str as JSON text, as ``json.dumps(..., ensure_ascii=False)`` writes it.
+_quote: Callable[[str], str] = json.encoder.encode_basestring
 #: The fields of a planned round record (_SharedRounds._detail), with term weights or not.
 _PLAIN = frozenset({"round", "marks", *_LISTS, "refined_query", "added_terms", "added"})
 _WEIGHED = _PLAIN | {"term_weights"}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,7 +208,7 @@ class QueryRowsBuilder:
         #: every key of a ranking, numbered as first met, and each distinct ranking (its
         #: keys' numbers, as bytes) -> its id; build() renumbers the keys
         self._keys: dict[str, int] = {}
-        self._ranking_ids: dict[bytes, int] = {}
+        self._ranking_ids: dict[tuple[int, ...], int] = {}
         self._stages: dict[str, int] = {}
         self._modes: dict[str, int] = {}
         self._episodes: list[tuple[int, str, list[EpisodeRound]]] = []
@@ -238,7 +238,7 @@ class QueryRowsBuilder:
             return None
         return self.coded_ranking(self.codes(items))
 
-    def codes(self, keys: Sequence[str]) -> _Int:
+    def codes(self, keys: Sequence[str]) -> tuple[int, ...]:
         """The builder's numbers of ``keys`` (for :meth:`coded_ranking`), a new key numbered
         as it is met."""
         known = self._keys
@@ -247,14 +247,13 @@ class QueryRowsBuilder:
             for at, number in enumerate(found):
                 if number is None:
                     found[at] = known.setdefault(keys[at], len(known))
-        return np.array(found, dtype=np.int32)
+        return tuple(found)  # type: ignore[arg-type]  # every None replaced
 
-    def coded_ranking(self, codes: _Int) -> int:
+    def coded_ranking(self, codes: tuple[int, ...]) -> int:
         """The id of the ranking whose keys' numbers (:meth:`codes`) are ``codes``."""
-        key = codes.tobytes()
-        found = self._ranking_ids.get(key)
+        found = self._ranking_ids.get(codes)
         if found is None:
-            found = self._ranking_ids[key] = len(self._ranking_ids)
+            found = self._ranking_ids[codes] = len(self._ranking_ids)
         return found
 
     def _mark_set(self, rows: Sequence[MarkRow]) -> int:
@@ -347,7 +346,8 @@ class QueryRowsBuilder:
                 found = known[id(keys)] = self._ranking(keys)
             runs.append((p, r, s, found))
         # the keys renumbered in the order the rankings, one after another, first hold them
-        coded = np.frombuffer(b"".join(self._ranking_ids), dtype=np.int32)
+        sizes = list(map(len, self._ranking_ids))
+        coded = np.fromiter(chain.from_iterable(self._ranking_ids), np.int32, sum(sizes))
         names = list(self._keys)
         seen = np.maximum.accumulate(coded) if len(coded) else coded
         if len(coded) and coded[0] == 0 and (coded[1:] <= seen[:-1] + 1).all():
@@ -370,9 +370,7 @@ class QueryRowsBuilder:
             mark_sets=list(self._mark_ids),
             ranking_keys=[names[code] for code in order.tolist()],
             ranking_items=items,
-            ranking_offsets=np.cumsum(
-                [0, *(len(r) // 4 for r in self._ranking_ids)], dtype=np.int64
-            ),
+            ranking_offsets=np.cumsum([0, *sizes], dtype=np.int64),
             stages=list(self._stages),
             modes=list(self._modes),
             measures=tuple(measures),
