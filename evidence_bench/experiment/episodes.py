@@ -727,11 +727,12 @@ class _Planner:
         for number in np.flatnonzero(twice.any(axis=1)).tolist():  # as evaluate_many refuses
             evaluate_many([rankings[number].keys], self.judgments.prepared, measures)
         grades = self.judgments.grades
-        grade = np.zeros(none + 1, dtype=np.int64)
-        for key, number in code.items():
-            value = grades.get(key, 0)
-            if value > 0:
-                grade[number] = value
+        positive = {number: g for key, number in code.items() if (g := grades.get(key, 0)) > 0}
+        # the lists' grades and judgments are compared as bytes: as few as hold them
+        small = max([0, *positive.values()]) < 128 and len(states) < 127
+        kind = np.int8 if small else np.int64
+        grade = np.zeros(none + 1, dtype=kind)
+        grade[list(positive)] = list(positive.values())
         seen = np.zeros((len(states), none + 1), dtype=bool)
         seen[:, none] = True
         seen[
@@ -753,21 +754,9 @@ class _Planner:
         remaining = np.minimum(remaining, remaining[partner])
         before = pinned[which_state]
         span = width + max(len(state.pinned) for state in states)  # frozen_order's longest
-        shaped = np.zeros((count, _SHAPES, span), dtype=np.int64)
-        graded = grade[keys]
-        shaped[:, _AS_IS, :width] = np.where(np.arange(width) < full[:, None], graded, 0)
-        position = np.cumsum(left, axis=1) - 1  # in the residual list
-        rows, columns = np.nonzero(left & (position < remaining[:, None]))
-        at = position[rows, columns]
-        if residual:
-            shaped[rows, _RESIDUAL, at] = graded[rows, columns]
-        if frozen:
-            shaped[:, _FROZEN, : held.shape[1]] = grade[held[which_state]]
-            shaped[rows, _FROZEN, before[rows] + at] = graded[rows, columns]
-            for item in np.flatnonzero([states[s].prefix is None for s in which_state.tolist()]):
-                shaped[item, _FROZEN] = self._frozen_row(keyed[item].tolist(), code, grade, span)
+        # each (item, shape): its judgments (column 0: their slot in `judged`), its grades
+        shaped = np.zeros((count, _SHAPES, 1 + span), dtype=kind)
         judged: list[QueryJudgments] = [self.judgments.prepared]
-        slot = np.zeros((count, _SHAPES), dtype=np.intp)
         if residual:
             slots: dict[int, int] = {}  # states that examined the same documents share one
             of_state = {}
@@ -776,28 +765,41 @@ class _Planner:
                 of_state[s] = slots.setdefault(id(qrels), len(judged))
                 if of_state[s] == len(judged):
                     judged.append(qrels)
-            slot[:, _RESIDUAL] = [of_state[s] for s in which_state.tolist()]
+            shaped[:, _RESIDUAL, 0] = [of_state[s] for s in which_state.tolist()]
+        graded = grade[keys]
+        shaped[:, _AS_IS, 1 : 1 + width] = np.where(np.arange(width) < full[:, None], graded, 0)
+        position = np.cumsum(left, axis=1, dtype=np.int32)  # 1 + rank in the residual list
+        rows, columns = np.nonzero(left & (position <= remaining[:, None]))
+        at = position[rows, columns]
+        if residual:
+            shaped[rows, _RESIDUAL, at] = graded[rows, columns]
+        if frozen:
+            shaped[:, _FROZEN, 1 : 1 + held.shape[1]] = grade[held[which_state]]
+            shaped[rows, _FROZEN, before[rows] + at] = graded[rows, columns]
+            for item in np.flatnonzero([states[s].prefix is None for s in which_state.tolist()]):
+                row = self._frozen_row(keyed[item].tolist(), code, grade, span)
+                shaped[item, _FROZEN, 1:] = row
         # Most rows repeat another's grades and judgments (a list without relevant documents,
         # controls that coincide): each distinct row is scored once.
-        rows_of = shaped.reshape(count * _SHAPES, span)
-        small = max(int(grade.max()), len(judged)) < 128  # compared as bytes: as few as hold them
-        packed = np.concatenate([slot.reshape(-1, 1), rows_of], axis=1)
-        packed = np.ascontiguousarray(packed, dtype=np.int8 if small else np.int64)
+        packed = shaped.reshape(count * _SHAPES, 1 + span)
         as_bytes = packed.view(np.dtype((np.void, packed.shape[1] * packed.itemsize))).ravel()
         _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
-        values = evaluate_grades(rows_of[first], judged, slot.reshape(-1)[first], measures)
+        distinct = packed[first]
+        values = evaluate_grades(
+            distinct[:, 1:].astype(np.int64), judged, distinct[:, 0].astype(np.intp), measures
+        )
         return values, inverse.reshape(-1)
 
     def _frozen_row(
-        self, item: list[int], code: dict[str, int], grade: npt.NDArray[np.int64], span: int
-    ) -> npt.NDArray[np.int64]:
+        self, item: list[int], code: dict[str, int], grade: npt.NDArray[Any], span: int
+    ) -> npt.NDArray[Any]:
         """The frozen grades of one item whose state's pins are not positions 1..p."""
         ranking, partner, number = item
         state = self.states[number]
         keys = frozen_order(self.rankings[ranking].keys, state.pinned)
         if partner >= 0:
             keys = keys[: len(frozen_order(self.rankings[partner].keys, state.pinned))]
-        row = np.zeros(span, dtype=np.int64)
+        row = np.zeros(span, dtype=grade.dtype)
         found = grade[[code[key] for key in keys]]
         row[: len(found)] = found  # span: the longest ranking and every pin (frozen_order)
         return row
