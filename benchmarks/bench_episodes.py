@@ -12,10 +12,12 @@ CPU time of :func:`~evidence_bench.experiment.runner.query_output`:
   their providers answer every search from memory, so what is left is the episodes
   themselves (ranking, refining, judging, measuring, rows).
 
-It also prints one sha256 over every query's rows (scores, marks, rankings, documents):
-compare it with the code before a change, it must not move. ``--profile FILE`` writes a
-cProfile of the passes from memory. CPU times on a shared machine: compare them with a run
-of the code before a change made in the same minute.
+It then prints what sending those rows to the parent costs: pickling them (the worker),
+unpickling them and :meth:`~evidence_bench.experiment.store.TableBuilder.add` (the parent),
+the least of ``--repeat``. It also prints one sha256 over every query's rows (scores,
+marks, rankings, documents): compare it with the code before a change, it must not move.
+``--profile FILE`` writes a cProfile of the passes from memory. CPU times on a shared
+machine: compare them with a run of the code before a change made in the same minute.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import hashlib
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -34,6 +37,7 @@ import httpx
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.runner import query_output, replay_query, replay_worker
+from evidence_bench.experiment.store import TableBuilder
 
 
 def main() -> None:
@@ -81,6 +85,24 @@ def main() -> None:
         f"again, answers from memory: {second:.3f} s CPU "
         f"({second * 1000 / max(episodes, 1):.2f} ms an episode; the least of "
         f"{', '.join(f'{t:.3f}' for t in times)})"
+    )
+    sent = []
+    for _ in range(args.repeat):
+        cpu = time.process_time()
+        blobs = [pickle.dumps(out, pickle.HIGHEST_PROTOCOL) for out in again]
+        dumped = time.process_time() - cpu
+        cpu = time.process_time()
+        received = [pickle.loads(blob) for blob in blobs]
+        loaded = time.process_time() - cpu
+        builder, cpu = TableBuilder(), time.process_time()
+        for out in received:
+            builder.add(out)
+        sent.append((dumped, loaded, time.process_time() - cpu))
+        del received, builder
+    dumped, loaded, added = (min(column) for column in zip(*sent, strict=True))
+    print(
+        f"rows to the parent ({sum(map(len, blobs)) / len(blobs) / 1024:.0f} KB a query): "
+        f"pickled {dumped:.3f} s CPU; unpickled {loaded:.3f} + TableBuilder.add {added:.3f} s"
     )
     digest = hashlib.sha256()
     for out in again:

@@ -7,6 +7,7 @@ reference is the episode protocol itself (``run_episode``), not a copy of the pl
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,6 +75,48 @@ def test_planned_episodes_are_each_episode_alone(name: str, tmp_path: object) ->
         compared += 1
     worker = replay_worker(plan)
     assert compared == 3 * len(worker.engines) * len(worker.users)
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm_term_rocchio"])
+def test_a_planned_rounds_detail_is_its_record_as_json(name: str, tmp_path: object) -> None:
+    """The rows a planned query sends hold each round's detail as the text ``json.dumps``
+    gives (``episodes.jsonl``'s record but its round and lists, doc ids for keys, sorted
+    keys): the planner's rows put it together from its parts, compared here with the record
+    ``run_episode`` gives alone (term weights included, in the cacm run)."""
+    plan = plan_run(compose([*RUNS[name], f"runs_dir={tmp_path}", "progress=false"])[0])
+    worker = replay_worker(plan)
+    doc_id = worker.query_set.collection.doc_id_for
+    query_id = next(iter(worker.query_set.queries))
+    with httpx.Client(transport=worker.store.transport(query_id)) as client:
+        replayed = replay_query(worker, query_id, client)
+        out = query_output(worker, replayed, worker.engines, plan)
+        rounds, weighed = 0, False
+        for pair, _, entries in out.rows.episodes:
+            config_id, user_name = out.rows.pairs[pair]
+            parts, user = parts_of(plan, config_id, user_name)
+            alone = episode_alone(
+                plan,
+                replayed,
+                parts,
+                user,
+                seed=plan.user_seed(user_name),
+                policy=plan.episode_policy(user_name),
+            )
+            for (round_, detail, *_), record in zip(entries, alone.rounds, strict=True):
+                expected = {
+                    key: value
+                    for key, value in record.items()
+                    if key not in ("round", "before", "after_rerank", "after_expand")
+                }
+                expected["marks"] = [
+                    {"doc_id": doc_id(key) or key, "label": label} for key, label in record["marks"]
+                ]
+                assert round_ == record["round"]
+                assert detail == json.dumps(expected, ensure_ascii=False, sort_keys=True)
+                rounds += 1
+                weighed |= "term_weights" in record
+    assert rounds == len(out.rows.pairs) * plan.rounds
+    assert weighed == (name == "cacm_term_rocchio")
 
 
 @pytest.mark.parametrize("plan_fails", [False, True])

@@ -7,6 +7,7 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import pytrec_eval
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import (
     Measure,
     evaluate,
+    evaluate_grades,
     evaluate_many,
     parse_measure,
     prepare,
@@ -349,6 +351,26 @@ def test_batch_with_judgments_per_ranking() -> None:
     got = evaluate_many([["a", "b"], ["b"], ["c"]], [full, residual, residual], [RR, R5, NDCG3])
     assert got.tolist() == [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]
     assert got[1].tolist() == list(evaluate(["b"], residual, [RR, R5, NDCG3]).values())
+
+
+def test_grades_by_hand_with_padding_and_judgments_per_row() -> None:
+    # The grade matrix evaluate_many builds, given directly (the planner builds it from key
+    # codes): zeros pad a row past its ranking's end, at any width, and change nothing.
+    # Row 0, grades [0, 3, 1] on qrels a=3, b=2, d=1 (the batch-by-hand test's [c, a, d]):
+    #   nDCG@3 = (3/log2(3) + 1/2) / (3 + 2/log2(3) + 1/2), P@5 = 2/5, RR = 1/2.
+    # Row 1, grades [1] on the residual qrels {d: 1} (a and b examined and removed):
+    #   nDCG@3 = 1, P@5 = 1/5, RR = 1.
+    full, residual = prepare({"a": 3, "b": 2, "d": 1}), prepare({"d": 1})
+    grades = np.array([[0, 3, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]], dtype=np.int64)
+    which = np.array([0, 1], dtype=np.intp)
+    got = evaluate_grades(grades, [full, residual], which, [NDCG3, P5, RR])
+    ideal = 3 + 2 / math.log2(3) + 1 / 2
+    assert got[0].tolist() == pytest.approx([(3 / math.log2(3) + 1 / 2) / ideal, 2 / 5, 1 / 2])
+    assert got[1].tolist() == [1.0, 1 / 5, 1.0]
+    narrow = evaluate_grades(grades[:, :3], [full, residual], which, [NDCG3, P5, RR])
+    assert narrow.tolist() == got.tolist()  # bit for bit, whatever the padding
+    assert got[0].tolist() == list(evaluate(["c", "a", "d"], full, [NDCG3, P5, RR]).values())
+    assert evaluate_grades(grades[:0], [full], which[:0], [P5]).shape == (0, 1)
 
 
 def test_batch_gives_evaluates_floats_exactly() -> None:

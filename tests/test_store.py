@@ -23,7 +23,7 @@ from evidence_bench.experiment.runner import (
     replay_query,
     replay_worker,
 )
-from evidence_bench.experiment.store import TableBuilder
+from evidence_bench.experiment.store import QueryRowsBuilder, TableBuilder
 from evidence_bench.protocol.episode import EpisodeResult
 from tests.conftest import episode_alone
 
@@ -43,6 +43,22 @@ def test_each_distinct_evaluation_gets_one_id_and_one_row() -> None:
     assert memo.values.tolist() == [[0.5, 0.5], [1.0, 1.0], [0.0, 1 / 3]]
     assert first.tolist() == [[0.5, 0.5], [1.0, 1.0]]  # a view of rows that do not change
     assert memo.evaluate_many([(["a", "c"], full)]) == [[("P@2", 1.0), ("RR", 1.0)]]
+
+
+def test_a_query_s_rankings_list_their_keys_in_the_order_first_held() -> None:
+    # by hand: [b, a], then [c, a], then [b, a] again (one id), then the runs' [d]: the
+    # keys b, a, c, d in that order, each ranking as their numbers; the same when the
+    # builder met the keys in another order first (here d, c before any ranking)
+    for early in ([], ["d", "c"]):
+        rows = QueryRowsBuilder("q")
+        rows.codes(early)
+        assert [rows.ranking(keys) for keys in (["b", "a"], ["c", "a"], ("b", "a"))] == [0, 1, 0]
+        rows.run(rows.pair("c1", "oracle"), 1, "rerank", ["d"])
+        built = rows.build(["P@2"], np.empty((0, 1)))
+        assert built.ranking_keys == ["b", "a", "c", "d"]
+        assert built.ranking_items.tolist() == [0, 1, 2, 1, 3]
+        assert built.ranking_offsets.tolist() == [0, 2, 4, 5]
+        assert built.run_ranking.tolist() == [2]
 
 
 def test_a_duplicate_document_gets_no_id() -> None:

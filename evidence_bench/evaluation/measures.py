@@ -41,6 +41,7 @@ __all__ = [
     "Measure",
     "QueryJudgments",
     "evaluate",
+    "evaluate_grades",
     "evaluate_many",
     "parse_measure",
     "prepare",
@@ -274,10 +275,27 @@ def evaluate_many(
             gains.append(positive[doc])
     grades = np.zeros((count, width), dtype=np.int64)
     grades[rows, columns] = gains
+    return evaluate_grades(grades, distinct, np.asarray(which, dtype=np.intp), measures)
+
+
+def evaluate_grades(
+    grades: npt.NDArray[np.int64],
+    judgments: Sequence[QueryJudgments],
+    which: npt.NDArray[np.intp],
+    measures: Sequence[Measure],
+) -> npt.NDArray[np.float64]:
+    """:func:`evaluate_many` from its grade matrix: row i of ``grades`` holds the grades of
+    one ranking in rank order (unjudged documents, negative grades and the padding past its
+    end 0; any width), judged by ``judgments[which[i]]`` (its ideal DCG and relevant counts:
+    the qrels of the grades, or of what is left of them after some documents left both the
+    ranking and the qrels, the residual mode). One row per ranking, one column per measure,
+    the floats :func:`evaluate` gives (see :func:`evaluate_many` for the sums)."""
+    count, width = grades.shape
+    distinct = judgments
+    of_row = which
     values = np.zeros((count, len(measures)), dtype=np.float64)
     if not count:
         return values
-    of_row = np.asarray(which, dtype=np.intp)
     dcg: npt.NDArray[np.float64] | None = None
     by_rel: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
     for column, measure in enumerate(measures):

@@ -17,11 +17,11 @@ at once, round by round, and computes each step once for what it depends on:
   equal-depth lists by their length; each search is asked once, and the runner then
   numbers the provider's answers in the order episodes one after another ask them
   (:attr:`Planned.searches`: the order ``documents.jsonl`` lists documents in);
-- a stage's list in an evaluation mode by (ranking, mode, the user's state), cut to its
-  partner's length;
-- the measures of every distinct (list, judgments) of the query in one
-  :func:`~evidence_bench.evaluation.measures.evaluate_many` batch at the end, numbered in the
-  order the episodes one after another number them.
+- a stage's lists by (ranking, partner, the user's state), shaped for every mode at the
+  end at once: the rankings as codes of the query's keys, what each state examined as a
+  mask, each mode's list a few array operations on them (:meth:`_Planner._evaluate`);
+- the measures of every distinct (grades, judgments) row of those lists in one
+  :func:`~evidence_bench.evaluation.measures.evaluate_grades` batch.
 
 It covers the parts whose outputs the memo knows to be pure
 (:meth:`QueryMemo.plannable`: TF-IDF Rocchio and provider-order rankers, the lexical and
@@ -37,11 +37,15 @@ import warnings
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from evidence_bench.engine.base import Label, Ranker, RefinedQuery, Refiner, SearchProvider
 from evidence_bench.errors import EvidenceBenchError
-from evidence_bench.evaluation.measures import QueryJudgments
+from evidence_bench.evaluation.measures import QueryJudgments, evaluate_grades, evaluate_many
 from evidence_bench.evidence import Evidence, canonical_url, dedupe, validate_query
 from evidence_bench.experiment.memo import QueryMemo, _Pool
 from evidence_bench.protocol.episode import (
@@ -60,6 +64,7 @@ __all__ = ["Planned", "PlannedEpisode", "PlannerWarning", "plan_episodes"]
 _Row = tuple[int, str, str, int]
 #: How a mode shapes a stage's list: as it is (full judgments), residual, frozen.
 _AS_IS, _RESIDUAL, _FROZEN = 0, 1, 2
+_SHAPES = 3
 
 
 @dataclass(slots=True, eq=False)
@@ -257,7 +262,7 @@ class _Planner:
         self._by_rule: dict[tuple[Hashable, int, int], _Ranked] = {}
         self._labels: list[_Labels] = []
         self.empty = self._new_labels({})
-        self._states = 0
+        self.states: list[_State] = []
         self._steps = 0
         self._prefixes: dict[int, _Ranked] = {}
         self._deep: dict[tuple[Hashable, int], tuple[_Ranked, _Ranked]] = {}
@@ -265,12 +270,12 @@ class _Planner:
         self._expansions: dict[tuple[Hashable, int, int], _Expansion] = {}
         self._grown: dict[tuple[int, int], tuple[_Pool, int, Sequence[Evidence]]] = {}
         self._records: dict[tuple[int, ...], dict[str, Any]] = {}
-        self._shaped: dict[tuple[int, int, int], list[str]] = {}
-        self._stage_cache: dict[tuple[int, int, int], list[int]] = {}
         self._patterns: dict[tuple[int, int, bool], tuple[list[tuple[int, str, str]], list[int]]]
         self._patterns = {}
-        self._final: dict[tuple[int, int, int, int], int] = {}
-        self.shapes: list[tuple[list[str], QueryJudgments]] = []
+        #: each distinct (ranking, partner, state) a stage scores, numbered (see _evaluate)
+        self._items: dict[tuple[int, int, int], int] = {}
+        #: each item's (ranking, partner, state, the partner's item), flat
+        self._item_parts: list[int] = []
 
     # --- the plan -------------------------------------------------------------------------
 
@@ -282,7 +287,6 @@ class _Planner:
         rounds: int,
     ) -> Planned:
         memo = self.memo
-        prepared = self.judgments.prepared
         codes = [
             _RESIDUAL if mode == "residual" else _FROZEN if mode == "frozen" else _AS_IS
             for mode in modes
@@ -303,14 +307,13 @@ class _Planner:
                     ranker, control, refiner, rule, control_rule, refiner_key, user,
                     user.start, shown, candidates, result,
                 )  # fmt: skip
-                for mode in modes:  # before any feedback every mode scores the lists as they are
+                as_is = [  # before any feedback every mode scores the lists as they are
+                    self._item(shown, None, user.start) * _SHAPES + _AS_IS,
+                    self._item(first_control, None, user.start) * _SHAPES + _AS_IS,
+                ]
+                for mode in modes:
                     result.scored += [(0, "initial", mode), (0, "control", mode)]
-                    episode.shapes += [
-                        self._final_shape(shown, _AS_IS, -1, -1, shown.keys, prepared),
-                        self._final_shape(
-                            first_control, _AS_IS, -1, -1, first_control.keys, prepared
-                        ),
-                    ]
+                    episode.shapes += as_is
                 result.rankings[(0, "initial")] = shown.keys
                 result.rankings[(0, "control")] = first_control.keys
                 episodes.append(episode)
@@ -348,19 +351,11 @@ class _Planner:
                 episodes, before, steps, expansions, strict=True
             ):
                 self._round(episode, round_, shown_before, step, expansion, modes, codes)
-        # Number the distinct lists in the order the episodes one after another meet them
-        # (QueryMemo.evaluate_ids), all scored in one batch.
-        first: dict[int, None] = {}
+        # Every list of every stage in every mode, scored in one batch: an episode's
+        # evaluation ids are rows of that matrix.
+        values, rows = self._evaluate(_RESIDUAL in codes, _FROZEN in codes)
         for episode in episodes:
-            first.update(dict.fromkeys(episode.shapes))
-        order = list(first)
-        ids = memo.evaluate_ids([self.shapes[shape] for shape in order])
-        evaluation = [0] * len(self.shapes)
-        for shape, found in zip(order, ids, strict=True):
-            evaluation[shape] = found
-        values = memo.values
-        for episode in episodes:
-            episode.result.evaluations = [evaluation[shape] for shape in episode.shapes]
+            episode.result.evaluations = rows[episode.shapes].tolist()
             episode.result.values = values
         return Planned(
             [episode.result for episode in episodes],
@@ -418,11 +413,11 @@ class _Planner:
         pattern = self._pattern(round_, [stage for stage, _ in stages], modes, codes, skip)
         result.scored += pattern[0]
         rerank_or_expand = {"rerank": rerank, "expand": expanded}
-        numbers = [
-            self._stage_shapes(ranked, rerank_or_expand.get(PARTNERS.get(stage, "")), state, codes)
+        items = [
+            self._item(ranked, rerank_or_expand.get(PARTNERS.get(stage, "")), state) * _SHAPES
             for stage, ranked in stages
         ]
-        episode.shapes += [numbers[s][m] for m in pattern[1] for s in range(len(stages))]
+        episode.shapes += [item + codes[m] for m in pattern[1] for item in items]
 
     def _pattern(
         self,
@@ -446,8 +441,9 @@ class _Planner:
     # --- the user's side ------------------------------------------------------------------
 
     def _start(self) -> _State:
-        self._states += 1
-        return _State(self._states - 1, set(), {}, {}, self.empty, prefix=[])
+        state = _State(len(self.states), set(), {}, {}, self.empty, prefix=[])
+        self.states.append(state)
+        return state
 
     def _new_labels(self, labels: dict[str, Label]) -> _Labels:
         made = _Labels(len(self._labels), labels, frozenset(labels.items()))
@@ -490,8 +486,8 @@ class _Planner:
                 if canonical_url(mark.key) != mark.key:
                     raise _Fallback  # the session would file it under another key
                 labels[mark.key] = mark.label
-        self._states += 1
-        after = _State(self._states - 1, examined, pinned, shown, self._new_labels(labels))
+        after = _State(len(self.states), examined, pinned, shown, self._new_labels(labels))
+        self.states.append(after)
         positions = pinned.values()
         if not pinned:
             after.prefix = []
@@ -670,72 +666,140 @@ class _Planner:
 
     # --- evaluation -----------------------------------------------------------------------
 
-    def _stage_shapes(
-        self, ranked: _Ranked, partner: _Ranked | None, state: _State, codes: Sequence[int]
-    ) -> list[int]:
-        """For each mode, the number of ``ranked``'s list to score in ``state``: shaped by
-        the mode, cut to the length of ``partner``'s (the feedback stage it stands beside)."""
+    def _item(self, ranked: _Ranked, partner: _Ranked | None, state: _State) -> int:
+        """The number of one stage's scoring: ``ranked``'s list in ``state``, cut to the
+        length of ``partner``'s (the feedback stage it stands beside) in each mode; its
+        rows of :meth:`_evaluate`'s matrix are ``number * _SHAPES + mode code``."""
         key = (ranked.index, -1 if partner is None else partner.index, state.index)
-        found = self._stage_cache.get(key)
+        found = self._items.get(key)
         if found is None:
-            prepared = self.judgments.prepared
-            found = []
-            for code in codes:
-                keys = self._shape(ranked, code, state)
-                cut = -1
-                if partner is not None:
-                    length = len(self._shape(partner, code, state))
-                    if len(keys) > length:
-                        cut = length  # equal depth after removal too
-                if code == _RESIDUAL:
-                    graded = self._residual(state)
-                    if graded.num_relevant == 0:
-                        found.append(-1)  # never scored: the mode is left out
-                        continue
-                else:
-                    graded = prepared
-                context = -1 if code == _AS_IS else state.index
-                found.append(self._final_shape(ranked, code, context, cut, keys, graded))
-            self._stage_cache[key] = found
+            # the partner's own item (uncut) first: its lengths are the cut
+            beside = -1 if partner is None else self._item(partner, None, state)
+            found = self._items[key] = len(self._items)
+            self._item_parts += (*key, beside)
         return found
 
-    def _shape(self, ranked: _Ranked, code: int, state: _State) -> list[str]:
-        """``ranked``'s list as a mode of ``state`` scores it: as it is, without the
-        examined documents (residual), or with them where they were shown (frozen: the
-        pinned prefix, then the rest in order, where the pins are 1..p, as
-        :func:`~evidence_bench.protocol.episode.frozen_order` gives it)."""
-        if code == _AS_IS:
-            return ranked.keys
-        key = (ranked.index, code, state.index)
-        shaped = self._shaped.get(key)
-        if shaped is None:
-            prefix = state.prefix
-            if code == _RESIDUAL or prefix is not None:
-                rest = self._shaped.get((ranked.index, _RESIDUAL, state.index))
-                if rest is None:
-                    examined = state.examined  # the pinned keys too
-                    rest = [key for key in ranked.keys if key not in examined]
-                    self._shaped[(ranked.index, _RESIDUAL, state.index)] = rest
-                shaped = [*prefix, *rest] if code == _FROZEN and prefix is not None else rest
-            else:
-                shaped = frozen_order(ranked.keys, state.pinned)
-            self._shaped[key] = shaped
-        return shaped
+    def _evaluate(
+        self, residual: bool, frozen: bool
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.intp]]:
+        """The measures of every item (:meth:`_item`) in each shape, from one grade matrix
+        (:func:`~evidence_bench.evaluation.measures.evaluate_grades`): the distinct rows of
+        values, and for each (item, shape), ``number * _SHAPES + code``, its row there.
 
-    def _final_shape(
-        self,
-        ranked: _Ranked,
-        code: int,
-        context: int,
-        cut: int,
-        keys: list[str],
-        graded: QueryJudgments,
-    ) -> int:
-        """The number of one list to score: ``keys`` (``ranked`` shaped by ``code`` in
-        ``context``) cut to ``cut`` (-1: whole), on ``graded``."""
-        key = (ranked.index, code, context, cut)
-        found = self._final.get(key)
-        if found is None:
-            found = self._final[key] = len(self.shapes)
-            self.shapes.append((keys if cut < 0 else keys[:cut], graded))
-        return found
+        - as it is: the ranking, cut to its partner's length, on the full judgments;
+        - residual (Salton & Buckley 1990): the ranking without the documents examined
+          before the round, cut to the partner's residual length, on the judgments without
+          them (``residual``: the run has the mode; else those rows are left at 0 and never
+          read, as are the residual rows of a state with nothing relevant left);
+        - frozen: the pinned keys in position order, then the residual list, cut to the
+          partner's frozen length (pins that are not positions 1..p:
+          :func:`~evidence_bench.protocol.episode.frozen_order`, one list at a time), on
+          the full judgments.
+
+        The rankings become one code matrix over the query's keys and the examined
+        documents one mask per state, so each shape is a few array operations; a grade
+        matrix holds the same grades, in the same ranks, as the lists ``run_episode``
+        scores (zero past each list's end), so the values are its floats, bit for bit.
+        """
+        measures = self.memo.measures
+        items = self._items
+        count = len(items)
+        if not count:
+            return np.zeros((0, len(measures)), dtype=np.float64), np.zeros(0, dtype=np.intp)
+        keyed = np.array(self._item_parts, dtype=np.intp).reshape(count, 4)
+        which_ranking, which_partner, which_state = keyed[:, 0], keyed[:, 1], keyed[:, 2]
+        beside = keyed[:, 3]
+        rankings, states = self.rankings, self.states
+        # every key of the query as a code; `none` pads the ragged rows (grade 0, examined)
+        every = [ranked.keys for ranked in rankings]
+        seen_keys = [state.examined for state in states]  # shown: in a ranking already
+        code = {key: number for number, key in enumerate(dict.fromkeys(chain(*every, *seen_keys)))}
+        lengths = np.fromiter(map(len, every), dtype=np.intp, count=len(every))
+        flat = np.fromiter(map(code.__getitem__, chain(*every)), np.intp, int(lengths.sum()))
+        prefixes = [list(map(code.__getitem__, s.prefix or ())) for s in states]
+        examined = [list(map(code.__getitem__, keys)) for keys in seen_keys]
+        none = len(code)
+        width = int(lengths.max())
+        matrix = np.full((len(rankings), width), none, dtype=np.intp)
+        matrix[np.arange(width) < lengths[:, None]] = flat
+        ordered = np.sort(matrix, axis=1)
+        twice = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != none)
+        for number in np.flatnonzero(twice.any(axis=1)).tolist():  # as evaluate_many refuses
+            evaluate_many([rankings[number].keys], self.judgments.prepared, measures)
+        grades = self.judgments.grades
+        positive = {number: g for key, number in code.items() if (g := grades.get(key, 0)) > 0}
+        # the lists' grades and judgments are compared as bytes: as few as hold them
+        small = max([0, *positive.values()]) < 128 and len(states) < 127
+        kind = np.int8 if small else np.int64
+        grade = np.zeros(none + 1, dtype=kind)
+        grade[list(positive)] = list(positive.values())
+        seen = np.zeros((len(states), none + 1), dtype=bool)
+        seen[:, none] = True
+        seen[
+            np.repeat(np.arange(len(states)), [len(e) for e in examined]),
+            np.array([c for e in examined for c in e], dtype=np.intp),
+        ] = True
+        pinned = np.array([len(p) for p in prefixes], dtype=np.intp)
+        held = np.full((len(states), int(pinned.max()) if len(pinned) else 0), none, np.intp)
+        held[np.arange(held.shape[1]) < pinned[:, None]] = np.array(
+            [c for p in prefixes for c in p], dtype=np.intp
+        )
+
+        keys = matrix[which_ranking]
+        left = ~seen[which_state[:, None], keys]  # kept in the residual list
+        remaining = left.sum(axis=1)
+        cut = which_partner >= 0
+        partner = np.where(cut, beside, np.arange(count))  # its own item: no cut
+        full = np.minimum(lengths[which_ranking], lengths[which_ranking[partner]])
+        remaining = np.minimum(remaining, remaining[partner])
+        before = pinned[which_state]
+        span = width + max(len(state.pinned) for state in states)  # frozen_order's longest
+        # each (item, shape): its judgments (column 0: their slot in `judged`), its grades
+        shaped = np.zeros((count, _SHAPES, 1 + span), dtype=kind)
+        judged: list[QueryJudgments] = [self.judgments.prepared]
+        if residual:
+            slots: dict[int, int] = {}  # states that examined the same documents share one
+            of_state = {}
+            for s in set(which_state.tolist()):
+                qrels = self._residual(states[s])
+                of_state[s] = slots.setdefault(id(qrels), len(judged))
+                if of_state[s] == len(judged):
+                    judged.append(qrels)
+            shaped[:, _RESIDUAL, 0] = [of_state[s] for s in which_state.tolist()]
+        graded = grade[keys]
+        shaped[:, _AS_IS, 1 : 1 + width] = np.where(np.arange(width) < full[:, None], graded, 0)
+        position = np.cumsum(left, axis=1, dtype=np.int32)  # 1 + rank in the residual list
+        rows, columns = np.nonzero(left & (position <= remaining[:, None]))
+        at = position[rows, columns]
+        if residual:
+            shaped[rows, _RESIDUAL, at] = graded[rows, columns]
+        if frozen:
+            shaped[:, _FROZEN, 1 : 1 + held.shape[1]] = grade[held[which_state]]
+            shaped[rows, _FROZEN, before[rows] + at] = graded[rows, columns]
+            for item in np.flatnonzero([states[s].prefix is None for s in which_state.tolist()]):
+                row = self._frozen_row(keyed[item].tolist(), code, grade, span)
+                shaped[item, _FROZEN, 1:] = row
+        # Most rows repeat another's grades and judgments (a list without relevant documents,
+        # controls that coincide): each distinct row is scored once.
+        packed = shaped.reshape(count * _SHAPES, 1 + span)
+        as_bytes = packed.view(np.dtype((np.void, packed.shape[1] * packed.itemsize))).ravel()
+        _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+        distinct = packed[first]
+        values = evaluate_grades(
+            distinct[:, 1:].astype(np.int64), judged, distinct[:, 0].astype(np.intp), measures
+        )
+        return values, inverse.reshape(-1)
+
+    def _frozen_row(
+        self, item: list[int], code: dict[str, int], grade: npt.NDArray[Any], span: int
+    ) -> npt.NDArray[Any]:
+        """The frozen grades of one item whose state's pins are not positions 1..p."""
+        ranking, partner, number = item
+        state = self.states[number]
+        keys = frozen_order(self.rankings[ranking].keys, state.pinned)
+        if partner >= 0:
+            keys = keys[: len(frozen_order(self.rankings[partner].keys, state.pinned))]
+        row = np.zeros(span, dtype=grade.dtype)
+        found = grade[[code[key] for key in keys]]
+        row[: len(found)] = found  # span: the longest ranking and every pin (frozen_order)
+        return row

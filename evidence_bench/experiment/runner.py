@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import multiprocessing
 import os
 import pickle
@@ -559,11 +560,14 @@ def _query_output(
     )
     rows = QueryRowsBuilder(query_id)
     shared = _SharedRounds(rows, doc_id)
+    values = None  # the planned episodes' (all of a query's, or none), else the memo's
     for engine, user_name, result in episodes:
         pair = rows.pair(engine.config_id, user_name)
         out.skipped_expands += result.skipped_expand
         out.no_usable_feedback += result.no_usable_feedback
         rows.scores(pair, result.scored, result.evaluations)
+        if isinstance(result, PlannedEpisode):
+            values = result.values
         if isinstance(result, PlannedEpisode) and result.rounds:
             rows.add_episode(pair, query, shared.entries(result))
             for (round_, stage), keys in result.rankings.items():
@@ -581,7 +585,7 @@ def _query_output(
             )
         for (round_, stage), keys in result.rankings.items():
             rows.run(pair, round_, stage, keys)
-    out.rows = rows.build(memo.names, memo.values)
+    out.rows = rows.build(memo.names, memo.values if values is None else values)
     for answer in replayed.provider.answers():
         for item in answer:
             out.documents.setdefault(item.key, item)
@@ -602,6 +606,9 @@ class _SharedRounds:
         self._lists: dict[int, tuple[int | None, list[str]]] = {}
         self._marks: dict[int, tuple[int, list[Any]]] = {}
         self._details: dict[tuple[Any, ...], tuple[str, object]] = {}
+        self._doc_codes: dict[str, int] = {}
+        self._mark_texts: dict[int, tuple[str, object]] = {}
+        self._quoted: dict[str, str] = {}
 
     def entries(self, result: PlannedEpisode) -> list[EpisodeRound]:
         found = []
@@ -632,8 +639,7 @@ class _SharedRounds:
         )
         found = None if key[-1] else self._details.get(key)
         if found is None:
-            detail = rows.detail(_episode_round(record, self.doc_id, lists=False))
-            found = self._details[key] = (detail, record["marks"])
+            found = self._details[key] = (self._detail(record), record["marks"])
         detail = found[0]
         before, rerank, expand = (self._ranking(record[k]) for k in _LISTS)
         mark_set = self._marks.get(id(marks))
@@ -643,18 +649,63 @@ class _SharedRounds:
             mark_set = self._marks[id(marks)] = (rows.mark_set(rows_of), marks)
         return (int(record["round"]), detail, mark_set[0], before, rerank, expand)
 
+    def _detail(self, record: Mapping[str, Any]) -> str:
+        """:meth:`QueryRowsBuilder.detail` of the record as ``episodes.jsonl`` holds it: the
+        JSON text ``json.dumps(..., ensure_ascii=False, sort_keys=True)`` gives, put together
+        from its fields' (a round's marks, shared by many records, converted once)."""
+        rows = self.rows
+        names = record.keys()
+        if names != _PLAIN and names != _WEIGHED:  # a breakdown: converted as it is
+            return rows.detail(_episode_round(record, self.doc_id, lists=False))
+        marks = record["marks"]
+        found = self._mark_texts.get(id(marks))
+        if found is None:
+            # [{"doc_id": ..., "label": ...}, ...], each string quoted as json.dumps quotes
+            # it (ensure_ascii=False), the doc ids once each
+            quoted, text = self._quoted, _quote
+            for key, _ in marks:
+                if key not in quoted:
+                    quoted[key] = text(self.doc_id(key))
+            listed = ", ".join(
+                f'{{"doc_id": {quoted[key]}, "label": {text(label)}}}' for key, label in marks
+            )
+            found = self._mark_texts[id(marks)] = (f"[{listed}]", marks)
+        parts = [
+            f'"added": {json.dumps(record["added"])}',
+            f'"added_terms": {json.dumps(record["added_terms"], ensure_ascii=False)}',
+            f'"marks": {found[0]}',
+            f'"refined_query": {json.dumps(record["refined_query"], ensure_ascii=False)}',
+        ]
+        if names == _WEIGHED:
+            weights = json.dumps(record["term_weights"], ensure_ascii=False, sort_keys=True)
+            parts.append(f'"term_weights": {weights}')
+        return rows.detail_text("{" + ", ".join(parts) + "}")
+
     def _ranking(self, keys: list[str] | None) -> int | None:
         if keys is None:
             return None
         found = self._lists.get(id(keys))
         if found is None:
-            doc_id = self.doc_id
-            found = self._lists[id(keys)] = (self.rows.ranking([doc_id(k) for k in keys]), keys)
+            # each key's doc id as the builder numbers it, looked up once per key
+            known = self._doc_codes
+            numbers: list[int | None] = list(map(known.get, keys))
+            if None in numbers:
+                for at, number in enumerate(numbers):
+                    if number is None:
+                        key = keys[at]
+                        numbers[at] = known[key] = self.rows.codes([self.doc_id(key)])[0]
+            ranking = self.rows.coded_ranking(tuple(numbers))  # type: ignore[arg-type]
+            found = self._lists[id(keys)] = (ranking, keys)
         return found[0]
 
 
 #: The lists of a round record that the builder stores as ranking ids.
 _LISTS = ("before", "after_rerank", "after_expand")
+#: A str as JSON text, as ``json.dumps(..., ensure_ascii=False)`` writes it.
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+#: The fields of a planned round record (_SharedRounds._detail), with term weights or not.
+_PLAIN = frozenset({"round", "marks", *_LISTS, "refined_query", "added_terms", "added"})
+_WEIGHED = _PLAIN | {"term_weights"}
 
 
 def _doc_ids(lookup: Callable[[str], str | None]) -> Callable[[str], str]:
@@ -815,15 +866,22 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
         initializer=_start,
         initargs=(plan,),
     )
+    thresholds = gc.get_threshold()
     try:
         try:
             results = pool.map(_call, query_ids, chunksize=1)  # the first task forks them all
         finally:
             _unshare(unfreeze=not frozen)
+        # Receiving (unpickling) and collecting a query's rows makes ~10^4 containers that
+        # live as long as the run, and each full collection they trigger walks all the
+        # parent holds: collected less often meanwhile, as in the workers (~20% of the
+        # parent's receiving at 50 queries).
+        gc.set_threshold(*_EPISODE_THRESHOLDS)
         yield from results
     except BrokenProcessPool as exc:
         raise WorkerError(
             f"a worker process stopped unexpectedly (killed, or out of memory?): {exc}"
         ) from exc
     finally:
+        gc.set_threshold(*thresholds)
         pool.shutdown(wait=False, cancel_futures=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,7 +205,10 @@ class QueryRowsBuilder:
         self.query_id = query_id
         self._pairs: dict[tuple[str, str], int] = {}
         self._mark_ids: dict[tuple[MarkRow, ...], int] = {}
-        self._ranking_ids: dict[tuple[str, ...], int] = {}
+        #: every key of a ranking, numbered as first met, and each distinct ranking (its
+        #: keys' numbers, as bytes) -> its id; build() renumbers the keys
+        self._keys: dict[str, int] = {}
+        self._ranking_ids: dict[tuple[int, ...], int] = {}
         self._stages: dict[str, int] = {}
         self._modes: dict[str, int] = {}
         self._episodes: list[tuple[int, str, list[EpisodeRound]]] = []
@@ -233,10 +236,24 @@ class QueryRowsBuilder:
     def _ranking(self, items: Sequence[str] | None) -> int | None:
         if items is None:
             return None
-        key = tuple(items)
-        found = self._ranking_ids.get(key)
+        return self.coded_ranking(self.codes(items))
+
+    def codes(self, keys: Sequence[str]) -> tuple[int, ...]:
+        """The builder's numbers of ``keys`` (for :meth:`coded_ranking`), a new key numbered
+        as it is met."""
+        known = self._keys
+        found: list[int | None] = list(map(known.get, keys))
+        if None in found:
+            for at, number in enumerate(found):
+                if number is None:
+                    found[at] = known.setdefault(keys[at], len(known))
+        return tuple(found)  # type: ignore[arg-type]  # every None replaced
+
+    def coded_ranking(self, codes: tuple[int, ...]) -> int:
+        """The id of the ranking whose keys' numbers (:meth:`codes`) are ``codes``."""
+        found = self._ranking_ids.get(codes)
         if found is None:
-            found = self._ranking_ids[key] = len(self._ranking_ids)
+            found = self._ranking_ids[codes] = len(self._ranking_ids)
         return found
 
     def _mark_set(self, rows: Sequence[MarkRow]) -> int:
@@ -276,7 +293,10 @@ class QueryRowsBuilder:
         """A round record's ``detail``: the record but its round and rankings, as JSON (one
         str object per distinct text, pickled once)."""
         rest = {k: v for k, v in record.items() if k not in (*_LISTS, "round")}
-        text = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+        return self.detail_text(json.dumps(rest, ensure_ascii=False, sort_keys=True))
+
+    def detail_text(self, text: str) -> str:
+        """A detail given as its JSON text (one str object per distinct text)."""
         return self._details.setdefault(text, text)
 
     def ranking(self, items: Sequence[str] | None) -> int | None:
@@ -325,10 +345,22 @@ class QueryRowsBuilder:
             if found == -1:
                 found = known[id(keys)] = self._ranking(keys)
             runs.append((p, r, s, found))
-        vocabulary: dict[str, int] = {}
-        items = [
-            vocabulary.setdefault(key, len(vocabulary)) for r in self._ranking_ids for key in r
-        ]
+        # the keys renumbered in the order the rankings, one after another, first hold them
+        sizes = list(map(len, self._ranking_ids))
+        coded = np.fromiter(chain.from_iterable(self._ranking_ids), np.int32, sum(sizes))
+        names = list(self._keys)
+        seen = np.maximum.accumulate(coded) if len(coded) else coded
+        if len(coded) and coded[0] == 0 and (coded[1:] <= seen[:-1] + 1).all():
+            # numbered as first met already (each ranking's keys numbered just before it
+            # was): every key up to the largest, in order
+            order = np.arange(int(seen[-1]) + 1, dtype=np.int32)
+            items = coded.copy()
+        else:
+            distinct, first = np.unique(coded, return_index=True)
+            order = distinct[np.argsort(first, kind="stable")]
+            renumbered = np.empty(len(self._keys), dtype=np.int32)
+            renumbered[order] = np.arange(len(order), dtype=np.int32)
+            items = renumbered[coded]
         columns: list[Sequence[Any]] = list(zip(*runs, strict=True)) if runs else [()] * 4
         pairs, rounds, stages, modes, ids = self._scores
         return QueryRows(
@@ -336,9 +368,9 @@ class QueryRowsBuilder:
             pairs=list(self._pairs),
             episodes=self._episodes,
             mark_sets=list(self._mark_ids),
-            ranking_keys=list(vocabulary),
-            ranking_items=_ints(items),
-            ranking_offsets=np.cumsum([0, *(len(r) for r in self._ranking_ids)], dtype=np.int64),
+            ranking_keys=[names[code] for code in order.tolist()],
+            ranking_items=items,
+            ranking_offsets=np.cumsum([0, *sizes], dtype=np.int64),
             stages=list(self._stages),
             modes=list(self._modes),
             measures=tuple(measures),
@@ -539,11 +571,13 @@ class TableBuilder:
         found = self._mark_ids.get(key)
         if found is None:
             found = self._mark_ids[key] = len(self._mark_ids)
-            self._mark_starts.append(len(self._marks[0]))
+            marks = self._marks
+            self._mark_starts.append(len(marks[0]))
             self._mark_sizes.append(len(key))
-            for row in key:
-                for column, value in zip(self._marks, (found, *row), strict=True):
-                    column.append(value)
+            marks[0].extend([found] * len(key))
+            if key:  # a column at a time: (doc_id, label, url, rank) of each row
+                for column, values in zip(marks[1:], zip(*key, strict=True), strict=True):
+                    column.extend(values)
         return found
 
     def add(self, out: QueryOutput) -> None:
@@ -557,15 +591,23 @@ class TableBuilder:
         marks = [self._mark_set(key) for key in rows.mark_sets]
         rankings = self._rankings(rows)
 
-        episodes = self._episodes
-        for pair, text, rounds in rows.episodes:
-            cid, policy = rows.pairs[pair]
-            for round_, detail, mark_set, *lists in rounds:
-                entry = (cid, policy, rows.query_id, round_, text, detail, marks[mark_set])
-                for column, value in zip(episodes, entry, strict=False):
-                    column.append(value)
-                for column, ranking in zip(episodes[7:], lists, strict=True):
-                    column.append(None if ranking is None else rankings[ranking])
+        # the episodes' rounds a column at a time (each round: its episode's keys, then
+        # its own fields, its mark set and lists mapped to the run's ids)
+        owners = [(pair, text) for pair, text, rounds in rows.episodes for _ in rounds]
+        entries = [entry for _, _, rounds in rows.episodes for entry in rounds]
+        if entries:
+            episodes = self._episodes
+            pairs = rows.pairs
+            episodes[0].extend([pairs[pair][0] for pair, _ in owners])
+            episodes[1].extend([pairs[pair][1] for pair, _ in owners])
+            episodes[2].extend([rows.query_id] * len(owners))
+            episodes[4].extend([text for _, text in owners])
+            number, detail, mark_set, before, rerank, expand = zip(*entries, strict=True)
+            episodes[3].extend(number)
+            episodes[5].extend(detail)
+            episodes[6].extend([marks[m] for m in mark_set])
+            for column, ids in zip(episodes[7:], (before, rerank, expand), strict=True):
+                column.extend([None if r is None else rankings[r] for r in ids])
 
         count, width = len(rows.score_evaluation), len(rows.measures)
         if count and width:
