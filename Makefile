@@ -17,7 +17,7 @@ PY := $(VENV_PYTHON)
 EXPERIMENT ?= rocchio_sweep
 STAMP := $(if $(VENV),$(VENV)/.install.stamp,.make-install.stamp)
 
-.PHONY: install run test check lint typecheck docs unit gate bench clean
+.PHONY: install run test check lint typecheck docs unit compiled gate bench clean
 
 # The venv's own pip is the interpreter's bundled one (Debian 12: pip 23.0.1), whose
 # resolver fails on lxml[html_clean] asked for under two spellings (trafilatura and
@@ -50,8 +50,16 @@ run: $(STAMP)
 ## baselines/ci.yaml, as `make gate` does). The checks are one core each and the tests
 ## spread over every core (pytest-xdist), so all run side by side and no core waits for
 ## the slowest; -O keeps each one's output together.
+##
+## The manual and the tests wait for one `pytest --collect-only` (compiled), which lint and
+## the type check do not need: it imports what the test modules import, so Python writes
+## their bytecode and pytest its rewritten test modules, once. Without it each pytest-xdist
+## worker and Sphinx compiled the same modules side by side at the start (pip installs with
+## --no-compile), ~15 s of CPU each on a clean clone. Not where PYTHONDONTWRITEBYTECODE is
+## set: nothing would be written.
+COMPILED := $(if $(PYTHONDONTWRITEBYTECODE),,compiled)
 test: $(STAMP)
-	@$(MAKE) --no-print-directory -j4 -O lint typecheck docs unit
+	@$(MAKE) --no-print-directory -j4 -O lint typecheck docs unit COMPILED=$(COMPILED)
 
 check: test
 
@@ -64,7 +72,7 @@ typecheck: $(STAMP)
 
 ## make docs: build the manual into docs/_build/html, warnings as errors. -E rereads every
 ## page: the references are generated from the code, which Sphinx does not watch.
-docs: $(STAMP)
+docs: $(STAMP) $(COMPILED)
 	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 
 ## make unit: the tests, spread over every core a file at a time, so a module's fixture (an
@@ -72,8 +80,13 @@ docs: $(STAMP)
 ## spread finer, but xdist 3.8 cannot mark groups under pytest 9.2, whose nodeid is _id.)
 ## PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= auto
-unit: $(STAMP)
+unit: $(STAMP) $(COMPILED)
 	$(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+
+## compiled: make test's first step for the manual and the tests (above); a collection
+## error is left for unit to report
+compiled: $(STAMP)
+	@$(PY) -m pytest --collect-only -q -p no:cacheprovider >/dev/null || true
 
 ## make gate: replay the ci experiment and compare it with the committed baseline
 gate: $(STAMP)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -39,7 +40,7 @@ from evidence_bench.report.render import render_report
 from evidence_bench.web.page_cassettes import PAGES_NAME, PageRecord, write_page_cassette
 from evidence_bench.web.pages import page_failure
 from evidence_bench.web.record import record
-from tests.conftest import exported
+from tests.conftest import exported, write_tiny_collection
 from tests.report_fixtures import STAGES
 
 
@@ -164,12 +165,24 @@ def overrides(collection: Path, tmp_path: Path, *extra: str) -> list[str]:
     ]
 
 
-@pytest.fixture
-def recorded(tiny_collection: Path, tmp_path: Path) -> Path:
-    cfg, _ = compose(overrides(tiny_collection, tmp_path))
+@pytest.fixture(scope="module")
+def recorded_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny collection's search and page cassettes, recorded once for the module (the
+    recording is the same every time: a simulator over the same collection)."""
+    root = tmp_path_factory.mktemp("recorded")
+    collection = write_tiny_collection(root / "tiny")
+    cfg, _ = compose(overrides(collection, root))
     summary = record(plan_run(cfg), provider="simulator", rounds=0, page_timeout_s=0.3)
     assert summary.pages and summary.page_failures
-    return tiny_collection
+    return root
+
+
+@pytest.fixture
+def recorded(recorded_once: Path, tmp_path: Path) -> Path:
+    """The collection, with a copy of its recorded cassettes in ``tmp_path / "cassettes"``
+    (where :func:`overrides` points), which a test may change."""
+    shutil.copytree(recorded_once / "cassettes", tmp_path / "cassettes")
+    return recorded_once / "tiny"
 
 
 def test_record_writes_one_page_cassette_each_url_once(recorded: Path, tmp_path: Path) -> None:
