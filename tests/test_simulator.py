@@ -586,8 +586,13 @@ def test_run_server_prints_one_line_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     (root / "corpus.jsonl").write_text('{"_id": "1", "title": "Heat", "text": "heat flux"}\n')
     (root / "queries.jsonl").write_text('{"_id": "1", "text": "heat"}\n')
     (root / "qrels.tsv").write_text("1\t1\t1\n")
+    # A terminal's Ctrl-C: a job started in the background (`make test &`, nohup) inherits
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so the server
+    # never sees the signal (the test hung and timed out); the child takes the default one.
     script = textwrap.dedent(
         f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from evidence_bench.collections import load_collection
         from evidence_bench.web import BraveSimulator, run_server
         run_server(BraveSimulator(load_collection({str(root)!r})), port=0)
@@ -617,7 +622,7 @@ def test_run_server_prints_one_line_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait()
+            process.communicate()  # reaps it and closes its pipes (no ResourceWarning later)
     assert process.returncode == 0
     assert (stdout, stderr) == ("", "")
 
