@@ -234,7 +234,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 #: Test files whose tests check the garbage collector's state a run leaves behind: they see
 #: the collector as a caller's process has it, nothing frozen.
-_OWN_COLLECTOR = frozenset({"test_runner_pool.py"})
+_OWN_COLLECTOR = frozenset({"test_runner_pool.py", "test_tail_codes.py"})
 
 
 @pytest.hookimpl(wrapper=True)
