@@ -17,6 +17,8 @@ from evidence_bench.evaluation.attribution import attribution, comparisons
 from evidence_bench.evaluation.comparisons import (
     RANDOMIZATION_SEED,
     Comparison,
+    _coded_wide,
+    _wide,
     common_queries,
     compare,
     randomization_seed,
@@ -320,6 +322,7 @@ def test_categorical_keys_compare_as_the_plain_frame_does() -> None:
     for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
         values = sorted({*plain[column], f"zz-unused-{column}"})
         coded[column] = pd.Categorical(plain[column], categories=values)
+    assert _coded_wide(coded, RERANK.paired) is not None  # by codes, not the unstack
     a = compare(plain, [RERANK], seed=0, trials=500).rows
     b = compare(coded, [RERANK], seed=0, trials=500).rows
     for column in ("config_id", "policy", "eval_mode", "measure"):
@@ -332,3 +335,22 @@ def test_categorical_keys_compare_as_the_plain_frame_does() -> None:
         compare(repeated, [RERANK], seed=0, trials=10)
     with pytest.raises(DataError, match="appears more than once"):
         compare(pd.concat([plain, plain.iloc[:1]]), [RERANK], seed=0, trials=10)
+
+
+def test_a_missing_round_is_left_to_the_unstack() -> None:
+    """A nullable integer round holding NA: the unstack orders its rows first, which the
+    codes' sorted rounds would not; the coded path steps aside for it, as for a missing
+    category."""
+    coded = toy(THREE)
+    missing = (coded["config_id"] == "A") & (coded["query_id"] == "q3")
+    coded["round"] = pd.array([pd.NA if m else 1 for m in missing], "Int64")
+    for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
+        coded[column] = pd.Categorical(coded[column])
+    assert _coded_wide(coded, RERANK.paired) is None
+    wide = _wide(coded, RERANK.paired)
+    assert isinstance(wide, pd.DataFrame)
+    rows = wide.index.to_frame(index=False)
+    assert rows["config_id"].astype(str).tolist()[:4] == ["A"] * 4
+    assert rows["query_id"].astype(str).tolist()[:4] == ["q3", "q1", "q2", "q4"]  # NA first
+    assert rows["round"].isna().tolist() == [True] + [False] * 9
+    assert _coded_wide(coded[~missing], RERANK.paired) is not None  # no NA: by codes

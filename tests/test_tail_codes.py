@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 
 from evidence_bench.evaluation.comparisons import _holm, common_queries
-from evidence_bench.evaluation.statistics import summarize, summarize_codes
+from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
 from evidence_bench.evaluation.validity import kendall_tau_b
 from evidence_bench.experiment.run import _excluded
-from evidence_bench.experiment.rundir import first_met
 from evidence_bench.experiment.store import as_stored
 
 

@@ -581,15 +581,6 @@ def pool_orders_many(
     if not n or not sum(sizes):
         return [[[] for _ in range(size)] for size in sizes]
     stacked = np.concatenate([weights for weights, _, _ in groups]).reshape(-1, 3)
-    if (
-        matrix.dense.shape[1] > _SAFE_TERMS
-        or max(matrix.sizes) > _SAFE_TERMS
-        or not _safe_weights(stacked.tobytes())
-    ):
-        return [
-            order_many(pool_scores(weights, query_vector, matrix, pull, push))
-            for weights, pull, push in groups
-        ]
     # q' per row (a row per (feedback, ranker) here) on the only columns where it can be
     # positive: the query's and the pulled documents' terms (a term only pushed documents
     # hold is clamped to 0), as pool_scores computes it there.
@@ -602,6 +593,16 @@ def pool_orders_many(
     wanted[query_columns] = False
     # the query's columns first, in its order (q's), then the pulled documents' others
     inserted = np.concatenate([np.array(query_columns, dtype=np.intp), np.flatnonzero(wanted)])
+    # the bound is on the terms a product sums, the inserted columns (not the pool's width)
+    if (
+        len(inserted) > _SAFE_TERMS
+        or max(matrix.sizes) > _SAFE_TERMS
+        or not _safe_weights(stacked.tobytes())
+    ):
+        return [
+            order_many(pool_scores(weights, query_vector, matrix, pull, push))
+            for weights, pull, push in groups
+        ]
     held = matrix.padded_dense[:, inserted]  # (documents and a row of 0.0, terms)
     q = np.zeros(len(inserted))
     q[: len(query_columns)] = list(query_vector.values())

@@ -145,8 +145,8 @@ def _duplicate(exc: object) -> DataError:
 
 
 def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
-    """:class:`_Wide` when every key but ``round`` (an integer) is a categorical without
-    missing values; else None (the unstack then). Rows ordered as the unstack orders them:
+    """:class:`_Wide` when every key but ``round`` (an integer) is a categorical, and no key
+    has a missing value; else None (the unstack then). Rows ordered as the unstack orders them:
     by each key's level codes, where a categorical's level is its categories when all are
     used and else its used values in the order first met (``MultiIndex.remove_unused_levels``
     keeps that order), and ``round``'s its sorted values."""
@@ -176,7 +176,10 @@ def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
                 # the used ones in the order first met (pandas' algos.unique), not by code
                 codes = pd.factorize(codes)[0].astype(np.int64)
         elif name == "round" and pd.api.types.is_integer_dtype(values.dtype):
-            levels, codes = np.unique(values.to_numpy()[chosen], return_inverse=True)
+            picked = values.iloc[chosen]
+            if picked.hasnans:  # a nullable integer's NA: the unstack orders it first
+                return None
+            levels, codes = np.unique(picked.to_numpy(), return_inverse=True)
             codes, size = codes.astype(np.int64).ravel(), len(levels)
         else:
             return None

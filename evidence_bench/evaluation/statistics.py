@@ -92,10 +92,13 @@ def _t_sf(x: npt.ArrayLike, df: npt.ArrayLike) -> Floats:
     return np.asarray(special.stdtr(np.asarray(df, dtype=np.float64), value), dtype=np.float64)
 
 
-def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int64] | None:
+def group_codes(
+    frame: pd.DataFrame, keys: Sequence[str], *, text: bool = False
+) -> npt.NDArray[np.int64] | None:
     """One int64 per row numbering its (``keys``) group, from the keys' category codes (and
-    an integer key's values): what a groupby on the keys would group, without its
-    per-key int64 copies; None when a key is neither, or is missing somewhere."""
+    an integer key's values, or with ``text`` any other key's, factorized): what a groupby
+    on the keys would group, without its per-key int64 copies; None when a key is none of
+    these, or is missing somewhere."""
     cell = np.zeros(len(frame), dtype=np.int64)
     space = 1
     for key in keys:
@@ -106,6 +109,9 @@ def group_codes(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.int6
         elif pd.api.types.is_integer_dtype(column.dtype):
             codes, uniques = pd.factorize(column.to_numpy())
             size = len(uniques)
+        elif text:
+            codes, values = pd.factorize(column)
+            size = len(values)
         else:
             return None
         space *= max(size, 1)
@@ -139,22 +145,8 @@ def ngroups(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.intp] | 
     (pandas then drops or keeps the row as its ``dropna`` says)."""
     if not len(frame):
         return None
-    cell = np.zeros(len(frame), dtype=np.int64)
-    space = 1
-    for key in keys:
-        column = frame[key]
-        if isinstance(column.dtype, pd.CategoricalDtype):
-            codes = column.cat.codes.to_numpy()
-            size = len(column.cat.categories)
-        else:
-            codes, uniques = pd.factorize(column)
-            size = len(uniques)
-        space *= max(size, 1)
-        if space >= 1 << 62 or codes.min() < 0:
-            return None
-        cell *= size
-        cell += codes
-    return first_met(cell)[0]
+    cell = group_codes(frame, keys, text=True)
+    return None if cell is None else first_met(cell)[0]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,11 @@ from evidence_bench.collections.queryset import (
 )
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
+from evidence_bench.evaluation.statistics import first_met, group_codes
 from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.rundir import (
     RunDirectory,
-    first_met,
-    group_codes,
     new_run_id,
     summarize_scores,
     write_json,
@@ -230,9 +229,8 @@ def _perform(
         tables = replace(
             tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
         )
-        per_query = (
-            tables.scores
-        )  # the exact values are gone (the keys, all _excluded counts, stay)
+        # the exact values are gone (the keys, all _excluded counts, stay)
+        per_query = tables.scores
         release_memory()
         manifest_file = find_manifest(query_set.cassettes)
         manifest: dict[str, Any] = {

@@ -55,8 +55,6 @@ __all__ = [
     "STALE_AFTER_S",
     "SUMMARY_COLUMNS",
     "RunDirectory",
-    "first_met",
-    "group_codes",
     "new_run_id",
     "remove_stale",
     "summarize_scores",

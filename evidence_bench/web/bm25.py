@@ -171,7 +171,6 @@ class BM25Index:
         tf_all = self._post_tf.astype(np.int64)
         self._gains = per_posting * tf_all * (k1 + 1) / (tf_all + self._norm_array[self._post_docs])
         del per_posting, tf_all
-        self._terms_of: dict[str, frozenset[str]] = {}
 
     def _tokens(self, docs: Mapping[str, str]) -> tuple[Ints, Ints]:
         """Each token's term id and document, in order: ``analyzer`` on each text."""
@@ -206,15 +205,6 @@ class BM25Index:
     def analyze(self, text: str) -> list[str]:
         """The terms this index sees in ``text`` (for query-biased snippets)."""
         return self.analyzer(text)
-
-    def terms_of(self, word: str) -> frozenset[str]:
-        """The distinct terms of one word, remembered: a collection has few distinct words,
-        and snippets ask for the same ones again and again."""
-        terms = self._terms_of.get(word)
-        if terms is None:
-            terms = frozenset(self.analyzer(word))
-            self._terms_of[word] = terms
-        return terms
 
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of ``term``: ln(1 + (N - df + 0.5) / (df + 0.5))."""

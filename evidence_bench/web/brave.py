@@ -351,7 +351,7 @@ def _parse_page(
 _normalized = functools.lru_cache(maxsize=1 << 13)(normalize_text)
 
 
-def _evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) -> Evidence:
+def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> Evidence:
     """One result as :class:`Evidence`; :func:`_checked_evidence` when a field is not as a
     result of the simulator's (or a plain one of Brave's) has it, which says what is wrong."""
     get = item.get
@@ -385,7 +385,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) 
     )
 
 
-def _checked_evidence(item: Mapping[str, object], path: str, where: str, rank: int = 0) -> Evidence:
+def _checked_evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> Evidence:
     url = _required(item, "url", str, path, where).strip()
     if not url:
         raise ResponseFormatError(f"{where}: {path}.url is empty")

@@ -365,7 +365,7 @@ def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
                     words=(words, [i // 2 for i in range(2 * len(documents))]),
                 )
                 texts = [2 * i + 1 if doc.text else 2 * i for i, doc in enumerate(documents)]
-                found = (index, SnippetIndex(documents, index.analyze, words=(words, texts)))
+                found = (index, SnippetIndex(documents, (words, texts)))
             if len(_INDEXES) >= _INDEXES_KEPT:
                 del _INDEXES[next(iter(_INDEXES))]
             _INDEXES[collection.checksum] = found

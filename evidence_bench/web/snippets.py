@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence_bench.collections.beir import Document
-from evidence_bench.web.bm25 import Words, number_words
+from evidence_bench.web.bm25 import Words, tokenize
 
 __all__ = ["SNIPPET_CHARS", "SnippetIndex", "render_text"]
 
@@ -48,45 +48,30 @@ _STRONG_RUNS_KEPT = 1 << 13
 
 
 class SnippetIndex:
-    """Every document's snippet words, analyzed once (``analyze``: the BM25 index's analyzer).
+    """Every document's snippet words, each distinct word analyzed once (:class:`Words`).
 
     Word positions run over the whole collection, document after document in ``documents``
     order: document ``d`` holds words ``starts[d]`` to ``starts[d + 1] - 1``.
     """
 
-    def __init__(
-        self,
-        documents: Sequence[Document],
-        analyze: Callable[[str], list[str]],
-        *,
-        words: tuple[Words, Sequence[int]] | None = None,
-    ):
-        """``words``: the words of texts numbered already (``analyze`` is then
-        :func:`~evidence_bench.web.bm25.tokenize`), and which of them is each document's
-        snippet text."""
-        self._analyze = analyze
+    def __init__(self, documents: Sequence[Document], words: tuple[Words, Sequence[int]]):
+        """``words``: the words of texts numbered already, and which of them is each
+        document's snippet text. A word's terms are its :class:`Words` tokens, so words and
+        their runs are analyzed by :func:`~evidence_bench.web.bm25.tokenize`, the analyzer
+        of the simulator's BM25 index (built from the same :class:`Words`)."""
         self._terms_of: dict[str, frozenset[str]] = {}
         self._term_ids: dict[str, int] = {}
         #: doc id -> its place in ``documents``
         self.doc_index = {doc.doc_id: i for i, doc in enumerate(documents)}
-        if words is None:
-            number, positions, counts = number_words(
-                (doc.text or doc.title).split() for doc in documents
-            )
-            #: each distinct word, and each position's word (its number)
-            self.vocabulary = list(number)
-            del number
-            self.word_ids = np.array(positions, dtype=np.int32)
-            del positions
-        else:
-            split, texts = words
-            self.vocabulary = split.vocabulary
-            for word, tokens in zip(split.vocabulary, split.tokens, strict=True):
-                self._terms_of[word] = frozenset(tokens)
-            chosen = np.zeros(len(split.counts), dtype=bool)
-            chosen[list(texts)] = True
-            self.word_ids = split.numbers[np.repeat(chosen, split.counts)]
-            counts = [split.counts[i] for i in texts]
+        split, texts = words
+        #: each distinct word, and each position's word (its number)
+        self.vocabulary = split.vocabulary
+        for word, tokens in zip(split.vocabulary, split.tokens, strict=True):
+            self._terms_of[word] = frozenset(tokens)
+        chosen = np.zeros(len(split.counts), dtype=bool)
+        chosen[list(texts)] = True
+        self.word_ids = split.numbers[np.repeat(chosen, split.counts)]
+        counts = [split.counts[i] for i in texts]
         lengths = np.array(counts, dtype=np.int64)
         self.starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.starts[1:])
@@ -158,7 +143,7 @@ class SnippetIndex:
         """The distinct terms of one word or run, remembered."""
         terms = self._terms_of.get(text)
         if terms is None:
-            terms = frozenset(self._analyze(text))
+            terms = frozenset(tokenize(text))
             self._terms_of[text] = terms
         return terms
 
