@@ -819,7 +819,7 @@ def _share(plan: RunPlan) -> None:
     """Build what every worker needs before forking them: the query set, the cassette store,
     the engines and users (:func:`replay_worker`) and the simulator's index. The workers
     then share these pages copy-on-write instead of each building its own (the index alone
-    is ~0.8 s of CPU and ~45 MB for Cranfield); ``gc.freeze`` keeps the workers' collector
+    is ~0.3 s of CPU and ~16 MB for Cranfield); ``gc.freeze`` keeps the workers' collector
     from writing to (and so copying) them.
 
     Only a head start: what fails here is left for the worker that meets it to report, naming
