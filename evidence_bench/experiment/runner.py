@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from evidence_bench._trim import collector_paused
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.background import Background, query_set_background
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
@@ -522,20 +523,8 @@ def query_output(
     containers that live until it ends (they form no cycles; reference counting frees
     them), and each full collection it would trigger walks every object of the worker
     (its indexes and caches), about a third of the episodes' CPU time."""
-    with _collector_paused():
+    with collector_paused():
         return _query_output(worker, replayed, engines, plan)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """``gc`` disabled inside, as it was after (a nested pause leaves it paused)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _query_output(

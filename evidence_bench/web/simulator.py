@@ -18,7 +18,6 @@ with ``rate_limit`` set, the per-second rate-limit headers vary.
 
 from __future__ import annotations
 
-import gc
 import hmac
 import html
 import json
@@ -38,6 +37,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
 
+from evidence_bench._trim import collector_paused
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
@@ -353,7 +353,7 @@ def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
     with _INDEXES_LOCK:
         found = _INDEXES.get(collection.checksum)
         if found is None:
-            with _collector_paused():
+            with collector_paused():
                 documents = list(collection.documents.values())
                 # Every title and text split and its words numbered once, for both indexes:
                 # BM25 reads "title text", a snippet the text (the title when it is empty).
@@ -370,20 +370,6 @@ def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
                 del _INDEXES[next(iter(_INDEXES))]
             _INDEXES[collection.checksum] = found
         return found
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off inside (as it was after): building an index makes
-    ~10^5 containers that form no cycles, and the collections they would trigger walk every
-    object of the process, each time (about half of the build's CPU time in a runner)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def prepare_index(collection: Collection) -> None:
