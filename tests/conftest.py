@@ -225,6 +225,25 @@ def episode_alone(
     )
 
 
+def episode_as_run(
+    plan: RunPlan,
+    replayed: ReplayedQuery,
+    parts: tuple[EngineConfig, Ranker, Ranker, Refiner],
+    user: UserPolicy,
+    user_name: str,
+) -> EpisodeResult:
+    """:func:`episode_alone` with the seed and policy label a run gives user ``user_name``
+    (``plan.user_seed``, ``plan.episode_policy``)."""
+    return episode_alone(
+        plan,
+        replayed,
+        parts,
+        user,
+        seed=plan.user_seed(user_name),
+        policy=plan.episode_policy(user_name),
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files in ``LONGEST_FIRST`` order, then the rest as collected; the tests within a file
     keep their order (a stable sort on the file alone)."""

@@ -32,7 +32,7 @@ from evidence_bench.experiment.runner import (
 from evidence_bench.protocol.episode import Judgments, run_episode
 from evidence_bench.users.policies import NoisyPolicy, OraclePolicy
 from evidence_bench.web.cassettes import SkippedRequest
-from tests.conftest import episode_alone, parts_of, shared_episodes
+from tests.conftest import episode_as_run, parts_of, shared_episodes
 
 RUNS = {
     "cranfield": [
@@ -62,14 +62,7 @@ def test_planned_episodes_are_each_episode_alone(name: str, tmp_path: object) ->
     ):
         assert isinstance(result, PlannedEpisode)  # the plan, not its fallback
         parts, user = parts_of(plan, engine.config_id, user_name)
-        alone = episode_alone(
-            plan,
-            replayed,
-            parts,
-            user,
-            seed=plan.user_seed(user_name),
-            policy=plan.episode_policy(user_name),
-        )
+        alone = episode_as_run(plan, replayed, parts, user, user_name)
         assert result == alone, (replayed.query_id, engine.config_id, user_name)
         assert [m for r in result.round_marks for m in r] == alone.feedback
         compared += 1
@@ -94,14 +87,7 @@ def test_a_planned_rounds_detail_is_its_record_as_json(name: str, tmp_path: obje
         for pair, _, entries in out.rows.episodes:
             config_id, user_name = out.rows.pairs[pair]
             parts, user = parts_of(plan, config_id, user_name)
-            alone = episode_alone(
-                plan,
-                replayed,
-                parts,
-                user,
-                seed=plan.user_seed(user_name),
-                policy=plan.episode_policy(user_name),
-            )
+            alone = episode_as_run(plan, replayed, parts, user, user_name)
             for (round_, detail, *_), record in zip(entries, alone.rounds, strict=True):
                 expected = {
                     key: value

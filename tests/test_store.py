@@ -25,7 +25,7 @@ from evidence_bench.experiment.runner import (
 )
 from evidence_bench.experiment.store import QueryRowsBuilder, TableBuilder
 from evidence_bench.protocol.episode import EpisodeResult
-from tests.conftest import episode_alone
+from tests.conftest import episode_as_run
 
 
 def test_each_distinct_evaluation_gets_one_id_and_one_row() -> None:
@@ -222,14 +222,7 @@ def test_a_real_query_s_table_holds_what_each_episode_gives_alone(tmp_path: Path
         for parts in worker.engines:
             engine = parts[0]
             for user_name, user in worker.users:
-                alone = episode_alone(
-                    plan,
-                    replayed,
-                    parts,
-                    user,
-                    seed=plan.user_seed(user_name),
-                    policy=plan.episode_policy(user_name),
-                )
+                alone = episode_as_run(plan, replayed, parts, user, user_name)
                 key = (engine.config_id, user_name, query_id)
                 expected += [(*key, *row) for row in alone.scores]
                 marks += [

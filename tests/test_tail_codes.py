@@ -14,6 +14,7 @@ from evidence_bench.evaluation.statistics import first_met, summarize, summarize
 from evidence_bench.evaluation.validity import kendall_tau_b
 from evidence_bench.experiment.run import _excluded
 from evidence_bench.experiment.store import as_stored
+from evidence_bench.report.data import PER_QUERY_COLUMNS
 
 
 def test_first_met_numbers_groups_in_the_order_met() -> None:
@@ -71,16 +72,7 @@ def test_excluded_counts_each_cells_missing_queries() -> None:
     ]
     frame = pd.DataFrame(
         rows,
-        columns=[
-            "config_id",
-            "policy",
-            "query_id",
-            "round",
-            "stage",
-            "eval_mode",
-            "measure",
-            "value",
-        ],
+        columns=list(PER_QUERY_COLUMNS),
     )
     for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
         frame[column] = frame[column].astype("category")
