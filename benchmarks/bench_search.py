@@ -13,6 +13,12 @@ one replay client per query on a fresh cassette store that simulates misses, a
 simulated). ``--bodies FILE`` writes each request's URL, the sha256 of its body and whether
 it was simulated (S) or replayed (R): compare the file of two versions with ``cmp``.
 
+    PYTHONPATH=. python benchmarks/bench_search.py pin SEARCHES.json --every 6 --save OUT.json
+
+``pin`` asks every ``--every``-th search of SEARCHES.json as ``replay`` does and writes, for
+each, the sha256 of every answer's body (R or S) and of the ``Evidence`` the provider made
+of them (``tests/data/search_path.json``, checked by ``tests/test_brave_search_path.py``).
+
 CPU time on a shared machine is noisy: compare with the code before a change in the same
 minute, several runs each, the least of each.
 """
@@ -116,15 +122,28 @@ def replay(searches: Path, bodies: Path | None) -> None:
         bodies.write_text("\n".join(written) + "\n")
 
 
+def pin(searches: Path, every: int, out: Path) -> None:
+    from tests.search_path import pinned_searches
+
+    asked = json.loads(searches.read_text())[::every]
+    pins = pinned_searches([(query_id, query, limit) for query_id, query, limit in asked])
+    out.write_text(json.dumps(pins, indent=1, ensure_ascii=False) + "\n")
+    print(f"{len(pins)} searches pinned in {out}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("capture", "replay"))
+    parser.add_argument("mode", choices=("capture", "replay", "pin"))
     parser.add_argument("searches", type=Path)
     parser.add_argument("--bodies", type=Path)
+    parser.add_argument("--every", type=int, default=6)
+    parser.add_argument("--save", type=Path)
     parser.add_argument("argv", nargs="*")
     args = parser.parse_args()
     if args.mode == "capture":
         capture(args.searches, args.argv)
+    elif args.mode == "pin":
+        pin(args.searches, args.every, args.save)
     else:
         replay(args.searches, args.bodies)
 
