@@ -16,7 +16,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from evidence_bench.web.simulator import SEARCH_PATH
+import httpx
+
+from evidence_bench.web.simulator import SEARCH_PATH, SimulatorTransport
 from tests.simulator_requests import search_requests, simulators
 
 ANSWERS = Path(__file__).resolve().parent / "data" / "simulator_answers.json"
@@ -38,3 +40,43 @@ def test_seeded_requests_are_answered_as_before_byte_for_byte() -> None:
     for name, params, digest in pinned[::7]:
         answer = sims[name].handle("GET", SEARCH_PATH, params, {"X-Subscription-Token": "t"})
         assert hashlib.sha256(answer.body).hexdigest() == digest
+
+
+def test_each_answer_decoded_from_its_pieces_is_what_decoding_its_body_gives() -> None:
+    """``SimResponse.decoded`` (what the in-process transport's ``json()`` returns first)
+    equals ``json.loads(body)`` with its keys in the same order, for every pinned request;
+    its dicts and lists are new each time."""
+    pinned = json.loads(ANSWERS.read_text())
+    sims = simulators()
+    for name, params, _ in pinned:
+        answer = sims[name].handle("GET", SEARCH_PATH, params, {"X-Subscription-Token": "t"})
+        assert answer.decoded is not None
+        made, again = answer.decoded(), answer.decoded()
+        expected = json.loads(answer.body)
+        assert made == expected, (name, params)
+        assert json.dumps(made, ensure_ascii=False) == json.dumps(expected, ensure_ascii=False)
+        if "web" in made:
+            first, other = made["web"]["results"][0], again["web"]["results"][0]
+            assert first == other and first is not other
+            assert first["profile"] is not other["profile"]
+            assert first["meta_url"] is not other["meta_url"]
+
+
+def test_the_transport_decodes_its_answer_from_the_pieces_once_then_from_the_body() -> None:
+    sims = simulators()
+    transport = SimulatorTransport(sims["cranfield"])
+    with httpx.Client(transport=transport, base_url="http://sim/res/v1") as client:
+        response = client.get(
+            "/web/search",
+            params={"q": 'shock "waves" \\ on cones', "count": "3"},
+            headers={"X-Subscription-Token": "t"},
+        )
+        first, second = response.json(), response.json()
+    assert first == second == json.loads(response.content)
+    assert first is not second
+    assert first["query"]["original"] == 'shock "waves" \\ on cones'
+    assert len(first["web"]["results"]) == 3
+    with httpx.Client(transport=transport, base_url="http://sim/res/v1") as client:
+        refused = client.get("/web/search", params={"q": "x"})  # no token: an error body
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "VALIDATION"
