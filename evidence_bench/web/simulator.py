@@ -153,6 +153,8 @@ class BraveSimulator:
             "img": favicon,
         }
         self._meta_url = {"scheme": "https", "netloc": host, "hostname": host, "favicon": favicon}
+        #: a result's fields after its description, encoded, around its meta_url's path
+        self._rest = _pieces(_result_rest(self._profile, self._meta_url, _STAND_IN))
         #: doc id -> its result's fixed fields (:meth:`_fields`)
         self._encoded: dict[str, _Fields] = {}
 
@@ -322,10 +324,10 @@ class BraveSimulator:
         if found is None:
             title, url = html.escape(_title(doc)), self.collection.url_for(doc.doc_id)
             path = f"› doc › {doc.doc_id}"
-            rest = _result_rest(self._profile, self._meta_url, path)
+            before, after = self._rest
             found = (
                 f'{{"title":{_string(title)},"url":{_string(url)},"description":"'.encode(),
-                f'",{_json(rest)[1:-1]}'.encode(),
+                f'",{before[1:]}{_string(path)}{after[:-1]}'.encode(),
                 title,
                 url,
                 path,
@@ -574,13 +576,21 @@ def _main_object(size: int) -> dict[str, Any]:
     return {"mixed": {"type": "mixed", "main": main, "top": [], "side": []}, "type": "search"}
 
 
+#: Where a text goes in an object encoded once (:func:`_pieces`): no answer holds it.
+_STAND_IN = "\x00"
+
+
+def _pieces(value: Mapping[str, Any]) -> tuple[str, str]:
+    """``value`` as :func:`_json` encodes it, before and after its one :data:`_STAND_IN`."""
+    head, _, tail = _json(value).partition(_string(_STAND_IN))
+    return head, tail
+
+
 def _query_pieces(more: bool) -> tuple[bytes, bytes]:
     """A search body's opening up to its query's text (``original``), and what follows it
-    up to ``mixed``, as :func:`_json` encodes them (split where a stand-in text was)."""
-    stand_in = "\x00"
-    query = _query_object(stand_in, more)
-    head, _, tail = f'{{"query":{_json(query)}'.partition(_string(stand_in))
-    return head.encode(), tail.encode()
+    up to ``mixed``, as :func:`_json` encodes them."""
+    head, tail = _pieces(_query_object(_STAND_IN, more))
+    return f'{{"query":{head}'.encode(), tail.encode()
 
 
 #: By ``more_results_available``: the body's pieces around its query's text.
