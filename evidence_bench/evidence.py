@@ -122,6 +122,36 @@ class Evidence:
 )  # fmt: skip
 
 
+def _made(
+    title: str,
+    url: str,
+    snippet: str,
+    source: str,
+    rank: int,
+    page_age: datetime | None,
+    age: str,
+    domain: str,
+    language: str,
+    extra_snippets: tuple[str, ...] = (),
+) -> Evidence:
+    """``Evidence(...)`` of these fields, key included, set through their slots as
+    :meth:`Evidence.with_rank` does: a provider makes one per result of every answer, and
+    a frozen dataclass's ``__init__`` sets each field by ``object.__setattr__``."""
+    made: Evidence = _new(Evidence)
+    _SET_TITLE(made, title)
+    _SET_URL(made, url)
+    _SET_SNIPPET(made, snippet)
+    _SET_SOURCE(made, source)
+    _SET_RANK(made, rank)
+    _SET_PAGE_AGE(made, page_age)
+    _SET_AGE(made, age)
+    _SET_DOMAIN(made, domain)
+    _SET_LANGUAGE(made, language)
+    _SET_EXTRA_SNIPPETS(made, extra_snippets)
+    _SET_KEY(made, canonical_url(url))
+    return made
+
+
 def normalize_text(value: str) -> str:
     """Strip HTML tags, unescape entities, collapse whitespace.
 
