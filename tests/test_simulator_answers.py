@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from evidence_bench.web.simulator import SEARCH_PATH, SimulatorTransport
+from evidence_bench.collections.beir import Collection, Document, Query
+from evidence_bench.web.simulator import SEARCH_PATH, BraveSimulator, SimulatorTransport
 from tests.simulator_requests import search_requests, simulators
 
 ANSWERS = Path(__file__).resolve().parent / "data" / "simulator_answers.json"
@@ -80,3 +82,29 @@ def test_the_transport_decodes_its_answer_from_the_pieces_once_then_from_the_bod
         refused = client.get("/web/search", params={"q": "x"})  # no token: an error body
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "VALIDATION"
+
+
+def test_escaped_snippets_decode_from_the_pieces_as_from_the_body() -> None:
+    """A document whose text JSON must escape (a backslash, control characters): its
+    description and extra snippets decoded from the pieces are what decoding the body
+    gives, in both paths of the decoding (with and without an escape)."""
+    text = "heat \\flux\x01 at C:\\temp \x1f" + " plain heat words" * 40 + " heat\x02end"
+    documents = {
+        "1": Document("1", "Back\\slash", text),
+        "2": Document("2", "", "plain heat text, nothing escaped"),
+    }
+    collection = Collection("Escapes", documents, {"q": Query("q", "heat")}, {"q": {"1": 1}})
+    simulator = BraveSimulator(collection, extra_snippet_count=3)
+    shown: list[dict[str, Any]] = []
+    for params in ({"q": "heat flux"}, {"q": "heat", "extra_snippets": "true"}):
+        answer = simulator.handle("GET", SEARCH_PATH, params, {"X-Subscription-Token": "t"})
+        assert answer.decoded is not None
+        made, expected = answer.decoded(), json.loads(answer.body)
+        assert json.dumps(made, ensure_ascii=False) == json.dumps(expected, ensure_ascii=False)
+        shown.append(made["web"]["results"][0])
+    assert shown[0]["title"] == "Back\\slash"
+    assert shown[0]["description"].startswith(
+        "<strong>heat</strong> \\<strong>flux</strong>\x01 at C:\\temp plain"
+    )
+    extras = "".join(shown[1]["extra_snippets"])
+    assert "\\flux\x01" in extras or "heat\x02end" in extras
