@@ -122,6 +122,36 @@ class Evidence:
 )  # fmt: skip
 
 
+def _made(
+    title: str,
+    url: str,
+    snippet: str,
+    source: str,
+    rank: int,
+    page_age: datetime | None,
+    age: str,
+    domain: str,
+    language: str,
+    extra_snippets: tuple[str, ...] = (),
+) -> Evidence:
+    """``Evidence(...)`` of these fields, key included, set through their slots as
+    :meth:`Evidence.with_rank` does: a provider makes one per result of every answer, and
+    a frozen dataclass's ``__init__`` sets each field by ``object.__setattr__``."""
+    made: Evidence = _new(Evidence)
+    _SET_TITLE(made, title)
+    _SET_URL(made, url)
+    _SET_SNIPPET(made, snippet)
+    _SET_SOURCE(made, source)
+    _SET_RANK(made, rank)
+    _SET_PAGE_AGE(made, page_age)
+    _SET_AGE(made, age)
+    _SET_DOMAIN(made, domain)
+    _SET_LANGUAGE(made, language)
+    _SET_EXTRA_SNIPPETS(made, extra_snippets)
+    _SET_KEY(made, canonical_url(url))
+    return made
+
+
 def normalize_text(value: str) -> str:
     """Strip HTML tags, unescape entities, collapse whitespace.
 
@@ -137,9 +167,28 @@ def normalize_text(value: str) -> str:
     elif tags:
         value = _TAG.sub(" ", _INLINE_TAG.sub("", value))
     if "&" in value:  # without it, no entity
-        value = html.unescape(value)
+        value = _unescape(value)
     # str.split's white space is re's \s (both str.isspace), and strip() drops the same.
     return " ".join(value.split())
+
+
+#: What html.escape writes (Brave's and the simulator's descriptions hold little else),
+#: each entity with the character it stands for, ``&amp;`` last.
+_ESCAPES = (("&#x27;", "'"), ("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+
+
+def _unescape(value: str) -> str:
+    """``html.unescape(value)``; by ``str.replace`` when every ``&`` begins one of
+    :data:`_ESCAPES` (no two can overlap: each holds one ``&``, its first character).
+
+    Then html.unescape replaces exactly those, each by its character; none of these
+    characters is ``&`` but the last one's, replaced last, so no replacement makes a new
+    entity, as html.unescape (one pass, left to right) makes none."""
+    if value.count("&") != sum(value.count(entity) for entity, _ in _ESCAPES):
+        return html.unescape(value)
+    for entity, character in _ESCAPES:
+        value = value.replace(entity, character)
+    return value
 
 
 def _is_tracking(name: str) -> bool:

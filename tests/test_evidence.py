@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 from datetime import datetime
 
@@ -11,7 +12,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from evidence_bench.errors import QueryError
-from evidence_bench.evidence import Evidence, canonical_url, dedupe, normalize_text, validate_query
+from evidence_bench.evidence import (
+    Evidence,
+    _made,
+    canonical_url,
+    dedupe,
+    normalize_text,
+    validate_query,
+)
 
 # --- normalize_text -----------------------------------------------------------------------------
 
@@ -256,3 +264,40 @@ def test_validate_query_strips_and_accepts_the_limits() -> None:
     assert validate_query("  rocchio feedback \n") == "rocchio feedback"
     assert validate_query("x" * 400) == "x" * 400
     assert validate_query(" ".join(["w"] * 50)) == " ".join(["w"] * 50)
+
+
+def test_made_through_the_slots_is_the_evidence_init_makes() -> None:
+    """``_made`` (the provider's constructor) against the dataclass's own ``__init__``."""
+    fields = {
+        "title": "Flutter of panels",
+        "url": "HTTPS://Example.org:443/a/?utm_source=x&b=1#top",
+        "snippet": "panel flutter",
+        "source": "brave",
+        "rank": 4,
+        "page_age": datetime(2025, 6, 30, 5, 41),
+        "age": "June 30, 2025",
+        "domain": "example.org",
+        "language": "en",
+        "extra_snippets": ("one", "two"),
+    }
+    made, expected = _made(**fields), Evidence(**fields)  # type: ignore[arg-type]
+    assert made == expected and repr(made) == repr(expected)
+    assert made.key == expected.key == "https://example.org/a?b=1"
+    assert made.with_rank(1) == expected.with_rank(1)
+
+
+_ENTITY_SOUP = st.lists(
+    st.sampled_from(
+        ["&amp;", "&lt;", "&gt;", "&quot;", "&#x27;", "&#39;", "&amp;lt;", "&nbsp;", "&ampx",
+         "&", ";", "amp;", "lt", "#x27;", "&#x", "a", " ", "<strong>", "</strong>", "é"]
+    )
+).map("".join)  # fmt: skip
+
+
+@given(_ENTITY_SOUP)
+@example("&amp;lt;b&amp;gt; &#x27;x&#x27; &quot;")
+@example("&&lt;gt;")
+def test_normalize_text_unescapes_as_html_unescape_does(raw: str) -> None:
+    """Its fast path for html.escape's five entities against html.unescape itself."""
+    stripped = raw.replace("<strong>", "").replace("</strong>", "")
+    assert normalize_text(raw) == " ".join(html.unescape(stripped).split())

@@ -30,7 +30,7 @@ from evidence_bench.errors import (
     RequestError,
     ResponseFormatError,
 )
-from evidence_bench.evidence import Evidence, dedupe, normalize_text, validate_query
+from evidence_bench.evidence import Evidence, _made, dedupe, normalize_text, validate_query
 
 __all__ = [
     "API_KEY_ENV",
@@ -372,16 +372,16 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         and (language is None or type(language) is str)
     ):
         return _checked_evidence(item, path, where, rank)
-    return Evidence(
-        title=_normalized(title),
-        url=url,
-        snippet=_normalized(description or ""),
-        source="brave",
-        rank=rank,
-        page_age=_page_age(page_age),
-        age=age or "",
-        domain=hostname or _host(url),
-        language=language or "",
+    return _made(
+        _normalized(title),
+        url,
+        _normalized(description or ""),
+        "brave",
+        rank,
+        _page_age(page_age) if page_age else None,
+        age or "",
+        hostname or _host(url),
+        language or "",
     )
 
 
