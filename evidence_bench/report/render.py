@@ -281,8 +281,8 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
     if best is None or chosen.empty:
         return []
     before_stage, control_stage = BASELINES[best.stage]
-    episodes = load_episodes(data, best.config_id)
     picks = chosen.to_dict("records")
+    episodes = load_episodes(data, best.config_id, {str(r["query_id"]) for r in picks})
     wanted = [episodes.get((str(r["policy"]), str(r["query_id"]))) for r in picks]
     after_key = "after_expand" if best.stage == "expand" else "after_rerank"
     doc_ids = {
