@@ -113,7 +113,7 @@ class _Canvas:
 
 @cache
 def _template() -> Template:
-    env = _ReportEnvironment(  # a chart's items are dicts, looked up by key first
+    env = _ReportEnvironment(  # a chart's items are dicts, and repeat their strings
         loader=PackageLoader("evidence_bench.report", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
@@ -132,13 +132,18 @@ def _svg(
     hatch: str | None = None,
     gradient: Mapping[str, Any] | None = None,
 ) -> Markup:
-    text = _template().render(
-        label=label,
-        width=_n(math.ceil(width)),
-        height=_n(math.ceil(height)),
-        items=canvas.items,
-        hatch=hatch,
-        gradient=gradient,
+    template = _template()
+    assert isinstance(template.environment, _ReportEnvironment)
+    text = template.environment.render(
+        template,
+        {
+            "label": label,
+            "width": _n(math.ceil(width)),
+            "height": _n(math.ceil(height)),
+            "items": canvas.items,
+            "hatch": hatch,
+            "gradient": gradient,
+        },
     )
     return Markup(text)
 
