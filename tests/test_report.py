@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+import jinja2
 import pandas as pd
 import pytest
 import yaml
+from markupsafe import Markup
 from report_fixtures import (
     NO_SHUFFLED,
     PAYLOAD_IMG,
@@ -29,6 +31,7 @@ from report_fixtures import (
 )
 from scipy import stats
 
+import evidence_bench.report.page as page_module
 import evidence_bench.report.render as render_module
 import evidence_bench.report.terminal as terminal_module
 from evidence_bench.errors import DataError
@@ -172,6 +175,19 @@ def test_payloads_are_shown_as_text(rendered: Rendered) -> None:
     assert text.count(PAYLOAD_IMG) >= 3
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered.html
     assert "javascript:alert(1)" in text  # shown, as text
+
+
+def test_the_page_environment_shows_what_plain_jinja_shows() -> None:
+    """The page's environment escapes a string each time it is shown (it remembers each
+    distinct string's escaping) and reads ``d.name`` key first: the same bytes as Jinja2's
+    own autoescaping environment, a dict's methods still its methods."""
+    source = "{{ t }}|{{ t }}|{{ d.x }}|{{ d.values is callable }}|{{ n }}|{{ m }}"
+    values = {"t": "<b>&'\"", "d": {"x": "<i>", "values": 1}, "n": 3, "m": Markup("<hr>")}
+    env = page_module._environment()
+    shown = env.render(env.from_string(source), values)
+    assert shown == "&lt;b&gt;&amp;&#39;&#34;|&lt;b&gt;&amp;&#39;&#34;|&lt;i&gt;|True|3|<hr>"
+    assert shown == jinja2.Environment(autoescape=True).from_string(source).render(**values)
+    assert shown == env.render(env.from_string(source), values)  # nothing kept across pages
 
 
 #: Command-line overrides as a user could type them: one carries a payload, one a space.

@@ -725,7 +725,8 @@ def as_stored(scores: pd.DataFrame, *, exact: bool = False) -> pd.DataFrame:
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:
-    """``frame`` as Parquet (zstd; text keys dictionary-encoded, each distinct value once)."""
+    """``frame`` as Parquet (zstd; text keys dictionary-encoded, each distinct value once;
+    min/max statistics for the numbers only)."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     pq.write_table(
         table,
@@ -735,6 +736,9 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
         # a large dictionary (a sweep's distinct episode details) stays one dictionary
         dictionary_pagesize_limit=64 << 20,
         row_group_size=1 << 22,
+        # a text key's min and max cost Arrow a pass over the dictionary's values per page
+        # (half of writing a sweep's scores) and no reader of a run skips row groups
+        write_statistics=[f.name for f in table.schema if not pa.types.is_dictionary(f.type)],
     )
 
 

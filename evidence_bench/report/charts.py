@@ -18,12 +18,14 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
-from jinja2 import Environment, PackageLoader, StrictUndefined, Template
+from jinja2 import PackageLoader, StrictUndefined, Template
 from markupsafe import Markup
+
+from evidence_bench.report.page import _ReportEnvironment
 
 __all__ = [
     "budget_chart",
@@ -111,7 +113,7 @@ class _Canvas:
 
 @cache
 def _template() -> Template:
-    env = Environment(
+    env = _ReportEnvironment(  # a chart's items are dicts, and repeat their strings
         loader=PackageLoader("evidence_bench.report", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
@@ -130,13 +132,18 @@ def _svg(
     hatch: str | None = None,
     gradient: Mapping[str, Any] | None = None,
 ) -> Markup:
-    text = _template().render(
-        label=label,
-        width=_n(math.ceil(width)),
-        height=_n(math.ceil(height)),
-        items=canvas.items,
-        hatch=hatch,
-        gradient=gradient,
+    template = _template()
+    assert isinstance(template.environment, _ReportEnvironment)
+    text = template.environment.render(
+        template,
+        {
+            "label": label,
+            "width": _n(math.ceil(width)),
+            "height": _n(math.ceil(height)),
+            "items": canvas.items,
+            "hatch": hatch,
+            "gradient": gradient,
+        },
     )
     return Markup(text)
 
@@ -564,6 +571,21 @@ def delta_chart(
     )
 
 
+class _Point(NamedTuple):
+    """One row of the rounds chart's means."""
+
+    config_id: Any
+    round: int
+    stage: Any
+    mean: float
+    ci_low: float
+    ci_high: float
+
+
+def _by_round(point: _Point) -> int:
+    return point.round
+
+
 def rounds_chart(
     rows: pd.DataFrame,
     configs: Sequence[tuple[str, str]],
@@ -584,34 +606,49 @@ def rounds_chart(
     c = _Canvas()
     all_rounds = sorted(int(r) for r in pd.unique(rows["round"]))
     xlim = (min(all_rounds, default=0) - 0.25, max(all_rounds, default=1) + 0.25)
-    # each (measure, policy, config)'s rows, in row order: one grouping, not a mask apiece
-    empty = rows.iloc[:0]
-    panels = {key: group for key, group in rows.groupby(["measure", "policy"], sort=False)}
+    # each (measure, policy)'s rows as plain tuples, in row order: a few hundred rows, which
+    # a frame's masks, concats and sorts per line cost ~100 times more to pick apart
+    columns = ("measure", "policy", "config_id", "round", "stage", "mean", "ci_low", "ci_high")
+    panels: dict[tuple[Any, Any], list[_Point]] = {}
+    for m, u, config_id, r, st, mean, low, high in zip(
+        *(rows[name].tolist() for name in columns), strict=True
+    ):
+        point = _Point(config_id, int(r), st, float(mean), float(low), float(high))
+        panels.setdefault((m, u), []).append(point)
     for m, measure in enumerate(measures):
         for u, policy in enumerate(policies):
-            sub = panels.get((measure, policy), empty)
-            of_config = {key: group for key, group in sub.groupby("config_id", sort=False)}
+            sub = panels.get((measure, policy), [])
             lines = []
             for config_id, _ in configs:
-                mine = of_config.get(config_id, empty)
-                start = mine[mine["round"] == 0]
-                line = pd.concat(
-                    [start[start["stage"] == "initial"], mine[mine["stage"] == stage]]
-                ).sort_values("round")
-                base = pd.concat(
+                mine = [r for r in sub if r.config_id == config_id]
+                start = [r for r in mine if r.round == 0]
+                # sorted by round, stably: the round-0 reference before the stage's rounds
+                line = sorted(
                     [
-                        start[start["stage"] == "control"],
-                        mine[(mine["stage"] == control) & (mine["round"] > 0)],
-                    ]
-                ).sort_values("round")
+                        *(r for r in start if r.stage == "initial"),
+                        *(r for r in mine if r.stage == stage),
+                    ],
+                    key=_by_round,
+                )
+                base = sorted(
+                    [
+                        *(r for r in start if r.stage == "control"),
+                        *(r for r in mine if r.stage == control and r.round > 0),
+                    ],
+                    key=_by_round,
+                )
                 lines.append((line, base))
-            shown = [*lines[0][0]["ci_low"], *lines[0][0]["ci_high"]] if lines else []
-            shown += [v for line, base in lines for v in (*line["mean"], *base["mean"])]
+            shown = (
+                [*(r.ci_low for r in lines[0][0]), *(r.ci_high for r in lines[0][0])]
+                if lines
+                else []
+            )
+            shown += [r.mean for line, base in lines for r in (*line, *base)]
             ylim = _limits(shown)
             ticks = [t for t in _ticks(*ylim, 4) if ylim[0] <= t <= ylim[1]]
             p = _panel(left + m * (width + col_gap), top + u * (height + row_gap), width,
                        height, xlim, ylim)  # fmt: skip
-            rounds = sorted(int(r) for r in pd.unique(sub["round"]))
+            rounds = sorted({r.round for r in sub})
             last = u == len(policies) - 1
             _x_axis(c, p, [float(r) for r in rounds], [str(r) for r in rounds],
                     title="round" if last else None)  # fmt: skip
@@ -620,9 +657,9 @@ def rounds_chart(
                 _title(c, p, measure)
             for k, (line, base) in enumerate(lines):
                 colour = _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]
-                xs, means = _values(line, "round"), _values(line, "mean")
+                xs, means = [float(r.round) for r in line], [r.mean for r in line]
                 if k == 0 and len(line):
-                    low, high = _values(line, "ci_low"), _values(line, "ci_high")
+                    low, high = [r.ci_low for r in line], [r.ci_high for r in line]
                     band = [
                         (p.x(x), p.y(v)) for x, v in zip(xs, high, strict=True) if math.isfinite(v)
                     ] + [
@@ -638,7 +675,9 @@ def rounds_chart(
                     c.circle(x, y, 2.5, fill=colour)
                 dashed = [
                     (p.x(x), p.y(v))
-                    for x, v in zip(_values(base, "round"), _values(base, "mean"), strict=True)
+                    for x, v in zip(
+                        [float(r.round) for r in base], [r.mean for r in base], strict=True
+                    )
                 ]
                 c.polyline(dashed, stroke=colour, stroke_width=0.9, stroke_dasharray="4 3",
                            stroke_opacity=0.8)  # fmt: skip

@@ -12,7 +12,7 @@ query id ``001`` must not become ``1``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -465,14 +465,22 @@ def read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
             yield record
 
 
-def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """The episodes of one configuration, keyed by (policy, query_id), ids as in ``data``."""
+def load_episodes(
+    data: RunData, config_id: str, queries: Collection[str] | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The episodes of one configuration, keyed by (policy, query_id), ids as in ``data``;
+    ``queries``: only those of these query ids (the report details a few dozen of a
+    configuration's hundreds, and decoding an episode is what costs)."""
     episodes: dict[tuple[str, str], dict[str, Any]] = {}
     for source in data.sources:
         if source.config_prefix and not config_id.startswith(source.config_prefix):
             continue
         local = config_id[len(source.config_prefix) :]
-        for record in _episodes(data, source, local):
+        prefix = source.id_prefix
+        mine = (
+            None if queries is None else {q[len(prefix) :] for q in queries if q.startswith(prefix)}
+        )
+        for record in _episodes(data, source, local, mine):
             query_id = source.id_prefix + str(record.get("query_id"))
             rounds = record.get("rounds") or []
             for round_ in rounds:
@@ -488,19 +496,27 @@ def load_episodes(data: RunData, config_id: str) -> dict[tuple[str, str], dict[s
     return episodes
 
 
-def _episodes(data: RunData, source: Source, config_id: str) -> Iterable[dict[str, Any]]:
-    """One configuration's episode records of one source: from the tables the run just
-    computed, ``episodes.parquet``, or ``episodes.jsonl`` (written by hand, or exported)."""
+def _episodes(
+    data: RunData, source: Source, config_id: str, queries: Collection[str] | None
+) -> Iterable[dict[str, Any]]:
+    """One configuration's episode records of one source (of ``queries`` only, unless None):
+    from the tables the run just computed, ``episodes.parquet``, or ``episodes.jsonl``
+    (written by hand, or exported)."""
     tables = data.tables if source.path == data.path else None
     if tables is None and (source.path / "episodes.parquet").is_file():
         tables = read_tables(source.path, ("episodes", "rankings"))
     if tables is None:
         for record in read_jsonl(source.path / "episodes.jsonl"):
-            if str(record.get("config_id")) == config_id:
+            if str(record.get("config_id")) == config_id and (
+                queries is None or str(record.get("query_id")) in queries
+            ):
                 yield record
         return
     episodes = tables.episodes
-    yield from episode_records(tables, episodes[episodes["config_id"] == config_id])
+    rows = episodes["config_id"] == config_id
+    if queries is not None:
+        rows &= episodes["query_id"].isin(queries)
+    yield from episode_records(tables, episodes[rows])
 
 
 def load_documents(data: RunData, doc_ids: Iterable[str]) -> dict[str, dict[str, str]]:

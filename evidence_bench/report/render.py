@@ -281,8 +281,8 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
     if best is None or chosen.empty:
         return []
     before_stage, control_stage = BASELINES[best.stage]
-    episodes = load_episodes(data, best.config_id)
     picks = chosen.to_dict("records")
+    episodes = load_episodes(data, best.config_id, {str(r["query_id"]) for r in picks})
     wanted = [episodes.get((str(r["policy"]), str(r["query_id"]))) for r in picks]
     after_key = "after_expand" if best.stage == "expand" else "after_rerank"
     doc_ids = {
@@ -303,17 +303,20 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
         for q, d, g in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)
     }
     pq = data.per_query
-    scores_frame = pq[pq["config_id"] == best.config_id]
-    scores_frame = scores_frame[
-        (scores_frame["eval_mode"] == data.settings.primary_mode)
-        & (scores_frame["measure"] == data.settings.primary_measure)
-        & scores_frame["stage"].isin([before_stage, control_stage, best.stage])
+    # one mask over the run's rows (millions in a sweep), the others over the config's
+    columns = ["policy", "query_id", "round", "stage", "value", "eval_mode", "measure"]
+    mine = pq.loc[(pq["config_id"] == best.config_id).to_numpy(), columns]
+    mine = mine.loc[
+        (
+            (mine["eval_mode"] == data.settings.primary_mode)
+            & (mine["measure"] == data.settings.primary_measure)
+            & mine["stage"].isin([before_stage, control_stage, best.stage])
+        ).to_numpy(),
+        columns[:5],
     ]
     scores = {
         (str(p), str(q), int(r), str(s)): float(v)
-        for p, q, r, s, v in scores_frame[
-            ["policy", "query_id", "round", "stage", "value"]
-        ].itertuples(index=False)
+        for p, q, r, s, v in zip(*(mine[c].tolist() for c in mine.columns), strict=True)
     }
 
     def doc_view(query_id: str, rank: int, doc_id: str, marks: Mapping[str, str]) -> dict[str, Any]:

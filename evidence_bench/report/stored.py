@@ -235,26 +235,33 @@ def _changed(stored: Any, key: Mapping[str, Any]) -> str | None:
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
 
 
 def _encoded(value: Any) -> Any:
     """``value`` as JSON can hold it exactly (the module's docstring), else TypeError. A
     list or dict with nothing in it to tag is returned itself, not copied (most of a
-    context: records of plain values)."""
+    context: records of plain values, each checked in one pass of C: ``issuperset`` over
+    its values' types)."""
     kind = type(value)
     if kind in _PLAIN:
         return value
     if kind is list:
+        if _PLAIN.issuperset(map(type, value)):
+            return value
         items = [_encoded(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     if kind is dict:
-        if all(type(k) is str for k in value) and _TAGS.isdisjoint(value):
+        if _STR.issuperset(map(type, value)) and _TAGS.isdisjoint(value):
+            if _PLAIN.issuperset(map(type, value.values())):
+                return value
             fields = {k: _encoded(v) for k, v in value.items()}
             same = all(fields[k] is v for k, v in value.items())
             return value if same else fields
         return {_DICT: [[_encoded(k), _encoded(v)] for k, v in value.items()]}
     if kind is tuple:
-        return {_TUPLE: [_encoded(v) for v in value]}
+        plain = _PLAIN.issuperset(map(type, value))
+        return {_TUPLE: list(value) if plain else [_encoded(v) for v in value]}
     if kind is Markup:
         return {_MARKUP: str(value)}
     raise TypeError(f"a {kind.__module__}.{kind.__qualname__} cannot be stored exactly")
