@@ -3,8 +3,11 @@ answer is the one the pandas path (kept as the fallback) gives on the same run."
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
+from evidence_bench.evaluation.comparisons import common_queries
+from evidence_bench.evaluation.validity import per_query_gains, setting_gains
 from evidence_bench.experiment.run import _excluded
 from evidence_bench.experiment.store import read_tables
 from tests.conftest import CRANFIELD15, shared_run
@@ -20,3 +23,27 @@ def test_excluded_on_cranfield_is_pandas_count(tmp_path_factory: pytest.TempPath
     # query ids as plain strings: pandas' groupby and nunique, in its own order
     by_pandas = _excluded(scores.astype({"query_id": str}), 15)
     assert by_codes == by_pandas
+
+
+def test_setting_gains_on_cranfield_is_pandas_grouping(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Each setting's mean gain over the queries every setting of its user keeps: by codes,
+    the rows, order and floats of common_queries and pandas' groupby; also once a config
+    loses a query, which then leaves every setting of that user and round."""
+    scores = read_tables(shared_run(tmp_path_factory, "cranfield15", CRANFIELD15)).scores
+    gains = per_query_gains(scores)
+    lost = gains.index[
+        (gains["config_id"] == "c00") & (gains["query_id"] == "1") & (gains["round"] == 1)
+    ]
+    within = ["policy", "round", "eval_mode", "measure"]
+    for frame in (gains, gains.drop(index=lost).reset_index(drop=True)):
+        shared = common_queries(frame, within=within, across=["config_id", "stage"])
+        grouped = shared.groupby([*within, "config_id", "stage"], sort=False)["gain"]
+        want = grouped.agg(["count", "mean"]).reset_index()
+        want = want.rename(columns={"count": "n", "mean": "gain"})
+        pd.testing.assert_frame_equal(setting_gains(frame), want, check_exact=True)
+    dropped = setting_gains(gains.drop(index=lost))
+    whole = setting_gains(gains)
+    assert len(lost) and len(dropped) == len(whole)
+    assert (dropped["n"] < whole["n"]).any()  # query 1 left round 1 for every config

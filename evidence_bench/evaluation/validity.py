@@ -58,7 +58,7 @@ import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
 from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
-from evidence_bench.evaluation.statistics import TIE, ngroups, summarize_groups
+from evidence_bench.evaluation.statistics import TIE, first_met, ngroups, summarize_groups
 
 __all__ = [
     "BUDGET_COLUMNS",
@@ -241,10 +241,56 @@ def setting_gains(gains: pd.DataFrame) -> pd.DataFrame:
     """Per user × round × mode × measure, each setting's (config × stage) mean gain over the
     queries every setting of that user keeps (``n``): what the user's ordering is made of."""
     within = ["policy", "round", "eval_mode", "measure"]
-    shared = common_queries(gains, within=within, across=["config_id", "stage"])
     keys = [*within, "config_id", "stage"]
-    out = shared.groupby(keys, sort=False)["gain"].agg(["count", "mean"]).reset_index()
-    return out.rename(columns={"count": "n", "mean": "gain"})
+    coded = _setting_codes(gains, keys)
+    if coded is None:
+        shared = common_queries(gains, within=within, across=["config_id", "stage"])
+        out = shared.groupby(keys, sort=False)["gain"].agg(["count", "mean"]).reset_index()
+        return out.rename(columns={"count": "n", "mean": "gain"})
+    # by codes, each key factorized once (a sweep's gains: ~700k rows of strings, which
+    # common_queries and the groupby would each factorize again): the queries every
+    # setting of a group keeps, as common_queries keeps them, then pandas' count and mean
+    # over one code per setting (the same rows in the same order: the same floats)
+    group, setting, query = coded
+    width, settings = int(query.max()) + 1, int(setting.max()) + 1
+    pair, pairs = pd.factorize(group * width + query)
+    held = np.bincount(pd.unique(pair * settings + setting) // settings, minlength=len(pairs))
+    in_group = np.bincount(pd.unique(group * settings + setting) // settings)
+    complete = held == in_group[np.asarray(pairs) // width]
+    rows = np.arange(len(gains)) if complete.all() else np.flatnonzero(complete[pair])
+    cell, first = first_met(group[rows] * settings + setting[rows])
+    values = pd.Series(gains["gain"].to_numpy()[rows])
+    stats = values.groupby(cell, sort=False).agg(["count", "mean"])
+    out = gains.iloc[rows[first]][keys].reset_index(drop=True)
+    out["n"] = stats["count"].to_numpy()
+    out["gain"] = stats["mean"].to_numpy()
+    return out
+
+
+def _setting_codes(
+    gains: pd.DataFrame, keys: Sequence[str]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """Each row's (policy, round, mode, measure) group, its (config, stage) setting within
+    it and its query, as codes (``keys``: the group's four and the setting's two); None
+    where a key is missing somewhere (pandas' grouping then drops the row)."""
+    if not len(gains):
+        return None
+    codes = {}
+    space = 1
+    for column in [*keys, "query_id"]:
+        found, uniques = pd.factorize(gains[column])
+        if found.min() < 0:
+            return None
+        codes[column] = (found.astype(np.int64), max(len(uniques), 1))
+        space *= codes[column][1]
+    if space >= 1 << 62:  # every code below fits in an int64
+        return None
+    group = np.zeros(len(gains), dtype=np.int64)
+    for column in keys[:4]:
+        found, size = codes[column]
+        group = group * size + found
+    (config, _), (stage, stages) = codes[keys[4]], codes[keys[5]]
+    return group, config * stages + stage, codes["query_id"][0]
 
 
 def ordering(
