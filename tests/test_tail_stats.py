@@ -3,10 +3,12 @@ answer is the one the pandas path (kept as the fallback) gives on the same run."
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from evidence_bench.evaluation.comparisons import common_queries
+from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
 from evidence_bench.evaluation.validity import per_query_gains, setting_gains
 from evidence_bench.experiment.run import _excluded
 from evidence_bench.experiment.store import read_tables
@@ -47,3 +49,39 @@ def test_setting_gains_on_cranfield_is_pandas_grouping(
     whole = setting_gains(gains)
     assert len(lost) and len(dropped) == len(whole)
     assert (dropped["n"] < whole["n"]).any()  # query 1 left round 1 for every config
+
+
+def test_first_met_by_table_by_hand() -> None:
+    """Codes from a small range (at most a quarter of the rows) take the table path."""
+    cell = np.array([2, 0, 2, 1] * 4, dtype=np.int64)
+    code, first = first_met(cell)
+    assert code.tolist() == [0, 1, 0, 2] * 4
+    assert first.tolist() == [0, 1, 3]
+
+
+def test_first_met_table_and_hashing_agree() -> None:
+    cell = np.random.default_rng(7).integers(0, 300, 50_000)
+    code, first = first_met(cell)  # the table: 300 codes for 50,000 rows
+    spread = cell * 1_000_003 + 17  # the same groups, too far apart for a table: hashed
+    hashed_code, hashed_first = first_met(spread)
+    assert code.tolist() == hashed_code.tolist()
+    assert first.tolist() == hashed_first.tolist()
+    assert (cell[first][code] == cell).all()
+
+
+@pytest.mark.parametrize("groups", [1000, 70_000], ids=["16-bit", "wider"])
+def test_summarize_codes_rows_in_frame_order(groups: int) -> None:
+    """Each group's rows in frame order whether its codes are sorted as 16 bits (radix) or
+    not (more than 65,536 groups): each group's mean and std are summarize's of its values
+    alone, to the bit."""
+    rng = np.random.default_rng(5)
+    code = rng.permutation(np.concatenate([np.arange(groups), rng.integers(0, groups, 130_000)]))
+    values = rng.random(len(code))
+    stats = summarize_codes(code, values, groups)
+    for group in (0, 1, groups // 2, groups - 1):
+        mine = np.flatnonzero(code == group)
+        alone = summarize(values[mine].tolist())
+        assert stats["first"][group] == mine[0]
+        assert stats["n"][group] == len(mine)
+        assert stats["mean"][group] == alone.mean
+        assert stats["std"][group] == alone.std or len(mine) == 1
