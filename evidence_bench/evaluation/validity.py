@@ -234,7 +234,7 @@ def _without_fixed(
     first = np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
     cells = key_tuples(gains.iloc[first], keys)
     hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))
-    return gains[~hit[group]]
+    return gains[~hit[group]] if hit.any() else gains  # (no copy of every row)
 
 
 def setting_gains(gains: pd.DataFrame) -> pd.DataFrame:
