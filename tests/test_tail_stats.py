@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evidence_bench.evaluation.comparisons import common_queries
+from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
 from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
 from evidence_bench.evaluation.validity import per_query_gains, setting_gains
 from evidence_bench.experiment.run import _excluded
@@ -85,3 +85,27 @@ def test_summarize_codes_rows_in_frame_order(groups: int) -> None:
         assert stats["n"][group] == len(mine)
         assert stats["mean"][group] == alone.mean
         assert stats["std"][group] == alone.std or len(mine) == 1
+
+
+def test_key_tuples_by_hand() -> None:
+    """Plain strings and ints whatever the columns' types: categories unused and out of
+    order, a plain string column; with a missing value, what strings() gives."""
+    frame = pd.DataFrame(
+        {
+            "config_id": pd.Categorical(["c1", "c0", "c1"], categories=["c9", "c1", "c0"]),
+            "policy": pd.Categorical(["oracle", "noisy", "noisy"]),
+            "round": np.array([2, 1, 2], dtype=np.int16),
+            "measure": ["AP", "RR", "AP"],
+        }
+    )
+    columns = ["config_id", "policy", "round", "measure"]
+    assert key_tuples(frame, columns) == [
+        ("c1", "oracle", 2, "AP"),
+        ("c0", "noisy", 1, "RR"),
+        ("c1", "noisy", 2, "AP"),
+    ]
+    assert all(type(v) is str for row in key_tuples(frame, columns) for v in row[:2])
+    frame["policy"] = pd.Categorical(["oracle", None, "noisy"])
+    got = key_tuples(frame, ["policy"])
+    assert [got[0], got[2]] == [("oracle",), ("noisy",)]
+    assert str(got[1][0]) == str(strings(frame["policy"]).tolist()[1])

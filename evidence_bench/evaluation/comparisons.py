@@ -326,10 +326,21 @@ def key_tuples(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str | 
     :func:`strings` would give them: rows read differently still match (a set of fixed
     cells, a few hundred keys, costs less than two frames' conversion and a merge)."""
     values = [
-        frame[c].astype("int64").tolist() if c == "round" else strings(frame[c]).tolist()
+        frame[c].astype("int64").tolist() if c == "round" else _string_list(frame[c])
         for c in columns
     ]
     return list(zip(*values, strict=True)) if values else []
+
+
+def _string_list(column: pd.Series) -> list[str]:
+    """``strings(column).tolist()``; a categorical's by picking each code's name from its
+    categories' (a few hundred rows: no string array built for them)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if not (codes < 0).any():
+            names: list[str] = column.cat.categories.astype(str).tolist()
+            return [names[code] for code in codes.tolist()]
+    return cast(list[str], strings(column).tolist())
 
 
 def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], int]:
