@@ -197,7 +197,7 @@ def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
     starts = np.flatnonzero(new)
     where = column[chosen][order]
     cell = row * len(stages) + where
-    if len(cell) and (np.diff(np.sort(cell)) == 0).any():
+    if len(cell) and np.bincount(cell).max() > 1:  # a (row, stage) twice: counted, not sorted
         raise _duplicate("Index contains duplicate entries, cannot reshape")
     value = per_query["value"].to_numpy(np.float64)[chosen][order]
     matrix = np.full((len(starts), len(stages)), np.nan)
