@@ -351,8 +351,12 @@ def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np
     tested = ~fixed[pairs.code]
     of_query = family[pairs.code]
     combined = of_query.astype(np.int64) * (int(pairs.query.max()) + 1) + pairs.query
-    counts = pd.Series(combined[tested]).value_counts()
-    have = counts.reindex(combined).fillna(0).to_numpy(np.int64)
+    if len(combined) and combined.min() >= 0:
+        # each (family, query)'s tested configs: counted over the few families × queries
+        have = np.bincount(combined[tested], minlength=int(combined.max()) + 1)[combined]
+    else:  # (a key missing somewhere: ngroup's −1)
+        counts = pd.Series(combined[tested]).value_counts()
+        have = counts.reindex(combined).fillna(0).to_numpy(np.int64)
     return tested & (have == size[of_query]), int(size.max(initial=0))
 
 
