@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from evidence_bench.experiment import rundir
-from evidence_bench.experiment.rundir import _fixed_cells
+from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, SUMMARY_KEYS, _fixed_cells
+from evidence_bench.experiment.store import feedback_frame, read_tables
+from tests.conftest import CRANFIELD15, shared_run
 
 A, B, C, D = (f"https://x.test/{name}" for name in "abcd")
 # q1: a relevant, b judged not relevant; q2: c relevant; d is unjudged (grade 0)
@@ -114,3 +116,128 @@ def test_fixed_cells_by_hand(
         tuple(str(v) if isinstance(v, str) else int(v) for v in key): f for key, f in fixed.items()
     }
     assert got == want
+
+
+# --- summarize_scores: every episode judged at once by codes ------------------------------
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Which way summarize_scores judged: ``codes`` (every episode at once) or ``loop``."""
+    paths: list[str] = []
+    for name, path in (("_judged", "codes"), ("_fixed_cells", "loop")):
+        original = getattr(rundir, name)
+
+        def spy(*args: Any, _original: Any = original, _path: str = path) -> Any:
+            paths.append(_path)
+            return _original(*args)
+
+        monkeypatch.setattr(rundir, name, spy)
+    return paths
+
+
+@pytest.mark.parametrize("categorical", [True, False], ids=["categorical", "strings"])
+@pytest.mark.parametrize("shuffled", [False, True], ids=["rising", "shuffled"])
+def test_summary_fixed_by_hand(
+    categorical: bool, shuffled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summarize_scores' ``fixed`` is the cells worked out above, whether every episode is
+    judged at once (categories, rising rounds) or by ``_fixed_cells``' loop."""
+    per_query, feedback = _frames(categorical, shuffled)
+    paths = _spy(monkeypatch)
+    summary = rundir.summarize_scores(per_query, feedback, QRELS)
+    assert paths == (["codes"] if categorical and not shuffled else ["loop"])
+    assert summary["fixed"].dtype == bool
+    fixed = summary[summary["fixed"]]
+    got = set(
+        zip(
+            *(fixed[c].astype(str) for c in ("config_id", "policy")),
+            fixed["round"],
+            fixed["measure"].astype(str),
+            strict=True,
+        )
+    )
+    assert got == FIXED  # residual cells are never fixed
+    assert len(summary) == 4 * 3 * 2 * 2  # (config, policy) x rounds x modes x measures
+
+
+# A document examined twice keeps its last rank; two documents shown at one position: the
+# last one pins it (a dict of the rows keeps them so). Only q1: a relevant, b not.
+TWICE = [
+    ("c1", "oracle", "q1", 1, A, 1),
+    ("c1", "oracle", "q1", 2, B, 2),
+    ("c1", "oracle", "q1", 2, A, 3),  # a moves to 3: pins {a: 3, b: 2}, no position 1
+    ("c2", "oracle", "q1", 1, B, 1),
+    ("c2", "oracle", "q1", 1, A, 1),  # a at 1 after b at 1: pins {b: 1, a: 1} -> 1 is a
+    ("c3", "oracle", "q1", 1, B, 1),  # no repeat: its group is judged by codes
+    ("c3", "oracle", "q1", 2, A, 2),
+]
+# - c1 round 1: prefix [a]: P@1 and RR fixed; round 2: prefix empty: neither.
+# - c2 rounds 1 and 2: prefix [a]: both (ranking by position alone would put b first: RR
+#   not fixed).
+# - c3 round 1: prefix [b]: P@1 only; round 2: prefix [b, a]: both.
+TWICE_FIXED = {
+    ("c1", 1, "P@1"),
+    ("c1", 1, "RR"),
+    ("c2", 1, "P@1"),
+    ("c2", 1, "RR"),
+    ("c2", 2, "P@1"),
+    ("c2", 2, "RR"),
+    ("c3", 1, "P@1"),
+    ("c3", 2, "P@1"),
+    ("c3", 2, "RR"),
+}
+
+
+@pytest.mark.parametrize("categorical", [True, False], ids=["categorical", "strings"])
+def test_summary_fixed_with_a_document_or_position_twice(categorical: bool) -> None:
+    rows = [
+        (config, "oracle", "q1", round_, "rerank", "frozen", measure, 0.5)
+        for config in ("c1", "c2", "c3")
+        for round_ in (0, 1, 2)
+        for measure in ("P@1", "RR")
+    ]
+    keys = ["config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure"]
+    per_query = pd.DataFrame(rows, columns=[*keys, "value"])
+    columns = ["config_id", "policy", "query_id", "round", "url", "rank"]
+    feedback = pd.DataFrame(TWICE, columns=columns)
+    if categorical:
+        for key in keys:
+            if key != "round":
+                per_query[key] = per_query[key].astype("category")
+        for key in ("config_id", "policy", "query_id", "url"):
+            feedback[key] = feedback[key].astype("category")
+    summary = rundir.summarize_scores(per_query, feedback, QRELS)
+    fixed = summary[summary["fixed"]]
+    got = set(
+        zip(
+            fixed["config_id"].astype(str),
+            fixed["round"],
+            fixed["measure"].astype(str),
+            strict=True,
+        )
+    )
+    assert got == TWICE_FIXED
+    old = _fixed_cells(per_query, feedback, QRELS)
+    assert {(str(k[0]), int(k[2]), str(k[5])) for k, f in old.items() if f} == TWICE_FIXED
+
+
+def test_summary_fixed_on_cranfield_is_the_loops(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The first 15 Cranfield queries, four configs, two users, two rounds, as stored: every
+    cell's ``fixed`` by codes is the one ``_fixed_cells``' per-episode loop gives."""
+    tables = read_tables(shared_run(tmp_path_factory, "cranfield15", CRANFIELD15))
+    per_query = tables.scores
+    feedback = pd.DataFrame(list(feedback_frame(tables)), columns=FEEDBACK_COLUMNS)
+    for key in ("config_id", "policy", "query_id", "url"):
+        feedback[key] = feedback[key].astype("category")
+    qrels: dict[str, dict[str, int]] = {}
+    for query_id, url, grade in tables.trec_qrels.itertuples(index=False, name=None):
+        qrels.setdefault(str(query_id), {})[str(url)] = int(grade)
+    with pytest.MonkeyPatch.context() as patch:
+        paths = _spy(patch)
+        summary = rundir.summarize_scores(per_query, feedback, qrels)
+    assert paths == ["codes"]
+    old = _fixed_cells(per_query, feedback, qrels)
+    want = [old.get(key, False) for key in summary[SUMMARY_KEYS].itertuples(index=False, name=None)]
+    assert summary["fixed"].tolist() == want
+    frozen = summary[summary["eval_mode"] == "frozen"]
+    assert 0 < int(frozen["fixed"].sum()) < len(frozen)  # neither all nor none

@@ -197,7 +197,7 @@ def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
     starts = np.flatnonzero(new)
     where = column[chosen][order]
     cell = row * len(stages) + where
-    if len(cell) and (np.diff(np.sort(cell)) == 0).any():
+    if len(cell) and np.bincount(cell).max() > 1:  # a (row, stage) twice: counted, not sorted
         raise _duplicate("Index contains duplicate entries, cannot reshape")
     value = per_query["value"].to_numpy(np.float64)[chosen][order]
     matrix = np.full((len(starts), len(stages)), np.nan)
@@ -326,10 +326,21 @@ def key_tuples(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str | 
     :func:`strings` would give them: rows read differently still match (a set of fixed
     cells, a few hundred keys, costs less than two frames' conversion and a merge)."""
     values = [
-        frame[c].astype("int64").tolist() if c == "round" else strings(frame[c]).tolist()
+        frame[c].astype("int64").tolist() if c == "round" else _string_list(frame[c])
         for c in columns
     ]
     return list(zip(*values, strict=True)) if values else []
+
+
+def _string_list(column: pd.Series) -> list[str]:
+    """``strings(column).tolist()``; a categorical's by picking each code's name from its
+    categories' (a few hundred rows: no string array built for them)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        if not (codes < 0).any():
+            names: list[str] = column.cat.categories.astype(str).tolist()
+            return [names[code] for code in codes.tolist()]
+    return cast(list[str], strings(column).tolist())
 
 
 def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], int]:
@@ -340,8 +351,12 @@ def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np
     tested = ~fixed[pairs.code]
     of_query = family[pairs.code]
     combined = of_query.astype(np.int64) * (int(pairs.query.max()) + 1) + pairs.query
-    counts = pd.Series(combined[tested]).value_counts()
-    have = counts.reindex(combined).fillna(0).to_numpy(np.int64)
+    if len(combined) and combined.min() >= 0:
+        # each (family, query)'s tested configs: counted over the few families × queries
+        have = np.bincount(combined[tested], minlength=int(combined.max()) + 1)[combined]
+    else:  # (a key missing somewhere: ngroup's −1)
+        counts = pd.Series(combined[tested]).value_counts()
+        have = counts.reindex(combined).fillna(0).to_numpy(np.int64)
     return tested & (have == size[of_query]), int(size.max(initial=0))
 
 

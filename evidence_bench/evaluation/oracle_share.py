@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
+from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.statistics import fieller_intervals
 
 __all__ = ["REFERENCE", "SHARE_COLUMNS", "oracle_share"]
@@ -42,9 +43,9 @@ SHARE_COLUMNS = [
 def _gains(per_query: pd.DataFrame, baselines: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
     """Per (config, policy, round, mode, measure, query): each stage's feedback − control."""
     stages = {stage for pair in baselines.items() for stage in (pair[0], pair[1][1])}
-    frame = per_query[(per_query["round"] > 0) & per_query["stage"].astype(str).isin(stages)]
+    frame = per_query[(per_query["round"] > 0) & strings(per_query["stage"]).isin(stages)]
     index = ["config_id", "policy", "round", "eval_mode", "measure", "query_id"]
-    wide = frame.assign(stage=frame["stage"].astype(str)).pivot_table(
+    wide = frame.assign(stage=strings(frame["stage"])).pivot_table(
         index=index, columns="stage", values="value", aggfunc="first", observed=True
     )
     parts = []
@@ -56,7 +57,7 @@ def _gains(per_query: pd.DataFrame, baselines: Mapping[str, tuple[str, str]]) ->
         return pd.DataFrame(columns=[*index, "gain", "stage"])
     gains = pd.concat(parts, ignore_index=True)
     for column in ("config_id", "policy", "eval_mode", "measure", "query_id"):
-        gains[column] = gains[column].astype(str)
+        gains[column] = strings(gains[column])  # astype(str), by category
     return gains
 
 
@@ -78,7 +79,7 @@ def oracle_share(
     """
     frame = per_query
     if eval_modes is not None:
-        frame = frame[frame["eval_mode"].astype(str).isin(list(eval_modes))]
+        frame = frame[strings(frame["eval_mode"]).isin(list(eval_modes))]
     gains = _gains(frame, baselines)
     mine = gains["policy"] == reference
     if not mine.any() or mine.all():

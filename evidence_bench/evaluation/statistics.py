@@ -125,8 +125,19 @@ def group_codes(
 def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Each row's group, the groups numbered in the order first met, and each group's first
     row (ascending): :func:`numpy.unique`'s ``return_index`` and ``return_inverse`` up to the
-    groups' numbering, by hashing (:func:`pandas.factorize`) instead of sorting millions of
-    codes. A group is new exactly where the running maximum of the codes grows."""
+    groups' numbering, without sorting millions of codes. Codes from a small range (a
+    sweep's cells: thousands of codes for millions of rows) find each code's first row by
+    one ``minimum.at`` over a table of the range; others are hashed
+    (:func:`pandas.factorize`), and a group is new exactly where the running maximum of
+    the codes grows."""
+    if len(cell) and _small_range(cell):
+        rows = len(cell)
+        at = np.full(int(cell.max()) + 1, rows, dtype=np.intp)
+        np.minimum.at(at, cell, np.arange(rows, dtype=np.intp))
+        first = np.sort(at[at < rows])
+        number = np.empty(len(at), dtype=np.intp)
+        number[cell[first]] = np.arange(len(first), dtype=np.intp)
+        return number[cell], first
     codes, _ = pd.factorize(cell)
     codes = codes.astype(np.intp, copy=False)
     if not len(codes):
@@ -136,6 +147,15 @@ def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.ND
     grows[0] = True
     np.greater(seen[1:], seen[:-1], out=grows[1:])
     return codes, np.flatnonzero(grows)
+
+
+def _small_range(cell: npt.NDArray[np.integer[Any]]) -> bool:
+    """Whether ``cell``'s codes are integers in [0, m) with m at most a quarter of the rows
+    (and at most 2^24): a table of m entries costs less than hashing the rows."""
+    if cell.dtype.kind not in "iu":
+        return False
+    low, high = int(cell.min()), int(cell.max())
+    return low >= 0 and high < min(len(cell) // 4, 1 << 24)
 
 
 def ngroups(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.intp] | None:
@@ -236,7 +256,11 @@ def summarize_codes(
     ``groups`` − 1, every one present): ``n``, ``mean``, ``std``, ``ci_low``, ``ci_high``
     per group, and ``first``, each group's first row; groups as numbered."""
     _check_confidence(confidence)
-    order = np.argsort(code, kind="stable")  # each group's rows, in frame order
+    # each group's rows, in frame order (a stable sort is one permutation: as 16 bits, when
+    # the groups fit, numpy sorts it by radix)
+    keys = code.astype(np.uint16) if 0 < groups <= 1 << 16 else code
+    order = np.argsort(keys, kind="stable")
+    del keys
     data = values[order]
     n = np.bincount(code, minlength=groups)
     start = np.zeros(groups, dtype=np.int64)
@@ -329,7 +353,8 @@ def sign_flip_p_values(
         signs = (rng.integers(0, 2, size=(block, n), dtype=np.int8) * 2 - 1).astype(np.float64)
         columns = max(1, BLOCK_CELLS // block)
         for start in range(0, k, columns):
-            sums = np.abs(signs @ matrix[:, start : start + columns])
+            sums = signs @ matrix[:, start : start + columns]
+            np.abs(sums, out=sums)  # in place: one block of sums at the tail's peak, not two
             extreme[start : start + columns] += np.count_nonzero(
                 sums >= observed[start : start + columns], axis=0
             )

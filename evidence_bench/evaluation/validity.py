@@ -58,7 +58,7 @@ import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
 from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
-from evidence_bench.evaluation.statistics import TIE, ngroups, summarize_groups
+from evidence_bench.evaluation.statistics import TIE, first_met, ngroups, summarize_groups
 
 __all__ = [
     "BUDGET_COLUMNS",
@@ -193,11 +193,12 @@ def _paired_gain(sub: pd.DataFrame, stage: str, control: str) -> pd.DataFrame | 
     if not is_stage.any() or not is_control.any():
         return None
     key = np.zeros(len(sub), dtype=np.int64)
+    space = 1
     for column in _KEYS:
         codes, size = _codes(sub[column])
         key = key * size + codes
-    groups, group = np.unique(key, return_inverse=True)
-    group = group.ravel()
+        space *= max(size, 1)
+    groups, group = _sorted_unique(key, space)
     values = sub["value"].to_numpy(np.float64)
     a = np.full(len(groups), np.nan)
     b = np.full(len(groups), np.nan)
@@ -210,6 +211,21 @@ def _paired_gain(sub: pd.DataFrame, stage: str, control: str) -> pd.DataFrame | 
     out = sub.iloc[first[kept]][_KEYS].reset_index(drop=True)
     out["gain"] = gain[kept]
     return out
+
+
+def _sorted_unique(
+    key: npt.NDArray[np.int64], space: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
+    """``np.unique(key, return_inverse=True)`` for codes in [0, ``space``): where the space
+    is at most a few times the rows (a sweep's gains: ~500k keys for ~700k rows), by one
+    table of the space marked and counted, not a sort."""
+    if not len(key) or space > 4 * len(key) or key.min() < 0 or key.max() >= space:
+        groups, group = np.unique(key, return_inverse=True)
+        return groups, group.ravel()
+    present = np.zeros(space, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present, dtype=np.intp) - 1
+    return np.flatnonzero(present).astype(np.int64), rank[key]
 
 
 def _without_fixed(
@@ -234,17 +250,63 @@ def _without_fixed(
     first = np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
     cells = key_tuples(gains.iloc[first], keys)
     hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))
-    return gains[~hit[group]]
+    return gains[~hit[group]] if hit.any() else gains  # (no copy of every row)
 
 
 def setting_gains(gains: pd.DataFrame) -> pd.DataFrame:
     """Per user × round × mode × measure, each setting's (config × stage) mean gain over the
     queries every setting of that user keeps (``n``): what the user's ordering is made of."""
     within = ["policy", "round", "eval_mode", "measure"]
-    shared = common_queries(gains, within=within, across=["config_id", "stage"])
     keys = [*within, "config_id", "stage"]
-    out = shared.groupby(keys, sort=False)["gain"].agg(["count", "mean"]).reset_index()
-    return out.rename(columns={"count": "n", "mean": "gain"})
+    coded = _setting_codes(gains, keys)
+    if coded is None:
+        shared = common_queries(gains, within=within, across=["config_id", "stage"])
+        out = shared.groupby(keys, sort=False)["gain"].agg(["count", "mean"]).reset_index()
+        return out.rename(columns={"count": "n", "mean": "gain"})
+    # by codes, each key factorized once (a sweep's gains: ~700k rows of strings, which
+    # common_queries and the groupby would each factorize again): the queries every
+    # setting of a group keeps, as common_queries keeps them, then pandas' count and mean
+    # over one code per setting (the same rows in the same order: the same floats)
+    group, setting, query = coded
+    width, settings = int(query.max()) + 1, int(setting.max()) + 1
+    pair, pairs = pd.factorize(group * width + query)
+    held = np.bincount(pd.unique(pair * settings + setting) // settings, minlength=len(pairs))
+    in_group = np.bincount(pd.unique(group * settings + setting) // settings)
+    complete = held == in_group[np.asarray(pairs) // width]
+    rows = np.arange(len(gains)) if complete.all() else np.flatnonzero(complete[pair])
+    cell, first = first_met(group[rows] * settings + setting[rows])
+    values = pd.Series(gains["gain"].to_numpy()[rows])
+    stats = values.groupby(cell, sort=False).agg(["count", "mean"])
+    out = gains.iloc[rows[first]][keys].reset_index(drop=True)
+    out["n"] = stats["count"].to_numpy()
+    out["gain"] = stats["mean"].to_numpy()
+    return out
+
+
+def _setting_codes(
+    gains: pd.DataFrame, keys: Sequence[str]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """Each row's (policy, round, mode, measure) group, its (config, stage) setting within
+    it and its query, as codes (``keys``: the group's four and the setting's two); None
+    where a key is missing somewhere (pandas' grouping then drops the row)."""
+    if not len(gains):
+        return None
+    codes = {}
+    space = 1
+    for column in [*keys, "query_id"]:
+        found, uniques = pd.factorize(gains[column])
+        if found.min() < 0:
+            return None
+        codes[column] = (found.astype(np.int64), max(len(uniques), 1))
+        space *= codes[column][1]
+    if space >= 1 << 62:  # every code below fits in an int64
+        return None
+    group = np.zeros(len(gains), dtype=np.int64)
+    for column in keys[:4]:
+        found, size = codes[column]
+        group = group * size + found
+    (config, _), (stage, stages) = codes[keys[4]], codes[keys[5]]
+    return group, config * stages + stage, codes["query_id"][0]
 
 
 def ordering(

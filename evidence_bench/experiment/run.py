@@ -398,7 +398,21 @@ def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:
         # by codes (a sweep's millions of rows): each cell's distinct (cell, query) pairs
         width = max(len(query.cat.categories), 1)
         codes = query.cat.codes.to_numpy()
-        if not (codes < 0).any():
+        space = int(cell.max()) + 1
+        if (codes < 0).any():
+            cell = None
+        elif space * width <= max(4 * len(cell), 1 << 20):
+            # a (cell, query) table of a few bits per row: marked, not hashed or sorted
+            seen = np.zeros(space * width, dtype=bool)
+            seen[cell * width + codes] = True
+            sizes = np.count_nonzero(seen.reshape(space, width), axis=1)
+            del seen
+            first = np.full(space, len(cell), dtype=np.int64)  # each cell's first row
+            np.minimum.at(first, cell, np.arange(len(cell)))
+            short = np.flatnonzero((first < len(cell)) & (sizes < queries))  # in code order
+            names = per_query.iloc[first[short]][keys].itertuples(index=False, name=None)
+            counts = zip(names, sizes[short].tolist(), strict=True)
+        else:
             # hashed, not sorted: each row's cell numbered as first met, its distinct queries
             where, first = first_met(cell)
             pairs = pd.unique(where * width + codes)
@@ -406,8 +420,6 @@ def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:
             order = np.argsort(cell[first], kind="stable")  # the cells' code order, as before
             names = per_query.iloc[first[order]][keys].itertuples(index=False, name=None)
             counts = zip(names, sizes[order].tolist(), strict=True)
-        else:
-            cell = None
     if cell is None or not len(cell):
         counts = per_query.groupby(keys, sort=False)["query_id"].nunique().items()
     del cell

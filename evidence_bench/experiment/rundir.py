@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -34,7 +35,7 @@ from evidence_bench._lazy import module
 from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures, frozen_prefix
-from evidence_bench.evaluation.measures import parse_measure
+from evidence_bench.evaluation.measures import Measure, parse_measure
 from evidence_bench.evaluation.statistics import (
     first_met,
     group_codes,
@@ -279,26 +280,58 @@ def summarize_scores(
     ``fixed`` is True for a frozen cell whose measure cannot change for any of its queries
     (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks,
     :data:`FEEDBACK_COLUMNS`, and the ``qrels`` keyed by URL); False elsewhere, and
-    everywhere without them.
+    everywhere without them. The cells are numbered once, one code per row, for the
+    numbers and for ``fixed`` alike.
     """
-    fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
-    summary = _summarized(per_query)
-    cells = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
-    summary["fixed"] = [fixed.get(key, False) for key in cells] if fixed else False
+    judged = qrels if feedback is not None and qrels else None
+    cell = group_codes(per_query, SUMMARY_KEYS)
+    if cell is None:  # keys that are not codes: pandas' grouping, and the dict of cells
+        summary = summarize_groups(per_query, SUMMARY_KEYS)
+        _mark_fixed(summary, per_query, feedback, judged)
+        return summary[SUMMARY_COLUMNS]
+    code, first = first_met(cell)  # groups in the order first met, as summarize_groups has them
+    del cell
+    summary = _summarized(per_query, code, first)
+    flagged = (
+        _frozen_flags(per_query, feedback, judged)
+        if feedback is not None and judged is not None
+        else None
+    )
+    if flagged is None:
+        del code
+        _mark_fixed(summary, per_query, feedback, judged)
+        return summary[SUMMARY_COLUMNS]
+    # a cell is fixed when it has frozen rows and none of them is not fixed
+    rows, flag = flagged
+    where = code[rows]
+    del code, rows
+    frozen = np.bincount(where, minlength=len(first)) > 0
+    unfixed = np.bincount(where, weights=~flag, minlength=len(first)) > 0
+    summary["fixed"] = frozen & ~unfixed
     return summary[SUMMARY_COLUMNS]
 
 
-def _summarized(per_query: pd.DataFrame) -> pd.DataFrame:
+def _mark_fixed(
+    summary: pd.DataFrame,
+    per_query: pd.DataFrame,
+    feedback: pd.DataFrame | None,
+    qrels: Mapping[str, Mapping[str, int]] | None,
+) -> None:
+    """``summary``'s ``fixed`` column from :func:`_fixed_cells`' dict of cells."""
+    fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
+    cells = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
+    summary["fixed"] = [fixed.get(key, False) for key in cells] if fixed else False
+
+
+def _summarized(
+    per_query: pd.DataFrame, code: npt.NDArray[np.intp], first: npt.NDArray[np.intp]
+) -> pd.DataFrame:
     """:func:`summarize_groups` of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by one
-    precomputed code per row (a sweep's millions of rows: a fraction of the memory), the
-    keys taken from each group's first row as it takes them."""
-    cell = group_codes(per_query, SUMMARY_KEYS)
-    if cell is None:
-        return summarize_groups(per_query, SUMMARY_KEYS)
-    code, first = first_met(cell)  # groups in the order first met, as summarize_groups has them
-    del cell
+    precomputed code per row (``code``, numbered as first met, and ``first``, each group's
+    first row: for a sweep's millions of rows, a fraction of a groupby's memory), the keys
+    taken from each group's first row as it takes them."""
     stats = summarize_codes(code, per_query["value"].to_numpy(np.float64), len(first))
-    del code, stats["first"]
+    del stats["first"]  # == first
     summary = per_query.iloc[first][SUMMARY_KEYS].reset_index(drop=True)
     for name, column in stats.items():
         summary[name] = column
@@ -310,6 +343,181 @@ def _codes(column: pd.Series) -> tuple[npt.NDArray[np.intp], list[str]]:
     missing value: ``"nan"``)."""
     codes, names = pd.factorize(column, use_na_sentinel=False)
     return codes.astype(np.intp, copy=False), [str(name) for name in names]
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """The feedback by (config, policy, query) group, each group's rows in their order."""
+
+    #: each column's codes and names (config_id, policy, query_id, url), in feedback order
+    parts: list[tuple[npt.NDArray[np.intp], list[str]]]
+    #: each group's first row; the rows ordered by group, and each row's group in that order
+    starts: npt.NDArray[np.intp]
+    order: npt.NDArray[np.intp]
+    grouped: npt.NDArray[np.intp]
+    #: in that order: each row's url code, round and rank
+    urls: npt.NDArray[np.intp]
+    rounds: npt.NDArray[np.int64]
+    ranks: npt.NDArray[np.int64]
+
+    @property
+    def rising(self) -> bool:
+        """Whether the rounds rise within each group (an episode's pins are then a slice)."""
+        return not (np.diff(self.rounds) < 0)[np.diff(self.grouped) == 0].any()
+
+
+def _shown(feedback: pd.DataFrame) -> _Shown:
+    parts = [_codes(feedback[c]) for c in ("config_id", "policy", "query_id", "url")]
+    group = np.zeros(len(feedback), dtype=np.int64)
+    for codes, names in parts[:3]:
+        group = group * max(len(names), 1) + codes
+    group, starts = first_met(group)
+    order = np.argsort(group, kind="stable")
+    return _Shown(
+        parts,
+        starts,
+        order,
+        group[order],
+        parts[3][0][order],
+        feedback["round"].to_numpy(np.int64)[order],
+        feedback["rank"].to_numpy(np.int64)[order],
+    )
+
+
+def _frozen_flags(
+    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]] | None:
+    """Each frozen row of ``per_query`` (its position) and whether its measure is fixed in
+    its episode: :func:`_fixed_cells`' judgments, for every episode at once by codes, not a
+    call of :func:`~evidence_bench.evaluation.frozen.fixed_measures` per distinct pins.
+    None where its fast path does not apply (keys that are not categories, feedback whose
+    rounds do not rise): :func:`_fixed_cells` then.
+
+    With an episode's pins at distinct positions (no document or position twice in its
+    (config, policy, query), as an episode shows them), its frozen prefix is the pins at
+    1..p: sorted by position, the i-th (from 1) is in it exactly when its position is i.
+    A measure is then fixed when its cutoff is at most p, when the prefix holds all of the
+    query's documents that can score (as many of grade >= rel as the qrels hold), or, for
+    RR, one of them (:mod:`~evidence_bench.evaluation.frozen`). An episode whose group has
+    a document or a position twice is judged by ``fixed_measures`` from its pins.
+    """
+    mode = per_query["eval_mode"]
+    keys = [per_query[c] for c in ("config_id", "policy", "query_id")]
+    column = per_query["measure"]
+    categorical = [mode, *keys, column]
+    if not all(isinstance(c.dtype, pd.CategoricalDtype) for c in categorical):
+        return None
+    if not pd.api.types.is_integer_dtype(per_query["round"].dtype):
+        return None
+    is_frozen = np.append(np.asarray(mode.cat.categories == "frozen", dtype=bool), False)
+    rows = np.flatnonzero(is_frozen[mode.cat.codes.to_numpy()])
+    if not len(rows):
+        return rows, np.zeros(0, dtype=bool)
+    # each frozen row's episode (config, policy, query, round), numbered as first met
+    episode = np.zeros(len(rows), dtype=np.int64)
+    for key in (*keys, column):
+        codes = key.cat.codes.to_numpy()[rows]
+        if codes.min() < 0:
+            return None
+        if key is not column:
+            episode = episode * max(len(key.cat.categories), 1) + codes
+    round_codes, round_values = pd.factorize(per_query["round"].to_numpy()[rows])
+    episode = episode * max(len(round_values), 1) + round_codes
+    del round_codes
+    episode, first = first_met(episode)
+    shown = _shown(feedback)
+    if not shown.rising:
+        return None
+    heads = per_query.iloc[rows[first]][["config_id", "policy", "query_id", "round"]]
+    sliced = _pinned_slices(heads, shown.parts, shown.starts, shown.grouped, shown.rounds)
+    if sliced is None:
+        return None
+    query_ids, begin, end = sliced
+    measure_codes = column.cat.codes.to_numpy()[rows]
+    used = pd.unique(measure_codes)  # in the order first met, as _fixed_cells parses them
+    names = [str(name) for name in column.cat.categories[used]]
+    measures = [parse_measure(name) for name in names]
+    place = np.full(len(column.cat.categories), -1, dtype=np.intp)
+    place[used] = np.arange(len(used))
+    flags = _judged(shown, heads["query_id"], query_ids, begin, end, measures, qrels)
+    return rows, flags[episode, place[measure_codes]]
+
+
+def _judged(
+    shown: _Shown,
+    query_column: pd.Series,
+    query_ids: list[str],
+    begin: npt.NDArray[np.intp],
+    end: npt.NDArray[np.intp],
+    measures: Sequence[Measure],
+    qrels: Mapping[str, Mapping[str, int]],
+) -> npt.NDArray[np.bool_]:
+    """Per episode (its query, a categorical, and the slice ``begin:end`` of ``shown``'s
+    rows that pins it) and measure: whether the measure is fixed; see :func:`_frozen_flags`."""
+    episodes = len(begin)
+    length = end - begin
+    total = int(length.sum())
+    episode = np.repeat(np.arange(episodes), length)
+    at = np.repeat(begin - (np.cumsum(length) - length), length) + np.arange(total)
+    url_names = shown.parts[3][1]
+    # each feedback row's grade in its query's qrels (unjudged: 0), by distinct (query, url)
+    query_of = shown.parts[2][0][shown.order]
+    query_names = shown.parts[2][1]
+    width = max(len(url_names), 1)
+    pair, pairs = pd.factorize(query_of.astype(np.int64) * width + shown.urls)
+    known = [
+        qrels.get(query_names[p // width], {}).get(url_names[p % width], 0)
+        for p in np.asarray(pairs).tolist()
+    ]
+    grade = np.asarray(known)[pair] if known else np.zeros(0, dtype=np.int64)
+    # groups holding a document or a position twice: their episodes judged one by one
+    twice = np.zeros(len(shown.starts), dtype=bool)
+    for values in (shown.urls, shown.ranks):
+        order = np.lexsort((values, shown.grouped))
+        group, value = shown.grouped[order], values[order]
+        same = (group[1:] == group[:-1]) & (value[1:] == value[:-1])
+        twice[group[1:][same]] = True
+    alone = np.zeros(episodes, dtype=bool)
+    pinned_somewhere = np.flatnonzero(length > 0)
+    alone[pinned_somewhere] = twice[shown.grouped[begin[pinned_somewhere]]]
+    # the frozen prefix: each episode's pins at positions >= 1 by position; the i-th is in it
+    # when its position is i
+    kept = np.flatnonzero((shown.ranks[at] >= 1) & ~alone[episode])
+    order = np.lexsort((shown.ranks[at[kept]], episode[kept]))
+    mine, rank, held_grade = (
+        episode[kept][order],
+        shown.ranks[at[kept]][order],
+        grade[at[kept]][order],
+    )
+    position = np.arange(len(mine)) - np.searchsorted(mine, np.arange(episodes))[mine] + 1
+    prefix = rank == position
+    p = np.bincount(mine[prefix], minlength=episodes)
+    # each query's documents that can score, per relevance level, and those in the prefix
+    names = query_column.cat.categories.astype(str).tolist()
+    of_query = query_column.cat.codes.to_numpy()
+    flags = np.zeros((episodes, len(measures)), dtype=bool)
+    for m, measure in enumerate(measures):
+        rel = measure.rel
+        relevant = np.array(
+            [sum(1 for g in qrels.get(name, {}).values() if g >= rel) for name in names],
+            dtype=np.int64,
+        )[of_query]
+        held = np.bincount(mine[prefix & (held_grade >= rel)], minlength=episodes)
+        fixed = held == relevant
+        if measure.name == "RR":
+            fixed |= held > 0
+        if measure.cutoff is not None:
+            fixed |= measure.cutoff <= p
+        flags[:, m] = fixed
+    for e in np.flatnonzero(alone).tolist():
+        # a document examined twice keeps its last rank, as a dict of the rows keeps it
+        start, stop = int(begin[e]), int(end[e])
+        pinned = [url_names[u] for u in shown.urls[start:stop].tolist()]
+        pins = dict(zip(pinned, shown.ranks[start:stop].tolist(), strict=True))
+        prefix_keys = frozen_prefix(pins)
+        own = {key: position for position, key in enumerate(prefix_keys, start=1)}
+        flags[e] = fixed_measures(measures, own, qrels.get(query_ids[e], {}))
+    return flags
 
 
 def _fixed_cells(
@@ -326,19 +534,16 @@ def _fixed_cells(
     frozen = per_query[per_query["eval_mode"] == "frozen"]
     if frozen.empty:
         return {}
-    # the feedback of each (config, policy, query), its rows in order
-    shown = ["config_id", "policy", "query_id"]
-    parts = [_codes(feedback[c]) for c in (*shown, "url")]
-    group = np.zeros(len(feedback), dtype=np.int64)
-    for codes, names in parts[:3]:
-        group = group * max(len(names), 1) + codes
-    group, starts = first_met(group)
-    order = np.argsort(group, kind="stable")
-    bounds = np.searchsorted(group[order], np.arange(len(starts) + 1))
-    urls, url_names = parts[3]
-    urls = urls[order]
-    rounds = feedback["round"].to_numpy(np.int64)[order]
-    ranks = feedback["rank"].to_numpy(np.int64)[order]
+    shown = _shown(feedback)  # the feedback of each (config, policy, query), rows in order
+    parts, starts, urls, rounds, ranks = (
+        shown.parts,
+        shown.starts,
+        shown.urls,
+        shown.rounds,
+        shown.ranks,
+    )
+    url_names = parts[3][1]
+    bounds = np.searchsorted(shown.grouped, np.arange(len(starts) + 1))
     where = {
         (parts[0][1][a], parts[1][1][b], parts[2][1][c]): g
         for g, (a, b, c) in enumerate(
@@ -376,11 +581,12 @@ def _fixed_cells(
     heads = frozen.iloc[first][episodes]
     # where the feedback's rounds rise within each (config, policy, query), an episode's
     # pins (rounds up to its own) are a slice of its rows; elsewhere they are picked out
-    rising = not (np.diff(rounds) < 0)[np.diff(group[order]) == 0].any()
-    sliced = _pinned_slices(heads, parts, starts, group[order], rounds) if rising else None
+    rising = shown.rising
+    sliced = _pinned_slices(heads, parts, starts, shown.grouped, rounds) if rising else None
     if sliced is not None:
         query_ids, begin, end = sliced
-        for row, (query_id, start, stop) in enumerate(zip(query_ids, begin, end, strict=True)):
+        slices = zip(query_ids, begin.tolist(), end.tolist(), strict=True)
+        for row, (query_id, start, stop) in enumerate(slices):
             pinned_urls, pinned_ranks = urls[start:stop], ranks[start:stop]
             seen = (query_id, pinned_urls.tobytes(), pinned_ranks.tobytes())
             found = judged.get(seen)
@@ -436,7 +642,7 @@ def _pinned_slices(
     starts: npt.NDArray[np.intp],
     grouped: npt.NDArray[np.intp],
     rounds: npt.NDArray[np.int64],
-) -> tuple[list[str], list[int], list[int]] | None:
+) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
     """Each episode's (``heads``: one row of config_id, policy, query_id, round per episode)
     query id and the slice of the feedback's rows (sorted by (config, policy, query)
     group, ``grouped``, rounds rising within each) that pins it: its group's rows of rounds
@@ -475,7 +681,7 @@ def _pinned_slices(
     end = np.searchsorted(keyed, wanted, side="right")
     begin, end = np.where(valid, begin, 0), np.where(valid, end, 0)
     query_ids = strings(columns[2]).tolist()
-    return query_ids, begin.tolist(), end.tolist()
+    return query_ids, begin, end
 
 
 def write_trec(

@@ -32,7 +32,7 @@ import pandas as pd
 
 from evidence_bench._trim import release_memory
 from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, comparisons
-from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare
+from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare, strings
 from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
 from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
 from evidence_bench.evaluation.validity import UserLabel, user_labels
@@ -121,7 +121,7 @@ def _primary(data: RunData) -> pd.DataFrame:
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """The summary's key types (evaluation keeps the input's categories)."""
     for column in ("config_id", "policy", "stage", "measure"):
-        frame[column] = frame[column].astype(str)
+        frame[column] = strings(frame[column])  # astype(str), by category
     frame["round"] = frame["round"].astype("int64")
     return frame
 
