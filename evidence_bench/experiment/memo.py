@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -428,6 +428,32 @@ class QueryMemo:
             )
         return list(marks)
 
+    def judge_keys(
+        self,
+        user: UserPolicy,
+        query_id: str,
+        round_: int,
+        displayed: Sequence[str],
+        judgments: Mapping[str, int],
+        examined: frozenset[str],
+    ) -> list[Mark]:
+        """:meth:`judge` of a list given by its keys, for a user :meth:`plannable_user` (the
+        shipped policies read nothing of a displayed result but its key: ``_scan``); the
+        marks are the memo's list, not to be changed."""
+        assert isinstance(user, _MemoUser)
+        key = (user.key, query_id, round_, tuple(displayed), examined)
+        marks = self._marks.get(key)
+        if marks is None:
+            shown = cast(list[Evidence], list(map(_Shown, displayed)))
+            marks = self._marks[key] = user.inner.judge(
+                query_id=query_id,
+                round=round_,
+                displayed=shown,
+                judgments=judgments,
+                examined=examined,
+            )
+        return marks
+
     # --- evaluation -----------------------------------------------------------------------
 
     @property
@@ -553,6 +579,13 @@ class _MemoRefiner:
         if query != self.memo.query:
             return self.inner.refine(query, candidates, feedback)
         return self.memo.refine(self, candidates, feedback)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    """A displayed result as the shipped users read it (:meth:`QueryMemo.judge_keys`)."""
+
+    key: str
 
 
 class _MemoUser:
