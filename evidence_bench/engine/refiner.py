@@ -81,13 +81,16 @@ class LexicalRefiner:
         """The query with the added terms, and those terms in the order they were added."""
         ranked = self.term_scores(query, candidates, feedback)
         base = query.strip()
-        # Only the terms fit_terms reads need their word (a few of the scored ones).
-        positive = [
-            document_text(item)
-            for item in candidates
-            if (label := feedback.get(item.key)) is not None and _POLARITY[label] > 0
-        ]
-        words = (_surface_form(self.analyzer, positive, term) for term, _ in ranked)
+        analyzer = self.analyzer
+        if not ranked or analyzer.stemmer is None:
+            words: Iterable[str] = (term for term, _ in ranked)
+        else:  # only the terms fit_terms reads need their word (a few of the scored ones)
+            counted = [
+                _word_counts(analyzer, document_text(item))
+                for item in candidates
+                if (label := feedback.get(item.key)) is not None and _POLARITY[label] > 0
+            ]
+            words = (_surface_form(counted, term) for term, _ in ranked)
         terms = fit_terms(base, words, self.max_terms)
         if not terms:
             return RefinedQuery(query=query, added_terms=())
@@ -116,7 +119,7 @@ class LexicalRefiner:
         # tf x idf (tf a whole float: what Python's int * float converts the int to)
         scores = (tf[columns] * matrix.idf[columns]).tolist()
         spelled = matrix.lexicon.spelled
-        excluded = set(self.analyzer(query))
+        excluded = _query_terms(self.analyzer, query)
         scored = [
             (term, score)
             for term, score in zip(
@@ -222,6 +225,12 @@ def _term_counts(analyzer: Analyzer, text: str) -> dict[str, int]:
     return dict(Counter(analyzer(text)))
 
 
+@lru_cache(maxsize=1 << 10)
+def _query_terms(analyzer: Analyzer, query: str) -> frozenset[str]:
+    """The terms of ``query`` (what a refiner never adds)."""
+    return frozenset(analyzer(query))
+
+
 @lru_cache(maxsize=1 << 12)
 def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
     """Each term of ``text`` with the words it came from, counted (not to be changed)."""
@@ -249,14 +258,12 @@ def _by_score(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
 _NEAR = 1e-9
 
 
-def _surface_form(analyzer: Analyzer, texts: Sequence[str], term: str) -> str:
-    """:func:`surface_forms`' word for ``term`` in ``texts`` (the positive results' texts):
-    its most frequent word there, ties alphabetically (``term`` itself without stemming)."""
-    if analyzer.stemmer is None:
-        return term
+def _surface_form(counted: Sequence[dict[str, dict[str, int]]], term: str) -> str:
+    """:func:`surface_forms`' word for ``term`` in the positive results (``counted``: each
+    one's :func:`_word_counts`): its most frequent word there, ties alphabetically."""
     counts: dict[str, int] = {}
-    for text in texts:
-        words = _word_counts(analyzer, text).get(term)
+    for found in counted:
+        words = found.get(term)
         if words:
             for word, count in words.items():
                 counts[word] = counts.get(word, 0) + count

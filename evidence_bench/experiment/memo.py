@@ -62,6 +62,9 @@ from evidence_bench.users.policies import POLICIES, Mark, UserPolicy
 
 __all__ = ["QueryMemo"]
 
+#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
+_POLARITY = {label: label.polarity for label in Label}
+
 _FeedbackKey = frozenset[tuple[str, Label]]
 
 
@@ -74,6 +77,8 @@ class _Pool:
     ranked: dict[tuple[int, ...], list[Evidence]] = field(default_factory=dict)
     placed: dict[tuple[int, int], Evidence] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    #: each key's positions among the candidates (built when first needed)
+    at: dict[str, list[int]] | None = None
     #: per analyzer: the tf-idf arrays and the query's vector
     spaces: dict[Analyzer, tuple[PoolMatrix, dict[str, float]]] = field(default_factory=dict)
 
@@ -84,6 +89,31 @@ class _Pool:
             matrix = pool_matrix(analyzer, tuple(item.text for item in self.objects))
             space = self.spaces[analyzer] = (matrix, query_weights(analyzer, matrix, query))
         return space
+
+    def marked(self, feedback: Feedback) -> tuple[list[int], list[int]]:
+        """:func:`~evidence_bench.engine.ranking.marked_positions` of the candidates' keys,
+        found from the feedback's keys (a few) instead of every candidate's."""
+        if not feedback or len(feedback) * 4 > len(self.keys):
+            return marked_positions(self.keys, feedback)
+        if self.at is None:
+            at: dict[str, list[int]] = {}
+            for position, key in enumerate(self.keys):
+                at.setdefault(key, []).append(position)
+            self.at = at
+        pull: list[int] = []
+        push: list[int] = []
+        find = self.at.get
+        for key, label in feedback.items():
+            found = find(key)
+            if found is not None:
+                polarity = _POLARITY[label]
+                if polarity > 0:
+                    pull += found
+                elif polarity < 0:
+                    push += found
+        pull.sort()
+        push.sort()
+        return pull, push
 
     def ranking(self, order: Sequence[int]) -> list[Evidence]:
         """The candidates in ``order`` with rank renumbered, as
@@ -285,7 +315,7 @@ class QueryMemo:
             [
                 (
                     every if len(missing) == count else every[missing],
-                    *marked_positions(pool.keys, feedback),
+                    *pool.marked(feedback),
                 )
                 for feedback, _, missing in groups
             ],
