@@ -88,6 +88,24 @@ class Planned:
     searches: list[tuple[str, int]]
 
 
+#: A round's stages in run_episode's order: without an expansion, with it, with the
+#: equal-depth controls too.
+_STAGES = ("initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control")
+
+#: The stage each of _STAGES is cut to the length of (PARTNERS), None: none.
+_PARTNER_OF = tuple(PARTNERS.get(stage) for stage in _STAGES)
+
+
+class _StageKeys(dict[int, dict[int, list[tuple[int, str]]]]):
+    """round -> number of stages -> the stages' (round, stage) keys (one tuple each)."""
+
+    def __missing__(self, round_: int) -> dict[int, list[tuple[int, str]]]:
+        found = self[round_] = {
+            count: [(round_, stage) for stage in _STAGES[:count]] for count in (4, 5, 7)
+        }
+        return found
+
+
 class _Fallback(Exception):
     """A case the plan does not cover: the query is run episode by episode instead."""
 
@@ -264,6 +282,8 @@ class _Planner:
         self._records: dict[tuple[int, ...], dict[str, Any]] = {}
         self._patterns: dict[tuple[int, int, bool], tuple[list[tuple[int, str, str]], list[int]]]
         self._patterns = {}
+        #: per round, per number of stages: each stage's (round, stage) key, in order
+        self._stage_keys = _StageKeys()
         #: each distinct (ranking, partner, state) a stage scores, numbered (see _evaluate)
         self._items: dict[tuple[int, int, int], int] = {}
         #: each item's (ranking, partner, state, the partner's item), flat
@@ -373,11 +393,12 @@ class _Planner:
         pool = episode.pool
         rerank = self._rank(episode.ranker, episode.rule, pool, state.feedback)
         dealt = self._dealt(state, episode.user, round_)
-        stages: list[tuple[str, _Ranked]] = [
-            ("initial", self._prefix(len(pool.keys))),
-            ("control", self._rank(episode.control, episode.control_rule, pool, self.empty)),
-            ("shuffled", self._rank(episode.ranker, episode.rule, pool, dealt)),
-            ("rerank", rerank),
+        # the stages in run_episode's order (_STAGES)
+        stages: list[_Ranked] = [
+            self._prefix(len(pool.keys)),
+            self._rank(episode.control, episode.control_rule, pool, self.empty),
+            self._rank(episode.ranker, episode.rule, pool, dealt),
+            rerank,
         ]
         episode.searches.append((expansion.refined.query, expansion.limit))
         expanded: _Ranked | None = None
@@ -386,30 +407,30 @@ class _Planner:
             episode.displayed = rerank
         else:
             expanded = self._rank(episode.ranker, episode.rule, expansion.pool, state.feedback)
-            stages.append(("expand", expanded))
+            stages.append(expanded)
             if self.deep is not None:
-                equal, equal_control = self._equal_depth(
+                stages += self._equal_depth(
                     episode.control, episode.control_rule, len(expanded.keys)
                 )
-                stages += [("deep_initial", equal), ("deep_control", equal_control)]
             episode.displayed = expanded
             episode.pool = expansion.pool
         result.rounds.append(self._record(round_, step, before, rerank, expansion, expanded))
+        named = self._stage_keys[round_][len(stages)]
         rankings = result.rankings
-        for stage, ranked in stages:
-            rankings[(round_, stage)] = ranked.keys
+        for key, ranked in zip(named, stages, strict=True):
+            rankings[key] = ranked.keys
 
         # Every stage in every mode (run_episode's loop over modes, then stages), as the
         # numbers of the lists to score: one lookup per stage for all modes at once.
         skip = _RESIDUAL in codes and self._residual(state).num_relevant == 0
-        pattern = self._pattern(round_, [stage for stage, _ in stages], modes, codes, skip)
+        pattern = self._pattern(round_, [stage for _, stage in named], modes, codes, skip)
         result.scored += pattern[0]
-        rerank_or_expand = {"rerank": rerank, "expand": expanded}
+        item, beside = self._item, {"rerank": rerank, "expand": expanded, None: None}
         items = [
-            self._item(ranked, rerank_or_expand.get(PARTNERS.get(stage, "")), state) * _SHAPES
-            for stage, ranked in stages
+            item(ranked, beside[partner], state) * _SHAPES
+            for ranked, partner in zip(stages, _PARTNER_OF, strict=False)
         ]
-        episode.shapes += [item + codes[m] for m in pattern[1] for item in items]
+        episode.shapes += [at + codes[m] for m in pattern[1] for at in items]
 
     def _pattern(
         self,

@@ -187,6 +187,7 @@ class QueryMemo:
         self._pairs: dict[int, list[tuple[str, float]]] = {}
         self._residual: dict[frozenset[str], QueryJudgments] = {}
         self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
+        self._shown = _ShownKeys()
 
     # --- candidates -----------------------------------------------------------------------
 
@@ -474,7 +475,7 @@ class QueryMemo:
         key = (user.key, query_id, round_, tuple(displayed), examined)
         marks = self._marks.get(key)
         if marks is None:
-            shown = cast(list[Evidence], list(map(_Shown, displayed)))
+            shown = cast(list[Evidence], list(map(self._shown.__getitem__, displayed)))
             marks = self._marks[key] = user.inner.judge(
                 query_id=query_id,
                 round=round_,
@@ -611,11 +612,21 @@ class _MemoRefiner:
         return self.memo.refine(self, candidates, feedback)
 
 
-@dataclass(frozen=True, slots=True)
 class _Shown:
     """A displayed result as the shipped users read it (:meth:`QueryMemo.judge_keys`)."""
 
-    key: str
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class _ShownKeys(dict[str, _Shown]):
+    """One :class:`_Shown` per key, made when first asked for."""
+
+    def __missing__(self, key: str) -> _Shown:
+        shown = self[key] = _Shown(key)
+        return shown
 
 
 class _MemoUser:
