@@ -18,7 +18,7 @@ import numpy as np
 from evidence_bench.engine.base import Feedback, Label, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
 from evidence_bench.engine.params import part_key, require_count
-from evidence_bench.engine.ranking import marked_positions, pool_matrix
+from evidence_bench.engine.ranking import PoolMatrix, marked_positions, pool_matrix
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
@@ -79,7 +79,31 @@ class LexicalRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> RefinedQuery:
         """The query with the added terms, and those terms in the order they were added."""
-        ranked = self.term_scores(query, candidates, feedback)
+        return self._refined(
+            query, candidates, feedback, self.term_scores(query, candidates, feedback)
+        )
+
+    def refine_counted(
+        self,
+        query: str,
+        candidates: Sequence[Evidence],
+        feedback: Feedback,
+        matrix: PoolMatrix,
+        marked: tuple[list[int], list[int]],
+    ) -> RefinedQuery:
+        """:meth:`refine` where the caller has the candidates' :func:`pool_matrix` of their
+        :func:`document_text` and their :func:`marked_positions` (without a background)."""
+        pull, push = marked
+        ranked = self._counted_scores(query, matrix, pull, push) if pull else []
+        return self._refined(query, candidates, feedback, ranked)
+
+    def _refined(
+        self,
+        query: str,
+        candidates: Sequence[Evidence],
+        feedback: Feedback,
+        ranked: list[tuple[str, float]],
+    ) -> RefinedQuery:
         base = query.strip()
         analyzer = self.analyzer
         if not ranked or analyzer.stemmer is None:
@@ -110,8 +134,12 @@ class LexicalRefiner:
         # the texts are the same): tf summed over the pulled and the pushed results (sums
         # of integers, exact in any order), and the smoothed idf ln((N + 1) / (df + 1)) + 1
         # of the ranker (by math.log), as the refiner has always weighed them.
-        matrix = pool_matrix(self.analyzer, texts)
-        marks = np.zeros((2, len(texts)))
+        return self._counted_scores(query, pool_matrix(self.analyzer, texts), pull, push)
+
+    def _counted_scores(
+        self, query: str, matrix: PoolMatrix, pull: list[int], push: list[int]
+    ) -> list[tuple[str, float]]:
+        marks = np.zeros((2, len(matrix.sizes)))
         marks[0, pull] = 1.0
         marks[1, push] = 1.0
         tf, against = marks @ matrix.counts

@@ -591,13 +591,16 @@ class _Planner:
 
     def _prefetch(self, wanted: Iterable[tuple[Ranker, Hashable, _Pool, _Labels]]) -> None:
         """Have the memo score every (ranker, rule, pool, feedback) not ranked yet together
-        (:meth:`QueryMemo.prefetch`)."""
+        (:meth:`QueryMemo.prefetch`), each once (a round's episodes ask many alike)."""
         known = self._by_rule
-        self.memo.prefetch(
-            (ranker, pool, feedback.labels, feedback.items)
-            for ranker, rule, pool, feedback in wanted
-            if (rule, pool.content, feedback.index) not in known
-        )
+        asked: set[tuple[Hashable, int, int]] = set()
+        distinct = []
+        for ranker, rule, pool, feedback in wanted:
+            key = (rule, pool.content, feedback.index)
+            if key not in known and key not in asked:
+                asked.add(key)
+                distinct.append((ranker, pool, feedback.labels, feedback.items))
+        self.memo.prefetch(distinct)
 
     def _expand(self, episode: _Episode, pool: _Pool, state: _State) -> _Expansion:
         """The session's expand: the refined query, its search, the candidates after it."""

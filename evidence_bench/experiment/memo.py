@@ -79,6 +79,8 @@ class _Pool:
     keys: list[str] = field(default_factory=list)
     #: each key's positions among the candidates (built when first needed)
     at: dict[str, list[int]] | None = None
+    text: tuple[str, ...] | None = None
+    plain: bool | None = None
     #: per analyzer: the tf-idf arrays and the query's vector
     spaces: dict[Analyzer, tuple[PoolMatrix, dict[str, float]]] = field(default_factory=dict)
 
@@ -86,9 +88,26 @@ class _Pool:
         """The candidates' tf-idf arrays under ``analyzer``, and ``query``'s vector there."""
         space = self.spaces.get(analyzer)
         if space is None:
-            matrix = pool_matrix(analyzer, tuple(item.text for item in self.objects))
+            matrix = pool_matrix(analyzer, self.texts())
             space = self.spaces[analyzer] = (matrix, query_weights(analyzer, matrix, query))
         return space
+
+    def texts(self) -> tuple[str, ...]:
+        """Each candidate's :attr:`~evidence_bench.evidence.Evidence.text`."""
+        if self.text is None:
+            self.text = tuple(item.text for item in self.objects)
+        return self.text
+
+    def refiner_matrix(self, analyzer: Analyzer) -> PoolMatrix | None:
+        """The :func:`pool_matrix` of the candidates' refiner texts
+        (:func:`~evidence_bench.engine.refiner.document_text`) under ``analyzer``, where
+        they are their :meth:`texts` (no extra snippets), else None."""
+        if self.plain is None:
+            self.plain = not any(item.extra_snippets for item in self.objects)
+        if not self.plain:
+            return None
+        space = self.spaces.get(analyzer)
+        return pool_matrix(analyzer, self.texts()) if space is None else space[0]
 
     def marked(self, feedback: Feedback) -> tuple[list[int], list[int]]:
         """:func:`~evidence_bench.engine.ranking.marked_positions` of the candidates' keys,
@@ -407,7 +426,18 @@ class QueryMemo:
         key = (refiner.key, pool.content, marks)
         refined = self._refined.get(key)
         if refined is None:
-            refined = self._refined[key] = refiner.inner.refine(self.query, pool.objects, feedback)
+            inner = refiner.inner
+            found: RefinedQuery | None = None
+            if isinstance(inner, LexicalRefiner) and type(inner) is LexicalRefiner:
+                matrix = (
+                    None if inner.background is not None else pool.refiner_matrix(inner.analyzer)
+                )
+                if matrix is not None:  # the arrays and the marks the pool has already
+                    marked = pool.marked(feedback)
+                    found = inner.refine_counted(self.query, pool.objects, feedback, matrix, marked)
+            if found is None:
+                found = inner.refine(self.query, pool.objects, feedback)
+            refined = self._refined[key] = found
         return refined
 
     def ranked(
