@@ -17,7 +17,9 @@ unpickling them and :meth:`~evidence_bench.experiment.store.TableBuilder.add` (t
 the least of ``--repeat``. It also prints one sha256 over every query's rows (scores,
 marks, rankings, documents): compare it with the code before a change, it must not move.
 ``--profile FILE`` writes a cProfile of the passes from memory. CPU times on a shared
-machine: compare them with a run of the code before a change made in the same minute.
+machine: compare them with a run of the code before a change made in the same minute. The
+package is imported from ``PYTHONPATH`` where it is set (``PYTHONPATH=/other/checkout``
+measures that checkout's code), else from this script's checkout.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import hashlib
+import os
 import pickle
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not os.environ.get("PYTHONPATH"):  # else the checkout it names (compare two with one script)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 

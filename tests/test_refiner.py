@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
+from evidence_bench.engine.ranking import marked_positions, pool_matrix
 from evidence_bench.engine.refiner import LexicalRefiner, _by_score, fit_terms, surface_forms
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
@@ -243,7 +244,14 @@ def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
                     sent = fit_terms(
                         query.strip(), [words.get(term, term) for term, _ in scores], 6
                     )
-                    assert list(refiner.refine(query, pool, feedback).added_terms) == sent
+                    refined = refiner.refine(query, pool, feedback)
+                    assert list(refined.added_terms) == sent
+                    # the memo's path: the pool's arrays and marks handed in
+                    texts = tuple(item.text for item in pool)
+                    marked = marked_positions([item.key for item in pool], feedback)
+                    matrix = pool_matrix(analyzer, texts)
+                    counted = refiner.refine_counted(query, pool, feedback, matrix, marked)
+                    assert counted == refined
                     checked += bool(scores)
     assert checked > 20
 

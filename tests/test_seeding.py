@@ -68,6 +68,22 @@ def test_shuffled_follows_seed_policy_query_and_round() -> None:
     assert any(dealt(0, round_=r) != base for r in (2, 3, 4))
 
 
+def test_shuffled_is_random_shuffle_of_the_labels_in_key_order() -> None:
+    # the definition: the examined keys sorted, their labels (None: only seen) shuffled in
+    # place by the seeded generator, the None ones dropped; for every size and seed
+    for size in (0, 1, 2, 3, 10, 25):
+        examined = frozenset(f"d{i:02d}" for i in range(size))
+        feedback = {key: (Label.RELEVANT, Label.IRRELEVANT)[i % 2]
+                    for i, key in enumerate(sorted(examined)) if i % 3}  # fmt: skip
+        for seed in range(5):
+            keys = sorted(examined)
+            labels = [feedback.get(key) for key in keys]
+            derived_random(seed, "noisy", "7", 2).shuffle(labels)
+            expected = {k: v for k, v in zip(keys, labels, strict=True) if v is not None}
+            found = _shuffled(feedback, examined, seed=seed, policy="noisy", query_id="7", round_=2)
+            assert list(found.items()) == list(expected.items())
+
+
 #: The first 10 Cranfield queries, oracle and noisy, one round.
 TEN = ["+experiment=ci", "experiment.queries=10", "experiment.rounds=1", "workers=1",
        "progress=false", "report=false"]  # fmt: skip

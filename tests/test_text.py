@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from evidence_bench.collections.beir import load_collection
-from evidence_bench.engine.text import _TOKEN, Analyzer, _stemmer, lexicon, term_counts
+from evidence_bench.engine.text import (
+    _TOKEN,
+    Analyzer,
+    _stemmer,
+    _tokens,
+    lexicon,
+    term_counts,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +67,26 @@ def test_term_counts_are_the_analyzers_counts_on_every_document(name: str) -> No
         for document in collection.documents.values():
             text = f"{document.title} {document.text}"
             assert _spelled(analyzer, text) == list(Counter(analyzer(text)).items())
+
+
+def test_tokens_are_the_regexs_runs_of_letters_and_digits() -> None:
+    # ASCII text is split without the regex: every ASCII character must separate tokens or
+    # join them exactly as [^\W_]+ does (the underscore separates); other text uses it
+    assert _tokens("TF-IDF, x_2 and 3.5") == ["TF", "IDF", "x", "2", "and", "3", "5"]
+    assert _tokens("naïve café_x2") == ["naïve", "café", "x2"]
+    for code in range(128):
+        text = f"a{chr(code)}b {chr(code)}{chr(code)}9"
+        assert _tokens(text) == _TOKEN.findall(text), code
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_tokens_of_every_document_and_query_are_the_regexs(name: str) -> None:
+    collection = load_collection(ROOT / "collections" / name, name=name)
+    texts = [f"{d.title} {d.text}" for d in collection.documents.values()]
+    texts += [query.text for query in collection.queries.values()]
+    for text in texts:
+        assert _tokens(text) == _TOKEN.findall(text)
+        assert _tokens(text.lower()) == _TOKEN.findall(text.lower())
 
 
 @pytest.mark.parametrize("algorithm", ["english", "porter"])

@@ -18,7 +18,7 @@ import numpy as np
 from evidence_bench.engine.base import Feedback, Label, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
 from evidence_bench.engine.params import part_key, require_count
-from evidence_bench.engine.ranking import marked_positions, pool_matrix
+from evidence_bench.engine.ranking import PoolMatrix, marked_positions, pool_matrix
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
@@ -79,15 +79,42 @@ class LexicalRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> RefinedQuery:
         """The query with the added terms, and those terms in the order they were added."""
-        ranked = self.term_scores(query, candidates, feedback)
+        return self._refined(
+            query, candidates, feedback, self.term_scores(query, candidates, feedback)
+        )
+
+    def refine_counted(
+        self,
+        query: str,
+        candidates: Sequence[Evidence],
+        feedback: Feedback,
+        matrix: PoolMatrix,
+        marked: tuple[list[int], list[int]],
+    ) -> RefinedQuery:
+        """:meth:`refine` where the caller has the candidates' :func:`pool_matrix` of their
+        :func:`document_text` and their :func:`marked_positions` (without a background)."""
+        pull, push = marked
+        ranked = self._counted_scores(query, matrix, pull, push) if pull else []
+        return self._refined(query, candidates, feedback, ranked)
+
+    def _refined(
+        self,
+        query: str,
+        candidates: Sequence[Evidence],
+        feedback: Feedback,
+        ranked: list[tuple[str, float]],
+    ) -> RefinedQuery:
         base = query.strip()
-        # Only the terms fit_terms reads need their word (a few of the scored ones).
-        positive = [
-            document_text(item)
-            for item in candidates
-            if (label := feedback.get(item.key)) is not None and _POLARITY[label] > 0
-        ]
-        words = (_surface_form(self.analyzer, positive, term) for term, _ in ranked)
+        analyzer = self.analyzer
+        if not ranked or analyzer.stemmer is None:
+            words: Iterable[str] = (term for term, _ in ranked)
+        else:  # only the terms fit_terms reads need their word (a few of the scored ones)
+            counted = [
+                _word_counts(analyzer, document_text(item))
+                for item in candidates
+                if (label := feedback.get(item.key)) is not None and _POLARITY[label] > 0
+            ]
+            words = (_surface_form(counted, term) for term, _ in ranked)
         terms = fit_terms(base, words, self.max_terms)
         if not terms:
             return RefinedQuery(query=query, added_terms=())
@@ -107,8 +134,12 @@ class LexicalRefiner:
         # the texts are the same): tf summed over the pulled and the pushed results (sums
         # of integers, exact in any order), and the smoothed idf ln((N + 1) / (df + 1)) + 1
         # of the ranker (by math.log), as the refiner has always weighed them.
-        matrix = pool_matrix(self.analyzer, texts)
-        marks = np.zeros((2, len(texts)))
+        return self._counted_scores(query, pool_matrix(self.analyzer, texts), pull, push)
+
+    def _counted_scores(
+        self, query: str, matrix: PoolMatrix, pull: list[int], push: list[int]
+    ) -> list[tuple[str, float]]:
+        marks = np.zeros((2, len(matrix.sizes)))
         marks[0, pull] = 1.0
         marks[1, push] = 1.0
         tf, against = marks @ matrix.counts
@@ -116,7 +147,7 @@ class LexicalRefiner:
         # tf x idf (tf a whole float: what Python's int * float converts the int to)
         scores = (tf[columns] * matrix.idf[columns]).tolist()
         spelled = matrix.lexicon.spelled
-        excluded = set(self.analyzer(query))
+        excluded = _query_terms(self.analyzer, query)
         scored = [
             (term, score)
             for term, score in zip(
@@ -222,6 +253,12 @@ def _term_counts(analyzer: Analyzer, text: str) -> dict[str, int]:
     return dict(Counter(analyzer(text)))
 
 
+@lru_cache(maxsize=1 << 10)
+def _query_terms(analyzer: Analyzer, query: str) -> frozenset[str]:
+    """The terms of ``query`` (what a refiner never adds)."""
+    return frozenset(analyzer(query))
+
+
 @lru_cache(maxsize=1 << 12)
 def _word_counts(analyzer: Analyzer, text: str) -> dict[str, dict[str, int]]:
     """Each term of ``text`` with the words it came from, counted (not to be changed)."""
@@ -249,14 +286,12 @@ def _by_score(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
 _NEAR = 1e-9
 
 
-def _surface_form(analyzer: Analyzer, texts: Sequence[str], term: str) -> str:
-    """:func:`surface_forms`' word for ``term`` in ``texts`` (the positive results' texts):
-    its most frequent word there, ties alphabetically (``term`` itself without stemming)."""
-    if analyzer.stemmer is None:
-        return term
+def _surface_form(counted: Sequence[dict[str, dict[str, int]]], term: str) -> str:
+    """:func:`surface_forms`' word for ``term`` in the positive results (``counted``: each
+    one's :func:`_word_counts`): its most frequent word there, ties alphabetically."""
     counts: dict[str, int] = {}
-    for text in texts:
-        words = _word_counts(analyzer, text).get(term)
+    for found in counted:
+        words = found.get(term)
         if words:
             for word, count in words.items():
                 counts[word] = counts.get(word, 0) + count

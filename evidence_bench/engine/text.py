@@ -41,6 +41,16 @@ STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
 # A token is a run of letters or digits in any script; everything else separates tokens.
 _TOKEN = re.compile(r"[^\W_]+")
+#: Every ASCII character but a letter or a digit, as a space: in ASCII text the tokens are
+#: then what ``str.split`` gives (about 3x faster than the regex on a snippet).
+_ASCII_GAPS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
+
+
+def _tokens(source: str) -> list[str]:
+    r"""``_TOKEN.findall(source)``; in ASCII, ``[^\W_]`` is exactly ``[A-Za-z0-9]``."""
+    if source.isascii():
+        return source.translate(_ASCII_GAPS).split()
+    return _TOKEN.findall(source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +79,7 @@ class Analyzer:
         source = text.lower() if self.lowercase else text
         table = self._table()
         terms = []
-        for token in _TOKEN.findall(source):
+        for token in _tokens(source):
             term = table.get(token, _UNSEEN)
             if term is _UNSEEN:
                 term = table[token] = self._term(token)
@@ -91,7 +101,7 @@ class Analyzer:
         source = text.lower() if self.lowercase else text
         table = self._table()
         pairs = []
-        for token in _TOKEN.findall(source):
+        for token in _tokens(source):
             term = table.get(token, _UNSEEN)
             if term is _UNSEEN:
                 term = table[token] = self._term(token)
@@ -205,7 +215,7 @@ def term_counts(analyzer: Analyzer, text: str) -> npt.NDArray[np.intp]:
     if known is not None:
         return known
     source = text.lower() if analyzer.lowercase else text
-    tokens = _TOKEN.findall(source)
+    tokens = _tokens(source)
     table = found.tokens
     try:
         numbers = list(map(table.__getitem__, tokens))

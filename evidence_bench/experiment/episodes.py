@@ -62,6 +62,8 @@ __all__ = ["Planned", "PlannedEpisode", "PlannerWarning", "plan_episodes"]
 
 #: One examined document of a round: (round, key, label, rank), as EpisodeResult.feedback.
 _Row = tuple[int, str, str, int]
+#: A mark's label as a feedback row and a round record hold it ("seen": examined, unmarked).
+_LABEL_TEXT: dict[Label | None, str] = {None: "seen", **{label: label.value for label in Label}}
 #: How a mode shapes a stage's list: as it is (full judgments), residual, frozen.
 _AS_IS, _RESIDUAL, _FROZEN = 0, 1, 2
 _SHAPES = 3
@@ -86,19 +88,34 @@ class Planned:
     searches: list[tuple[str, int]]
 
 
+#: A round's stages in run_episode's order: without an expansion, with it, with the
+#: equal-depth controls too.
+_STAGES = ("initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control")
+
+#: The stage each of _STAGES is cut to the length of (PARTNERS), None: none.
+_PARTNER_OF = tuple(PARTNERS.get(stage) for stage in _STAGES)
+
+
+class _StageKeys(dict[int, dict[int, list[tuple[int, str]]]]):
+    """round -> number of stages -> the stages' (round, stage) keys (one tuple each)."""
+
+    def __missing__(self, round_: int) -> dict[int, list[tuple[int, str]]]:
+        found = self[round_] = {
+            count: [(round_, stage) for stage in _STAGES[:count]] for count in (4, 5, 7)
+        }
+        return found
+
+
 class _Fallback(Exception):
     """A case the plan does not cover: the query is run episode by episode instead."""
 
 
 @dataclass(slots=True, eq=False)
 class _Ranked:
-    """One distinct ranking of the query: its keys, and where its objects come from."""
+    """One distinct ranking of the query: its keys (what every later step reads of it)."""
 
     index: int
     keys: list[str]
-    pool: _Pool | None = None
-    order: Sequence[int] = ()
-    items: list[Evidence] | None = None
     top: list[str] | None = None
 
     def head(self) -> list[str]:
@@ -106,13 +123,6 @@ class _Ranked:
         if self.top is None:
             self.top = self.keys[:10]
         return self.top
-
-    def objects(self) -> list[Evidence]:
-        """The ranked candidates, rank renumbered (as the session displays them)."""
-        if self.items is None:
-            assert self.pool is not None
-            self.items = self.pool.shared_ranking(self.order)
-        return self.items
 
 
 @dataclass(slots=True, eq=False)
@@ -126,12 +136,11 @@ class _Labels:
 
 @dataclass(slots=True, eq=False)
 class _State:
-    """What a user has done before a round: examined, pinned, shown, labelled."""
+    """What a user has done before a round: examined, pinned, labelled."""
 
     index: int
-    examined: set[str]
+    examined: frozenset[str]
     pinned: dict[str, int]
-    shown: dict[str, Evidence]
     feedback: _Labels
     residual: QueryJudgments | None = None
     #: the pinned keys in position order where they hold positions 1..p (an episode's
@@ -264,6 +273,7 @@ class _Planner:
         self.empty = self._new_labels({})
         self.states: list[_State] = []
         self._steps = 0
+        self._canonical: set[str] = set()  # marked keys known to be canonical URLs
         self._prefixes: dict[int, _Ranked] = {}
         self._deep: dict[tuple[Hashable, int], tuple[_Ranked, _Ranked]] = {}
         self._deep_pools: dict[int, _Pool] = {}
@@ -272,6 +282,8 @@ class _Planner:
         self._records: dict[tuple[int, ...], dict[str, Any]] = {}
         self._patterns: dict[tuple[int, int, bool], tuple[list[tuple[int, str, str]], list[int]]]
         self._patterns = {}
+        #: per round, per number of stages: each stage's (round, stage) key, in order
+        self._stage_keys = _StageKeys()
         #: each distinct (ranking, partner, state) a stage scores, numbered (see _evaluate)
         self._items: dict[tuple[int, int, int], int] = {}
         #: each item's (ranking, partner, state, the partner's item), flat
@@ -292,7 +304,7 @@ class _Planner:
             for mode in modes
         ]
         start = [_User(user, seed, policy, self._start()) for user, seed, policy in users]
-        shown = self._ranked_list([item.key for item in self.initial], list(self.initial))
+        shown = self._ranked_list([item.key for item in self.initial])
         candidates = memo.pool(dedupe(self.initial))
         initial_pool = memo.pool(self.initial)
         names = tuple(str(measure) for measure in memo.measures)
@@ -381,11 +393,12 @@ class _Planner:
         pool = episode.pool
         rerank = self._rank(episode.ranker, episode.rule, pool, state.feedback)
         dealt = self._dealt(state, episode.user, round_)
-        stages: list[tuple[str, _Ranked]] = [
-            ("initial", self._prefix(len(pool.keys))),
-            ("control", self._rank(episode.control, episode.control_rule, pool, self.empty)),
-            ("shuffled", self._rank(episode.ranker, episode.rule, pool, dealt)),
-            ("rerank", rerank),
+        # the stages in run_episode's order (_STAGES)
+        stages: list[_Ranked] = [
+            self._prefix(len(pool.keys)),
+            self._rank(episode.control, episode.control_rule, pool, self.empty),
+            self._rank(episode.ranker, episode.rule, pool, dealt),
+            rerank,
         ]
         episode.searches.append((expansion.refined.query, expansion.limit))
         expanded: _Ranked | None = None
@@ -394,30 +407,30 @@ class _Planner:
             episode.displayed = rerank
         else:
             expanded = self._rank(episode.ranker, episode.rule, expansion.pool, state.feedback)
-            stages.append(("expand", expanded))
+            stages.append(expanded)
             if self.deep is not None:
-                equal, equal_control = self._equal_depth(
+                stages += self._equal_depth(
                     episode.control, episode.control_rule, len(expanded.keys)
                 )
-                stages += [("deep_initial", equal), ("deep_control", equal_control)]
             episode.displayed = expanded
             episode.pool = expansion.pool
         result.rounds.append(self._record(round_, step, before, rerank, expansion, expanded))
+        named = self._stage_keys[round_][len(stages)]
         rankings = result.rankings
-        for stage, ranked in stages:
-            rankings[(round_, stage)] = ranked.keys
+        for key, ranked in zip(named, stages, strict=True):
+            rankings[key] = ranked.keys
 
         # Every stage in every mode (run_episode's loop over modes, then stages), as the
         # numbers of the lists to score: one lookup per stage for all modes at once.
         skip = _RESIDUAL in codes and self._residual(state).num_relevant == 0
-        pattern = self._pattern(round_, [stage for stage, _ in stages], modes, codes, skip)
+        pattern = self._pattern(round_, [stage for _, stage in named], modes, codes, skip)
         result.scored += pattern[0]
-        rerank_or_expand = {"rerank": rerank, "expand": expanded}
+        item, beside = self._item, {"rerank": rerank, "expand": expanded, None: None}
         items = [
-            self._item(ranked, rerank_or_expand.get(PARTNERS.get(stage, "")), state) * _SHAPES
-            for stage, ranked in stages
+            item(ranked, beside[partner], state) * _SHAPES
+            for ranked, partner in zip(stages, _PARTNER_OF, strict=False)
         ]
-        episode.shapes += [item + codes[m] for m in pattern[1] for item in items]
+        episode.shapes += [at + codes[m] for m in pattern[1] for at in items]
 
     def _pattern(
         self,
@@ -441,7 +454,7 @@ class _Planner:
     # --- the user's side ------------------------------------------------------------------
 
     def _start(self) -> _State:
-        state = _State(len(self.states), set(), {}, {}, self.empty, prefix=[])
+        state = _State(len(self.states), frozenset(), {}, self.empty, prefix=[])
         self.states.append(state)
         return state
 
@@ -451,42 +464,37 @@ class _Planner:
         return made
 
     def _display(self, state: _State, displayed: _Ranked, user: _User, round_: int) -> _Step:
-        """The user's round on ``displayed`` held in the frozen frame, and the state after."""
+        """The user's round on ``displayed`` held in the frozen frame, and the state after.
+        The memo's users read only the displayed results' keys
+        (:meth:`QueryMemo.judge_keys`), so the frame is a list of keys."""
         step = state.steps.get(displayed.index)
         if step is not None:
             return step
-        items = displayed.objects()
-        if state.pinned:
-            by_key = {item.key: item for item in items}
-            by_key.update(state.shown)
-            frozen = [by_key[key] for key in frozen_order(displayed.keys, state.pinned)]
-        else:
-            frozen = list(items)
-        position = {item.key: index for index, item in enumerate(frozen, start=1)}
-        marks = user.user.judge(
-            query_id=self.query_id,
-            round=round_,
-            displayed=frozen,
-            judgments=self.judgments.grades,
-            examined=state.examined,
+        frozen = frozen_order(displayed.keys, state.pinned) if state.pinned else displayed.keys
+        position = {key: index for index, key in enumerate(frozen, start=1)}
+        marks = self.memo.judge_keys(
+            user.user, self.query_id, round_, frozen, self.judgments.grades, state.examined
         )
-        examined, pinned = set(state.examined), dict(state.pinned)
-        shown, labels = dict(state.shown), dict(state.feedback.labels)
+        pinned = dict(state.pinned)
+        labels = dict(state.feedback.labels)
         rows: list[_Row] = []
         record: list[tuple[str, str]] = []
+        canonical = self._canonical
         for mark in marks:
-            at = position[mark.key]
-            examined.add(mark.key)
-            pinned[mark.key] = at
-            shown[mark.key] = frozen[at - 1]
-            label = mark.label.value if mark.label else "seen"
-            rows.append((round_, mark.key, label, at))
-            record.append((mark.key, label))
-            if mark.label is not None:
-                if canonical_url(mark.key) != mark.key:
-                    raise _Fallback  # the session would file it under another key
-                labels[mark.key] = mark.label
-        after = _State(len(self.states), examined, pinned, shown, self._new_labels(labels))
+            key, label = mark.key, mark.label
+            at = position[key]
+            pinned[key] = at
+            text = _LABEL_TEXT[label]
+            rows.append((round_, key, text, at))
+            record.append((key, text))
+            if label is not None:
+                if key not in canonical:
+                    if canonical_url(key) != key:
+                        raise _Fallback  # the session would file it under another key
+                    canonical.add(key)
+                labels[key] = label
+        examined = state.examined.union([mark.key for mark in marks])
+        after = _State(len(self.states), examined, pinned, self._new_labels(labels))
         self.states.append(after)
         positions = pinned.values()
         if not pinned:
@@ -525,8 +533,8 @@ class _Planner:
 
     # --- the engine's side ----------------------------------------------------------------
 
-    def _ranked_list(self, keys: list[str], items: list[Evidence] | None = None) -> _Ranked:
-        ranked = _Ranked(len(self.rankings), keys, items=items)
+    def _ranked_list(self, keys: list[str]) -> _Ranked:
+        ranked = _Ranked(len(self.rankings), keys)
         self.rankings.append(ranked)
         return ranked
 
@@ -535,7 +543,7 @@ class _Planner:
         ranked = self._interned.get(key)
         if ranked is None:
             keys = pool.keys
-            ranked = _Ranked(len(self.rankings), [keys[i] for i in order], pool, order)
+            ranked = _Ranked(len(self.rankings), [keys[i] for i in order])
             self.rankings.append(ranked)
             self._interned[key] = ranked
         return ranked
@@ -583,13 +591,16 @@ class _Planner:
 
     def _prefetch(self, wanted: Iterable[tuple[Ranker, Hashable, _Pool, _Labels]]) -> None:
         """Have the memo score every (ranker, rule, pool, feedback) not ranked yet together
-        (:meth:`QueryMemo.prefetch`)."""
+        (:meth:`QueryMemo.prefetch`), each once (a round's episodes ask many alike)."""
         known = self._by_rule
-        self.memo.prefetch(
-            (ranker, pool, feedback.labels, feedback.items)
-            for ranker, rule, pool, feedback in wanted
-            if (rule, pool.content, feedback.index) not in known
-        )
+        asked: set[tuple[Hashable, int, int]] = set()
+        distinct = []
+        for ranker, rule, pool, feedback in wanted:
+            key = (rule, pool.content, feedback.index)
+            if key not in known and key not in asked:
+                asked.add(key)
+                distinct.append((ranker, pool, feedback.labels, feedback.items))
+        self.memo.prefetch(distinct)
 
     def _expand(self, episode: _Episode, pool: _Pool, state: _State) -> _Expansion:
         """The session's expand: the refined query, its search, the candidates after it."""

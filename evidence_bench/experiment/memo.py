@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +62,9 @@ from evidence_bench.users.policies import POLICIES, Mark, UserPolicy
 
 __all__ = ["QueryMemo"]
 
+#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
+_POLARITY = {label: label.polarity for label in Label}
+
 _FeedbackKey = frozenset[tuple[str, Label]]
 
 
@@ -74,6 +77,10 @@ class _Pool:
     ranked: dict[tuple[int, ...], list[Evidence]] = field(default_factory=dict)
     placed: dict[tuple[int, int], Evidence] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    #: each key's positions among the candidates (built when first needed)
+    at: dict[str, list[int]] | None = None
+    text: tuple[str, ...] | None = None
+    plain: bool | None = None
     #: per analyzer: the tf-idf arrays and the query's vector
     spaces: dict[Analyzer, tuple[PoolMatrix, dict[str, float]]] = field(default_factory=dict)
 
@@ -81,9 +88,51 @@ class _Pool:
         """The candidates' tf-idf arrays under ``analyzer``, and ``query``'s vector there."""
         space = self.spaces.get(analyzer)
         if space is None:
-            matrix = pool_matrix(analyzer, tuple(item.text for item in self.objects))
+            matrix = pool_matrix(analyzer, self.texts())
             space = self.spaces[analyzer] = (matrix, query_weights(analyzer, matrix, query))
         return space
+
+    def texts(self) -> tuple[str, ...]:
+        """Each candidate's :attr:`~evidence_bench.evidence.Evidence.text`."""
+        if self.text is None:
+            self.text = tuple(item.text for item in self.objects)
+        return self.text
+
+    def refiner_matrix(self, analyzer: Analyzer) -> PoolMatrix | None:
+        """The :func:`pool_matrix` of the candidates' refiner texts
+        (:func:`~evidence_bench.engine.refiner.document_text`) under ``analyzer``, where
+        they are their :meth:`texts` (no extra snippets), else None."""
+        if self.plain is None:
+            self.plain = not any(item.extra_snippets for item in self.objects)
+        if not self.plain:
+            return None
+        space = self.spaces.get(analyzer)
+        return pool_matrix(analyzer, self.texts()) if space is None else space[0]
+
+    def marked(self, feedback: Feedback) -> tuple[list[int], list[int]]:
+        """:func:`~evidence_bench.engine.ranking.marked_positions` of the candidates' keys,
+        found from the feedback's keys (a few) instead of every candidate's."""
+        if not feedback or len(feedback) * 4 > len(self.keys):
+            return marked_positions(self.keys, feedback)
+        if self.at is None:
+            at: dict[str, list[int]] = {}
+            for position, key in enumerate(self.keys):
+                at.setdefault(key, []).append(position)
+            self.at = at
+        pull: list[int] = []
+        push: list[int] = []
+        find = self.at.get
+        for key, label in feedback.items():
+            found = find(key)
+            if found is not None:
+                polarity = _POLARITY[label]
+                if polarity > 0:
+                    pull += found
+                elif polarity < 0:
+                    push += found
+        pull.sort()
+        push.sort()
+        return pull, push
 
     def ranking(self, order: Sequence[int]) -> list[Evidence]:
         """The candidates in ``order`` with rank renumbered, as
@@ -157,6 +206,7 @@ class QueryMemo:
         self._pairs: dict[int, list[tuple[str, float]]] = {}
         self._residual: dict[frozenset[str], QueryJudgments] = {}
         self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
+        self._shown = _ShownKeys()
 
     # --- candidates -----------------------------------------------------------------------
 
@@ -285,7 +335,7 @@ class QueryMemo:
             [
                 (
                     every if len(missing) == count else every[missing],
-                    *marked_positions(pool.keys, feedback),
+                    *pool.marked(feedback),
                 )
                 for feedback, _, missing in groups
             ],
@@ -376,7 +426,18 @@ class QueryMemo:
         key = (refiner.key, pool.content, marks)
         refined = self._refined.get(key)
         if refined is None:
-            refined = self._refined[key] = refiner.inner.refine(self.query, pool.objects, feedback)
+            inner = refiner.inner
+            found: RefinedQuery | None = None
+            if isinstance(inner, LexicalRefiner) and type(inner) is LexicalRefiner:
+                matrix = (
+                    None if inner.background is not None else pool.refiner_matrix(inner.analyzer)
+                )
+                if matrix is not None:  # the arrays and the marks the pool has already
+                    marked = pool.marked(feedback)
+                    found = inner.refine_counted(self.query, pool.objects, feedback, matrix, marked)
+            if found is None:
+                found = inner.refine(self.query, pool.objects, feedback)
+            refined = self._refined[key] = found
         return refined
 
     def ranked(
@@ -427,6 +488,32 @@ class QueryMemo:
                 examined=examined,
             )
         return list(marks)
+
+    def judge_keys(
+        self,
+        user: UserPolicy,
+        query_id: str,
+        round_: int,
+        displayed: Sequence[str],
+        judgments: Mapping[str, int],
+        examined: frozenset[str],
+    ) -> list[Mark]:
+        """:meth:`judge` of a list given by its keys, for a user :meth:`plannable_user` (the
+        shipped policies read nothing of a displayed result but its key: ``_scan``); the
+        marks are the memo's list, not to be changed."""
+        assert isinstance(user, _MemoUser)
+        key = (user.key, query_id, round_, tuple(displayed), examined)
+        marks = self._marks.get(key)
+        if marks is None:
+            shown = cast(list[Evidence], list(map(self._shown.__getitem__, displayed)))
+            marks = self._marks[key] = user.inner.judge(
+                query_id=query_id,
+                round=round_,
+                displayed=shown,
+                judgments=judgments,
+                examined=examined,
+            )
+        return marks
 
     # --- evaluation -----------------------------------------------------------------------
 
@@ -553,6 +640,23 @@ class _MemoRefiner:
         if query != self.memo.query:
             return self.inner.refine(query, candidates, feedback)
         return self.memo.refine(self, candidates, feedback)
+
+
+class _Shown:
+    """A displayed result as the shipped users read it (:meth:`QueryMemo.judge_keys`)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class _ShownKeys(dict[str, _Shown]):
+    """One :class:`_Shown` per key, made when first asked for."""
+
+    def __missing__(self, key: str) -> _Shown:
+        shown = self[key] = _Shown(key)
+        return shown
 
 
 class _MemoUser:

@@ -660,10 +660,10 @@ class _SharedRounds:
             )
             found = self._mark_texts[id(marks)] = (f"[{listed}]", marks)
         parts = [
-            f'"added": {json.dumps(record["added"])}',
-            f'"added_terms": {json.dumps(record["added_terms"], ensure_ascii=False)}',
+            f'"added": {_json(record["added"])}',
+            f'"added_terms": {_json(record["added_terms"])}',
             f'"marks": {found[0]}',
-            f'"refined_query": {json.dumps(record["refined_query"], ensure_ascii=False)}',
+            f'"refined_query": {_json(record["refined_query"])}',
         ]
         if names == _WEIGHED:
             weights = json.dumps(record["term_weights"], ensure_ascii=False, sort_keys=True)
@@ -692,6 +692,23 @@ class _SharedRounds:
 _LISTS = ("before", "after_rerank", "after_expand")
 #: A str as JSON text, as ``json.dumps(..., ensure_ascii=False)`` writes it.
 _quote: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def _json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False)`` of a round record's field, written directly
+    where it is an int, a str, None or a list of str (what json.dumps writes for them)."""
+    kind = type(value)
+    if kind is str:
+        return _quote(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is list and all(type(item) is str for item in value):
+        return "[" + ", ".join(map(_quote, value)) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 #: The fields of a planned round record (_SharedRounds._detail), with term weights or not.
 _PLAIN = frozenset({"round", "marks", *_LISTS, "refined_query", "added_terms", "added"})
 _WEIGHED = _PLAIN | {"term_weights"}

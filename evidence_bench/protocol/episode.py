@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -227,9 +227,20 @@ def _shuffled(
     (:mod:`evidence_bench.seeding`): the same in every process, another for another seed.
     """
     keys = sorted(examined)
-    labels: list[Label | None] = [feedback.get(key) for key in keys]
-    derived_random(seed, policy, query_id, round_).shuffle(labels)
+    get = feedback.get
+    labels = [get(keys[at]) for at in _permutation(seed, policy, query_id, round_, len(keys))]
     return {key: label for key, label in zip(keys, labels, strict=True) if label is not None}
+
+
+@lru_cache(maxsize=1 << 12, typed=True)
+def _permutation(seed: int, policy: str, query_id: str, round_: int, n: int) -> tuple[int, ...]:
+    """The seeded shuffle of ``n`` items as the positions it takes them from: ``Random.shuffle``
+    swaps by position whatever the items, so shuffling ``labels`` gives ``[labels[at] for at
+    in _permutation(...)]``; drawn once for every user state of the same size (a user's
+    states in one round examined as many documents)."""
+    order = list(range(n))
+    derived_random(seed, policy, query_id, round_).shuffle(order)
+    return tuple(order)
 
 
 #: One ranking to score: (round, stage, eval_mode, ranked keys, the judgments it is scored on).
