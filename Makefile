@@ -78,10 +78,14 @@ docs: $(STAMP) $(COMPILED)
 ## make unit: the tests, spread over every core a file at a time, so a module's fixture (an
 ## experiment run once for the module) is still computed once. (--dist loadgroup would
 ## spread finer, but xdist 3.8 cannot mark groups under pytest 9.2, whose nodeid is _id.)
+## --no-loadscope-reorder: hand out the files in collection order, the longest first
+## (tests/conftest.py, LONGEST_FIRST); xdist 3.8 otherwise sorts them by their number of
+## tests, which put the files that run whole experiments in few tests (test_attribution,
+## test_shards) last, to run alone on one core at the end.
 ## PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= auto
 unit: $(STAMP) $(COMPILED)
-	$(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+	$(PY) -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 ## compiled: make test's first step for the manual and the tests (above); a collection
 ## error is left for unit to report

@@ -110,37 +110,43 @@ CRANFIELD15 = (
     "progress=false",
 )
 
-#: The test files that take longest (each runs whole experiments), longest first, by CPU
-#: time (user + system, with their child processes; ``-n 0``, one file a process, 2026-12-01,
-#: 18:00 UTC; the submitit case, skipped in CI, left out of test_shards.py's). ``make test``
-#: spreads files over the workers in collection order (``--dist loadfile``); starting these
-#: first keeps the last file to finish a short one, so no worker sits idle while another
-#: runs a long file alone. Any other file keeps its place after them; a missing name only
-#: loses its head start.
+#: The test files that take longest (each runs whole experiments or many analyses), longest
+#: first, by CPU time (user + system, with their child processes; one file at a time, in one
+#: process, 2026-12-01, 23:00 UTC, under load; the submitit case, skipped in CI, left out of
+#: test_shards.py's). ``make test`` hands files to the workers in collection order
+#: (``--dist loadfile --no-loadscope-reorder``; without the flag xdist 3.8 sorts them by
+#: their number of tests, and a long file of few tests ran alone at the end); starting these
+#: first keeps the last file to finish a short one, so no worker sits idle while another runs
+#: a long file alone. Any other file keeps its place after them; a missing name only loses
+#: its head start.
 LONGEST_FIRST = (
+    "test_stored_analysis.py",
     "test_report.py",
     "test_shards.py",
+    "test_experiment.py",
+    "test_ranking_batch.py",
     "test_gate.py",
     "test_attribution.py",
+    "test_aliases.py",
     "test_faults.py",
     "test_main.py",
-    "test_faults_runs.py",
-    "test_aliases.py",
-    "test_experiment.py",
+    "test_validity.py",
     "test_gate_faults.py",
-    "test_tune.py",
-    "test_page_evidence.py",
+    "test_faults_runs.py",
+    "test_labels.py",
+    "test_report_browser.py",
     "test_faults_cassettes.py",
-    "test_seeding.py",
+    "test_before_after.py",
+    "test_episodes.py",
+    "test_text.py",
+    "test_comparisons.py",
+    "test_page_evidence.py",
+    "test_export.py",
     "test_frozen.py",
     "test_clicks.py",
-    "test_validity.py",
-    "test_labels.py",
-    "test_comparisons.py",
-    "test_before_after.py",
-    "test_ranking_batch.py",
-    "test_export.py",
-    "test_report_browser.py",
+    "test_seeding.py",
+    "test_tune.py",
+    "test_run_once.py",
 )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Ranker
@@ -78,6 +78,9 @@ def test_marked_results_keep_the_inner_rankers_order_among_themselves() -> None:
 _WORDS = ["solar", "panels", "wind", "turbines", "hydro", "grid"]
 
 
+# No deadline: the first LiveFetch call loads the public suffix list (~1 s when this file
+# is a worker's first, on a shared machine), as in test_aliases.py.
+@settings(deadline=None)
 @given(
     st.lists(st.lists(st.sampled_from(_WORDS), max_size=4).map(" ".join), max_size=10),
     st.data(),

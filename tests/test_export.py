@@ -24,6 +24,7 @@ from evidence_bench.experiment.export import export_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.store import read_table
 from evidence_bench.report.data import load_run
+from tests.fault_fixtures import main_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,9 +59,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_export_writes_the_csvs_and_the_trec_files_elsewhere(sweep: Path, tmp_path: Path) -> None:
+def test_export_writes_the_csvs_and_the_trec_files_elsewhere(
+    sweep: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
-    csv = _cli("export", str(sweep), "--format", "csv", "--out", str(out))
+    # the CSVs by main in this process (the same command's answer); the TREC files by a
+    # real `python -m evidence_bench export` process
+    csv = main_in_process(
+        "export", str(sweep), "--format", "csv", "--out", str(out),
+        capfd=capfd, monkeypatch=monkeypatch,
+    )  # fmt: skip
     assert csv.returncode == 0, csv.stderr
     trec = _cli("export", str(sweep), "--format", "trec", "--out", str(out))
     assert trec.returncode == 0, trec.stderr

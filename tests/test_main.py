@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evidence_bench.__main__ import main
+from tests.fault_fixtures import main_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,10 +87,16 @@ def test_a_run_prints_its_summary_and_the_reports_path(tmp_path: Path) -> None:
     assert "best:" in done.stdout
 
 
-def test_a_multirun_ends_in_one_gathered_report(tmp_path: Path) -> None:
-    done = cli(
+def test_a_multirun_ends_in_one_gathered_report(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``main`` in this process: Hydra's basic launcher runs the jobs in the process that
+    gathers them, as on the command line (a multirun in real processes, joblib's, is
+    test_shards.py's); what is tested is the command's answer and files."""
+    done = main_in_process(
         "run", "--multirun", "+experiment=smoke", "ranker.beta=0.25,0.75",
         f"runs_dir={tmp_path}", "workers=1", "progress=false",
+        capfd=capfd, monkeypatch=monkeypatch,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     [sweep] = (tmp_path / "smoke").glob("multirun-*")
