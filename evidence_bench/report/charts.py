@@ -22,10 +22,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
-from jinja2 import PackageLoader, StrictUndefined, Template
+from jinja2 import Template
 from markupsafe import Markup
 
-from evidence_bench.report.page import _ReportEnvironment
+from evidence_bench.report.environment import ReportEnvironment, report_environment
 
 __all__ = [
     "budget_chart",
@@ -113,14 +113,8 @@ class _Canvas:
 
 @cache
 def _template() -> Template:
-    env = _ReportEnvironment(  # a chart's items are dicts, and repeat their strings
-        loader=PackageLoader("evidence_bench.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env.get_template("chart.svg.j2")
+    # a chart's items are dicts, and repeat their strings
+    return report_environment().get_template("chart.svg.j2")
 
 
 def _svg(
@@ -133,7 +127,7 @@ def _svg(
     gradient: Mapping[str, Any] | None = None,
 ) -> Markup:
     template = _template()
-    assert isinstance(template.environment, _ReportEnvironment)
+    assert isinstance(template.environment, ReportEnvironment)
     text = template.environment.render(
         template,
         {

@@ -24,18 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import (
-    BytecodeCache,
-    Environment,
-    FileSystemBytecodeCache,
-    PackageLoader,
-    StrictUndefined,
-    Template,
-    UndefinedError,
-    nodes,
-)
-from jinja2.compiler import CodeGenerator, Frame
-from markupsafe import escape
+from jinja2 import BytecodeCache, FileSystemBytecodeCache, UndefinedError
+
+from evidence_bench.report.environment import CACHE_PATTERN, ReportEnvironment, report_environment
 
 if TYPE_CHECKING:
     from evidence_bench.report.data import RunData
@@ -118,80 +109,9 @@ def _ci(low: Any, high: Any) -> str:
     return "–" if _missing(low) else f"[{_signed(low)}, {_signed(high)}]"
 
 
-#: What ``d.name`` finds on a dict as an attribute (its methods): only for these names does
-#: Jinja's attribute-first lookup differ from the key lookup.
-_DICT_ATTRIBUTES = frozenset(dir(dict))
-
-
-class _EscapingGenerator(CodeGenerator):
-    """Jinja2's compiler, but an autoescaped ``{{ ... }}`` calls the environment's
-    :meth:`_ReportEnvironment.escaped` instead of ``markupsafe.escape``."""
-
-    def _output_child_pre(self, node: nodes.Expr, frame: Frame, finalize: Any) -> None:
-        if frame.eval_ctx.volatile or not frame.eval_ctx.autoescape:
-            super()._output_child_pre(node, frame, finalize)
-            return
-        self.write("environment.escaped(")
-        if finalize.src is not None:
-            self.write(finalize.src)
-
-
-class _ReportEnvironment(Environment):
-    """Jinja2's environment, cheaper on a report's page (a sweep's: ~130,000 values) with
-    the same bytes out:
-
-    - ``d.name`` on the plain dicts a context is made of looks up the key first, where
-      Jinja tries the attribute first and, for a dict, pays for an AttributeError on every
-      lookup. The same value either way: a dict's attributes are its methods, looked up as
-      before.
-    - Every value shown is still escaped, each distinct string once (:meth:`escaped`): a
-      page repeats a few thousand strings (numbers, classes, ids) tens of thousands of
-      times, and each ``markupsafe.escape`` builds a new Markup.
-    """
-
-    code_generator_class = _EscapingGenerator
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self._escaped: dict[str, str] = {}
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
-            try:
-                return obj[attribute]
-            except KeyError:
-                pass
-        return super().getattr(obj, attribute)
-
-    def escaped(self, value: Any) -> str:
-        """``markupsafe.escape(value)``, as the template's output joins it; a str's
-        remembered (its escaped text does not change)."""
-        if type(value) is not str:
-            return escape(value)
-        found = self._escaped.get(value)
-        if found is None:
-            found = self._escaped[value] = escape(value)
-        return found
-
-    def render(self, template: Template, context: Mapping[str, Any]) -> str:
-        """``template`` rendered with ``context``; the strings it escaped are forgotten
-        (a page's, a few MB, are not kept for the next)."""
-        try:
-            return template.render(**context)
-        finally:
-            self._escaped.clear()
-
-
 @functools.cache
-def _environment() -> _ReportEnvironment:
-    env = _ReportEnvironment(
-        loader=PackageLoader("evidence_bench.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        bytecode_cache=_bytecode_cache(),
-    )
+def _environment() -> ReportEnvironment:
+    env = report_environment(bytecode_cache=_bytecode_cache())
     env.tests["missing"] = _missing
     env.globals["ci"] = _ci
     env.filters.update(
@@ -212,9 +132,9 @@ def _bytecode_cache() -> BytecodeCache | None:
     under the temporary one, checked to be the user's alone; each entry is validated
     against its template's source), or None where that directory cannot be had."""
     try:
-        # its own file names: templates compiled by _EscapingGenerator call a method a
-        # plain Environment lacks, so they must not meet Jinja's default entries
-        return FileSystemBytecodeCache(pattern="__evidence_bench_report_%s.cache")
+        # its own file names (CACHE_PATTERN): templates compiled by ReportEnvironment's
+        # generator call a method a plain Environment lacks
+        return FileSystemBytecodeCache(pattern=CACHE_PATTERN)
     except (OSError, RuntimeError):
         return None
 
