@@ -89,3 +89,53 @@ def test_a_replay_client_keeps_cookies_only_from_answers_that_set_them() -> None
             client.get("http://sim.invalid/plain")
             assert dict(client.cookies) == {"session": "abc"}
         assert sent == [None, None, "session=abc"]
+
+
+@pytest.mark.parametrize("name", QUERY_SETS)
+def test_replay_reads_every_cassette_as_vcrpy_does(name: str) -> None:
+    """Replay reads the JSON without vcrpy: each request's (method, path, sorted query) and
+    its response are what vcrpy's ``deserialize`` makes of the same file, in order."""
+    from vcr.serialize import deserialize
+
+    from evidence_bench.web.cassettes import SERIALIZER, _document, _recorded
+
+    paths = cassette_files(ROOT / "cassettes" / name)
+    for path in paths:
+        keys, responses = _recorded(_document(path.read_bytes()))
+        requests, expected, *_ = deserialize(path.read_text(), SERIALIZER)
+        assert keys == [(r.method, r.path or "/", tuple(r.query)) for r in requests], path
+        for response, vcr_response in zip(responses, expected, strict=True):
+            body = response["body"]["string"]
+            assert body.encode("utf-8") == vcr_response["body"]["string"]
+            assert {**response, "body": None} == {**vcr_response, "body": None}
+    assert len(paths) > 50
+
+
+def test_a_request_vcrpy_does_not_write_goes_through_vcrpy() -> None:
+    """A request with a field vcrpy's ``Request`` does not take is refused as vcrpy refuses
+    it; one with an empty path and a body keys as vcrpy keys it."""
+    from evidence_bench.web.cassettes import _document, _recorded
+
+    def cassette(request: dict[str, object]) -> bytes:
+        response = {"status": {"code": 200}, "headers": {}, "body": {"string": "{}"}}
+        return json.dumps({"interactions": [{"request": request, "response": response}]}).encode()
+
+    odd = {"method": "GET", "uri": "http://h/p?q=1", "body": None, "headers": {}, "extra": 1}
+    with pytest.raises(ValueError, match=r"not a vcrpy cassette \(TypeError: .*extra"):
+        _recorded(_document(cassette(odd)))
+    plain = {"method": "POST", "uri": "http://h?b=2&a=1&c=", "body": "é", "headers": {}}
+    assert _recorded(_document(cassette(plain)))[0] == [("POST", "/", (("a", "1"), ("b", "2")))]
+
+
+def test_a_run_imports_no_vcrpy() -> None:
+    """Replay reads the cassettes itself: the run's modules leave vcrpy (and requests,
+    urllib3) unimported, ~0.3 s of CPU that every run paid before its workers forked."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, evidence_bench.experiment.run, evidence_bench.experiment.runner; "
+        "print(sorted({'vcr', 'requests', 'urllib3', 'jinja2', 'rapidfuzz'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

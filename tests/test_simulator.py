@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from evidence_bench.collections.beir import Collection, Document, Query, load_collection
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.web.bm25 import BM25Index, tokenize
+from evidence_bench.web.bm25 import STOP_WORDS, BM25Index, tokenize
 from evidence_bench.web.simulator import (
     SEARCH_PATH,
     BraveSimulator,
@@ -48,6 +48,31 @@ def test_tokenize_lowercases_splits_and_drops_short_and_stop_words() -> None:
         "wing",
         "mach",
     ]
+
+
+def _regex_tokenize(text: str) -> list[str]:
+    """The tokenizer as it was written first: the regex's runs of the lowercased text."""
+    runs = re.findall(r"[^\W_]+", text.lower())
+    return [t for t in runs if len(t) > 1 and t not in STOP_WORDS]
+
+
+def test_tokenize_is_the_regexs_on_every_character_and_odd_words() -> None:
+    """ASCII is split by translate, one alphanumeric word taken whole: the same tokens as
+    the regex, for every code point alone and beside ASCII, and where lowercasing leaves
+    ASCII (the Kelvin sign) or a word joins scripts."""
+    texts = [chr(c) for c in range(0x20000) if not 0xD800 <= c <= 0xDFFF]  # BMP and SMP
+    texts += [f"ab{chr(c)}cd x{chr(c)}" for c in range(0x3000)]
+    texts += ["\u212aelvin", "İstanbul", "x²y", "½b", "snake_case", "A-B c.D", "", " ", "IS", "Of"]
+    assert [tokenize(t) for t in texts] == [_regex_tokenize(t) for t in texts]
+
+
+@pytest.mark.parametrize("name", ["cranfield", "cacm"])
+def test_tokenize_every_document_and_its_words_as_the_regex(name: str) -> None:
+    collection = load_collection(Path(__file__).resolve().parents[1] / "collections" / name)
+    for doc in collection.documents.values():
+        text = f"{doc.title} {doc.text}"
+        assert tokenize(text) == _regex_tokenize(text), doc.doc_id
+        assert [tokenize(w) for w in text.split()] == [_regex_tokenize(w) for w in text.split()]
 
 
 def test_bm25_scores_match_a_hand_computation() -> None:

@@ -25,8 +25,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
-from rapidfuzz import fuzz, utils
-
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, tokenize
@@ -162,6 +160,8 @@ def _similarities(analyzer: Analyzer, texts: tuple[str, ...]) -> tuple[tuple[flo
 def _base_relevance(analyzer: Analyzer, query: str, texts: tuple[str, ...]) -> tuple[float, ...]:
     """R = mean of term overlap |q ∩ d| / |q| (distinct analyzer terms; 0 for a query with
     no terms) and rapidfuzz's token_set_ratio / 100 on lowercased, punctuation-free text."""
+    from rapidfuzz import fuzz, utils  # here: every run imports this module before forking
+
     query_terms = set(analyzer(query))
     values = []
     for text in texts:

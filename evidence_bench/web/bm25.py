@@ -45,14 +45,29 @@ _STOP_WORDS_TEXT = """
 STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
 
 _TOKEN = re.compile(r"[^\W_]+")  # a run of letters or digits, in any script
+#: Every ASCII character but a letter or a digit, as a space: in ASCII text (``[^\W_]`` is
+#: ``[A-Za-z0-9]`` there) the tokens are what ``str.split`` then gives, as in engine/text.py.
+_ASCII_GAPS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isalnum()})
 
 Analyzer = Callable[[str], list[str]]
 Ints = npt.NDArray[np.int64]
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased runs of letters or digits, without 1-character tokens and stop words."""
-    return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in STOP_WORDS]
+    r"""Lowercased runs of letters or digits, without 1-character tokens and stop words.
+
+    ``_TOKEN.findall(text.lower())``, split by ``str.translate`` in ASCII; one word of
+    letters and digits (``str.isalnum`` is ``[^\W_]``'s class) is its one run, as the
+    simulator's index and snippets ask for a collection's every distinct word.
+    """
+    low = text.lower()
+    if low.isascii():
+        if low.isalnum():
+            return [low] if len(low) > 1 and low not in STOP_WORDS else []
+        runs = low.translate(_ASCII_GAPS).split()
+    else:
+        runs = _TOKEN.findall(low)
+    return [t for t in runs if len(t) > 1 and t not in STOP_WORDS]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from enum import StrEnum
 from functools import cache
-
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from typing import TYPE_CHECKING
 
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 __all__ = [
     "PAGE_PATH",
@@ -119,6 +121,10 @@ def published_on(doc_id: str) -> date:
 
 @cache
 def _environment() -> Environment:
+    # Imported here: a run that renders no page (snippets only) never needs jinja2, and the
+    # parent imports this module before its workers fork.
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
     return Environment(
         loader=PackageLoader("evidence_bench.web", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
