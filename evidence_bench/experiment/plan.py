@@ -24,6 +24,7 @@ from evidence_bench.experiment.components import (
     make_user,
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
+from evidence_bench.protocol.episode import EVAL_MODES
 from evidence_bench.web.cassettes import OnMiss
 from evidence_bench.web.pages import check_failure_rate
 
@@ -37,8 +38,6 @@ __all__ = [
     "record_command",
     "user_variants",
 ]
-
-EVAL_MODES = ("full", "residual", "frozen")
 
 
 @dataclass(frozen=True)

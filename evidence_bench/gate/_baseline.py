@@ -20,9 +20,8 @@ import yaml
 from evidence_bench._atomic import write_atomic, write_error
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.experiment.plan import EVAL_MODES
 from evidence_bench.gate._run import KEYS, Cell, RunFacts, describe
-from evidence_bench.protocol.episode import PARTNERS
+from evidence_bench.protocol.episode import EVAL_MODES, PARTNERS
 
 __all__ = [
     "DEFAULT_TOLERANCE",

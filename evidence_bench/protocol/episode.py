@@ -65,7 +65,10 @@ from evidence_bench.web.cassettes import SkippedRequest
 if TYPE_CHECKING:
     from evidence_bench.experiment.memo import QueryMemo
 
-__all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
+__all__ = ["EVAL_MODES", "EpisodeResult", "Judgments", "frozen_order", "run_episode"]
+
+#: The evaluation modes (this module's docstring), in the order a run lists them.
+EVAL_MODES = ("full", "residual", "frozen")
 
 #: Each control stage and the feedback stage it is cut to the length of, in every mode.
 PARTNERS = {
