@@ -353,8 +353,8 @@ def _perform(
                 # randomization tests and validity panel are the tail's peaks of memory),
                 # in place before the stored analysis' key hashes them
                 parquet.start()
+                terminal = summary_table(analysis)  # (the writer's Arrow is the longer)
                 write_run_report(tmp, analysis, inputs=parquet.join)
-                terminal = summary_table(analysis)
             else:  # no summary table, but a policy that gave no labels of a kind is still said
                 terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
         return RunOutcome(target.final, summary, manifest, terminal)
