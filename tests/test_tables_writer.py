@@ -43,6 +43,10 @@ def test_the_files_written_beside_the_report_are_those_written_alone(tmp_path: P
     for name in PARQUET:
         path = f"{name}.parquet"
         assert (beside / path).read_bytes() == (alone / path).read_bytes(), path
+    # the stored analysis' key hashed the files whole: the next report reads it
+    from evidence_bench.report.page import report
+
+    assert report(beside)[1] == "analysis read from analysis.json.gz (its key matches the run)"
 
 
 def test_a_write_that_fails_in_the_thread_fails_the_run_in_one_line_keeping_nothing(
