@@ -40,7 +40,7 @@ from evidence_bench.experiment.rundir import (
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
-from evidence_bench.experiment.store import TableBuilder, as_stored, write_tables
+from evidence_bench.experiment.store import TableBuilder, TablesWriter, as_stored, write_tables
 from evidence_bench.seeding import derivation
 from evidence_bench.users.labels import label_summary, label_warnings
 from evidence_bench.users.policies import UserPolicy
@@ -289,10 +289,12 @@ def _perform(
             **(gathered.manifest if gathered is not None else {}),
         }
 
-        with target as tmp:
+        # the Parquet files in a thread (Arrow writes them without the GIL) while the rest
+        # of the tail goes on here; waited for before the directory is moved
+        with target as tmp, TablesWriter(tmp, tables, write_tables) as parquet:
             (tmp / "config.yaml").write_text(config_yaml)
-            write_tables(tmp, tables)
-            release_memory()
+            if plan.shards > 1 or not cfg.get("report", True):
+                parquet.start()  # beside the other files (no report's peak to wait past)
             params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
             write_rows(
                 tmp / "configs.csv",
@@ -347,8 +349,12 @@ def _perform(
 
                 # the frames just computed, not read back; the statistics once for both renderings
                 analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
-                write_run_report(tmp, analysis)
-                terminal = summary_table(analysis)
+                # the Parquet files written while the page is (after the analysis: its
+                # randomization tests and validity panel are the tail's peaks of memory),
+                # in place before the stored analysis' key hashes them
+                parquet.start()
+                terminal = summary_table(analysis)  # (the writer's Arrow is the longer)
+                write_run_report(tmp, analysis, inputs=parquet.join)
             else:  # no summary table, but a policy that gave no labels of a kind is still said
                 terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
         return RunOutcome(target.final, summary, manifest, terminal)

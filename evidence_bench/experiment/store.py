@@ -25,7 +25,8 @@ from them (:mod:`evidence_bench.experiment.export`): ``per_query.csv``, ``summar
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, pairwise
 from pathlib import Path
@@ -61,6 +62,7 @@ __all__ = [
     "QueryRowsBuilder",
     "RunTables",
     "TableBuilder",
+    "TablesWriter",
     "as_stored",
     "episode_records",
     "feedback_frame",
@@ -742,13 +744,7 @@ def write_table(path: Path, frame: pd.DataFrame) -> None:
     )
 
 
-def write_tables(directory: Path, tables: RunTables) -> None:
-    """Every table of ``tables`` into ``directory`` (a run's staging directory)."""
-    if tables.summary is not None:
-        write_table(directory / "summary.parquet", tables.summary)
-    write_table(directory / "scores.parquet", tables.scores)
-    write_table(directory / "feedback.parquet", tables.feedback)
-    write_table(directory / "episodes.parquet", tables.episodes)
+def _write_rankings(path: Path, tables: RunTables) -> None:
     rankings = pa.table(
         {
             "ranking": pa.array(range(len(tables.rankings)), pa.int32()),
@@ -761,9 +757,92 @@ def write_tables(directory: Path, tables: RunTables) -> None:
     )
     # no Arrow schema stored: the dictionary-encoded items read back as list<string>, as
     # they always did (the Parquet column was dictionary-encoded either way)
-    pq.write_table(rankings, directory / "rankings.parquet", compression="zstd", store_schema=False)
-    write_table(directory / "runs.parquet", tables.runs)
-    write_table(directory / "trec_qrels.parquet", tables.trec_qrels)
+    pq.write_table(rankings, path, compression="zstd", store_schema=False)
+
+
+def write_tables(directory: Path, tables: RunTables) -> None:
+    """Every table of ``tables`` into ``directory`` (a run's staging directory). An
+    ``OSError`` that names no file (Arrow's) is given the one it was writing, so a run's
+    :class:`~evidence_bench.errors.WriteError` names it whichever thread wrote it."""
+    frames = {
+        "summary": tables.summary,
+        "scores": tables.scores,
+        "feedback": tables.feedback,
+        "episodes": tables.episodes,
+        "rankings": None,  # (a list per ranking, not a frame)
+        "runs": tables.runs,
+        "trec_qrels": tables.trec_qrels,
+    }
+    for name, frame in frames.items():
+        if frame is None and name != "rankings":
+            continue
+        path = directory / f"{name}.parquet"
+        try:
+            if frame is None:
+                _write_rankings(path, tables)
+            else:
+                write_table(path, frame)
+        except OSError as exc:
+            if exc.filename is None and exc.strerror is not None:
+                exc.filename = path.name  # (str(exc) then names it too; strerror is kept)
+            raise
+
+
+class TablesWriter:
+    """``write(directory, tables)`` (:func:`write_tables`) in a thread, for a run's tail:
+    Arrow encodes and compresses the Parquet pages with the GIL released, so the files are
+    written on the other core while the calling thread goes on (a new run's report page:
+    its context and HTML, pure Python). Nothing in the tail changes ``tables`` meanwhile
+    (the frames are read, never written).
+
+    A context manager. :meth:`start` starts the thread (at most once), :meth:`join` waits
+    for it and raises what it raised, as if the tables had been written in the calling
+    thread; on exit it is joined (started first if it was not): a run that leaves the
+    block has every file in place, or fails with the one error. When the block itself
+    raises, the thread is still waited for (its files are in the staging directory the run
+    is about to remove) and its own error, if any, gives way to the block's.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        tables: RunTables,
+        write: Callable[[Path, RunTables], None] = write_tables,
+    ) -> None:
+        self._directory, self._tables, self._write = directory, tables, write
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._write(self._directory, self._tables)
+        except BaseException as exc:  # raised again in the calling thread, on exit
+            self._error = exc
+
+    def start(self) -> None:
+        """Start writing (a second call does nothing)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="write_tables", daemon=True)
+            self._thread.start()
+
+    def join(self) -> None:
+        """Write the tables (in the thread, started if it was not) and wait until they are
+        written; what the thread raised is raised here, once."""
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def __enter__(self) -> TablesWriter:
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if kind is None:
+            self.join()
+        elif self._thread is not None:
+            self._thread.join()  # the block's error is the run's
 
 
 def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import functools
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -206,18 +206,25 @@ def report(
     return target, note + stored.store_quietly(run_dir, key, context)
 
 
-def write_run_report(run_dir: Path, analysis: Analysis) -> Path:
+def write_run_report(
+    run_dir: Path, analysis: Analysis, *, inputs: Callable[[], object] | None = None
+) -> Path:
     """A new run's report: ``analysis`` (of the run in ``run_dir``, computed with
     :data:`DEFAULT_TRIALS`) rendered into its ``report.html``, and stored with its key
     (:mod:`~evidence_bench.report.stored`) so that ``report RUN_DIR`` renders it without
-    redoing it; a context JSON cannot hold exactly is not stored (``report`` computes it)."""
+    redoing it; a context JSON cannot hold exactly is not stored (``report`` computes it).
+    ``inputs``: called before the key hashes the run's files (the run writes its Parquet
+    files in a thread meanwhile: it waits for them there; the page is not one of them)."""
     from evidence_bench.report import stored
     from evidence_bench.report.render import report_context
 
     context = report_context(analysis, MAX_EPISODES)
+    page = write_report(context, run_dir / "report.html")
+    if inputs is not None:
+        inputs()
     key = stored.analysis_key(run_dir, trials=DEFAULT_TRIALS, max_episodes=MAX_EPISODES)
     stored.store_quietly(run_dir, key, context)
-    return write_report(context, run_dir / "report.html")
+    return page
 
 
 def render_report(
