@@ -25,6 +25,15 @@ def test_excluded_on_cranfield_is_pandas_count(tmp_path_factory: pytest.TempPath
     # query ids as plain strings: pandas' groupby and nunique, in its own order
     by_pandas = _excluded(scores.astype({"query_id": str}), 15)
     assert by_codes == by_pandas
+    # a (cell, query) space too large for the table: unused query ids widen it past
+    # max(4 rows, 2**20) cells, so the hashed path counts the same
+    cells = scores.groupby(["config_id", "policy", "round", "stage", "eval_mode"]).ngroups
+    wide = scores.copy()
+    unused = [f"unused-{i}" for i in range((1 << 20) // cells + 1)]
+    wide["query_id"] = wide["query_id"].cat.add_categories(unused)
+    width = len(wide["query_id"].cat.categories)
+    assert cells * width > max(4 * len(wide), 1 << 20)
+    assert _excluded(wide, 15) == by_pandas
 
 
 def test_setting_gains_on_cranfield_is_pandas_grouping(
