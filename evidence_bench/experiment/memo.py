@@ -36,7 +36,14 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
+from evidence_bench.engine.base import (
+    POLARITY,
+    Feedback,
+    Label,
+    Ranker,
+    RefinedQuery,
+    Refiner,
+)
 from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import (
     PoolMatrix,
@@ -62,8 +69,6 @@ from evidence_bench.users.policies import POLICIES, Mark, UserPolicy
 
 __all__ = ["QueryMemo"]
 
-#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
-_POLARITY = {label: label.polarity for label in Label}
 
 _FeedbackKey = frozenset[tuple[str, Label]]
 
@@ -125,7 +130,7 @@ class _Pool:
         for key, label in feedback.items():
             found = find(key)
             if found is not None:
-                polarity = _POLARITY[label]
+                polarity = POLARITY[label]
                 if polarity > 0:
                     pull += found
                 elif polarity < 0:
