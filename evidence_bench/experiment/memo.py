@@ -433,7 +433,7 @@ class QueryMemo:
         if refined is None:
             inner = refiner.inner
             found: RefinedQuery | None = None
-            if isinstance(inner, LexicalRefiner) and type(inner) is LexicalRefiner:
+            if type(inner) is LexicalRefiner:
                 matrix = (
                     None if inner.background is not None else pool.refiner_matrix(inner.analyzer)
                 )

@@ -384,7 +384,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         _normalized(description or ""),
         "brave",
         rank,
-        _page_age(page_age) if page_age else None,
+        _page_age(page_age),
         age or "",
         hostname or _host(url),
         language or "",
