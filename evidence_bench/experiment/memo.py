@@ -211,7 +211,7 @@ class QueryMemo:
         self._pairs: dict[int, list[tuple[str, float]]] = {}
         self._residual: dict[frozenset[str], QueryJudgments] = {}
         self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
-        self._shown = _ShownKeys()
+        self._shown = _DisplayedKeys()
 
     # --- candidates -----------------------------------------------------------------------
 
@@ -647,8 +647,9 @@ class _MemoRefiner:
         return self.memo.refine(self, candidates, feedback)
 
 
-class _Shown:
-    """A displayed result as the shipped users read it (:meth:`QueryMemo.judge_keys`)."""
+class _DisplayedKey:
+    """A displayed result's key, all of a result the shipped users read
+    (:meth:`QueryMemo.judge_keys`)."""
 
     __slots__ = ("key",)
 
@@ -656,11 +657,11 @@ class _Shown:
         self.key = key
 
 
-class _ShownKeys(dict[str, _Shown]):
-    """One :class:`_Shown` per key, made when first asked for."""
+class _DisplayedKeys(dict[str, _DisplayedKey]):
+    """One :class:`_DisplayedKey` per key, made when first asked for."""
 
-    def __missing__(self, key: str) -> _Shown:
-        shown = self[key] = _Shown(key)
+    def __missing__(self, key: str) -> _DisplayedKey:
+        shown = self[key] = _DisplayedKey(key)
         return shown
 
 
