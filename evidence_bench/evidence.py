@@ -41,7 +41,7 @@ _INLINE_TAG = re.compile(r"</?(?:strong|b|em|i|mark|span)(?:\s[^>]*)?>", re.IGNO
 _EDGE = re.compile(r"^[\s\x00-\x20]+|[\s\x00-\x20]+$")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_EXACT = frozenset({"gclid", "fbclid"})
-# with_rank makes its copy without __init__, its fields set through their slots.
+# Evidence.from_fields makes a result without __init__, its fields set through their slots.
 _new = object.__new__
 
 
@@ -76,22 +76,54 @@ class Evidence:
         """Title and snippet, the text a local ranker scores."""
         return f"{self.title} {self.snippet}"
 
+    @staticmethod
+    def from_fields(
+        title: str,
+        url: str,
+        snippet: str,
+        source: str,
+        rank: int,
+        page_age: datetime | None,
+        age: str,
+        domain: str,
+        language: str,
+        extra_snippets: tuple[str, ...],
+        key: str,
+    ) -> Evidence:
+        """The ``Evidence`` of these fields and this ``key``, set through their slots without
+        running ``__init__`` (a frozen dataclass's sets each field by ``object.__setattr__``,
+        ~3x slower): the one builder of :meth:`with_rank` and the provider, which makes one per
+        result of every answer. ``key`` is taken as given: pass ``canonical_url(url)``."""
+        made: Evidence = _new(Evidence)
+        _SET_TITLE(made, title)
+        _SET_URL(made, url)
+        _SET_SNIPPET(made, snippet)
+        _SET_SOURCE(made, source)
+        _SET_RANK(made, rank)
+        _SET_PAGE_AGE(made, page_age)
+        _SET_AGE(made, age)
+        _SET_DOMAIN(made, domain)
+        _SET_LANGUAGE(made, language)
+        _SET_EXTRA_SNIPPETS(made, extra_snippets)
+        _SET_KEY(made, key)
+        return made
+
     def with_rank(self, rank: int) -> Evidence:
         """A copy at another rank (rankers renumber often; faster than ``replace``): every
-        field is copied as it is, the key too, without running ``__init__``."""
-        copy: Evidence = _new(Evidence)
-        _SET_TITLE(copy, self.title)
-        _SET_URL(copy, self.url)
-        _SET_SNIPPET(copy, self.snippet)
-        _SET_SOURCE(copy, self.source)
-        _SET_RANK(copy, rank)
-        _SET_PAGE_AGE(copy, self.page_age)
-        _SET_AGE(copy, self.age)
-        _SET_DOMAIN(copy, self.domain)
-        _SET_LANGUAGE(copy, self.language)
-        _SET_EXTRA_SNIPPETS(copy, self.extra_snippets)
-        _SET_KEY(copy, self.key)
-        return copy
+        field is copied as it is, the key too, by :meth:`from_fields`."""
+        return _from_fields(
+            self.title,
+            self.url,
+            self.snippet,
+            self.source,
+            rank,
+            self.page_age,
+            self.age,
+            self.domain,
+            self.language,
+            self.extra_snippets,
+            self.key,
+        )
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready fields (``page_age`` as ISO-8601)."""
@@ -121,35 +153,7 @@ class Evidence:
     )
 )  # fmt: skip
 
-
-def _made(
-    title: str,
-    url: str,
-    snippet: str,
-    source: str,
-    rank: int,
-    page_age: datetime | None,
-    age: str,
-    domain: str,
-    language: str,
-    extra_snippets: tuple[str, ...] = (),
-) -> Evidence:
-    """``Evidence(...)`` of these fields, key included, set through their slots as
-    :meth:`Evidence.with_rank` does: a provider makes one per result of every answer, and
-    a frozen dataclass's ``__init__`` sets each field by ``object.__setattr__``."""
-    made: Evidence = _new(Evidence)
-    _SET_TITLE(made, title)
-    _SET_URL(made, url)
-    _SET_SNIPPET(made, snippet)
-    _SET_SOURCE(made, source)
-    _SET_RANK(made, rank)
-    _SET_PAGE_AGE(made, page_age)
-    _SET_AGE(made, age)
-    _SET_DOMAIN(made, domain)
-    _SET_LANGUAGE(made, language)
-    _SET_EXTRA_SNIPPETS(made, extra_snippets)
-    _SET_KEY(made, canonical_url(url))
-    return made
+_from_fields = Evidence.from_fields
 
 
 def normalize_text(value: str) -> str:

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from evidence_bench.errors import QueryError
 from evidence_bench.evidence import (
     Evidence,
-    _made,
     canonical_url,
     dedupe,
     normalize_text,
@@ -266,8 +265,9 @@ def test_validate_query_strips_and_accepts_the_limits() -> None:
     assert validate_query(" ".join(["w"] * 50)) == " ".join(["w"] * 50)
 
 
-def test_made_through_the_slots_is_the_evidence_init_makes() -> None:
-    """``_made`` (the provider's constructor) against the dataclass's own ``__init__``."""
+def test_from_fields_through_the_slots_is_the_evidence_init_makes() -> None:
+    """``Evidence.from_fields`` (the provider's constructor) against the dataclass's own
+    ``__init__``."""
     fields = {
         "title": "Flutter of panels",
         "url": "HTTPS://Example.org:443/a/?utm_source=x&b=1#top",
@@ -280,7 +280,8 @@ def test_made_through_the_slots_is_the_evidence_init_makes() -> None:
         "language": "en",
         "extra_snippets": ("one", "two"),
     }
-    made, expected = _made(**fields), Evidence(**fields)  # type: ignore[arg-type]
+    expected = Evidence(**fields)  # type: ignore[arg-type]
+    made = Evidence.from_fields(**fields, key=canonical_url(str(fields["url"])))  # type: ignore[arg-type]
     assert made == expected and repr(made) == repr(expected)
     assert made.key == expected.key == "https://example.org/a?b=1"
     assert made.with_rank(1) == expected.with_rank(1)

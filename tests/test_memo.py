@@ -5,12 +5,14 @@ queries replayed from their cassettes."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label
-from evidence_bench.engine.ranking import TfidfRocchioRanker
+from evidence_bench.engine.ranking import TfidfRocchioRanker, marked_positions
 from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment.memo import QueryMemo
+from evidence_bench.experiment.memo import QueryMemo, _Pool
 from evidence_bench.experiment.runner import replay_worker
 from tests.conftest import episode_alone, parts_of, shared_episodes
 
@@ -75,3 +77,33 @@ def test_measures_are_computed_once_per_ranking_and_judgments() -> None:
     residual = memo.residual({"a": 1, "c": 2}, {"a"})
     assert residual.grades == {"c": 2}
     assert memo.residual({"a": 1, "c": 2}, {"a"}) is residual
+
+
+_KEYS = st.sampled_from([f"https://example.org/{name}" for name in "abcdefgh"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(_KEYS, min_size=0, max_size=40),
+    feedback=st.dictionaries(
+        st.one_of(_KEYS, st.just("https://absent.example/")),
+        st.sampled_from(list(Label)),
+        max_size=6,
+    ),
+)
+def test_pool_marked_is_marked_positions(keys: list[str], feedback: dict[str, Label]) -> None:
+    """``_Pool.marked`` (found from the feedback's keys once the pool is four times larger)
+    against the scan over every candidate it replaces, on repeated keys, UNSURE marks and
+    keys the pool does not hold; asked twice, as the memo does, so the index is reused."""
+    pool = _Pool(objects=(), content=0, keys=keys)
+    expected = marked_positions(keys, feedback)
+    assert pool.marked(feedback) == expected
+    assert pool.marked(feedback) == expected
+
+
+def test_pool_marked_by_hand() -> None:
+    keys = ["a", "b", "a", "c", "d"]
+    feedback = {"a": Label.RELEVANT, "d": Label.LESS, "c": Label.UNSURE, "z": Label.MORE}
+    pool = _Pool(objects=(), content=0, keys=keys * 4)  # 20 keys: the indexed path
+    assert pool.marked(feedback) == ([0, 2, 5, 7, 10, 12, 15, 17], [4, 9, 14, 19])
+    assert _Pool(objects=(), content=0, keys=keys).marked(feedback) == ([0, 2], [4])

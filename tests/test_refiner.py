@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
-from evidence_bench.engine.ranking import marked_positions, pool_matrix
 from evidence_bench.engine.refiner import LexicalRefiner, _by_score, fit_terms, surface_forms
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence, validate_query
+from evidence_bench.experiment.memo import _Pool
 from tests.test_ranking_batch import _feedbacks, _pools
 
 
@@ -246,11 +246,16 @@ def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
                     )
                     refined = refiner.refine(query, pool, feedback)
                     assert list(refined.added_terms) == sent
-                    # the memo's path: the pool's arrays and marks handed in
-                    texts = tuple(item.text for item in pool)
-                    marked = marked_positions([item.key for item in pool], feedback)
-                    matrix = pool_matrix(analyzer, texts)
-                    counted = refiner.refine_counted(query, pool, feedback, matrix, marked)
+                    # the memo's path: its pool's arrays (shared with the ranker's space
+                    # at one depth, its own at the other) and marks handed in
+                    held = _Pool(objects=tuple(pool), content=0, keys=[i.key for i in pool])
+                    if depth == 10:
+                        held.space(analyzer, query)
+                    matrix = held.refiner_matrix(analyzer)
+                    assert matrix is not None  # no extra snippets in a shipped collection
+                    counted = refiner.refine_counted(
+                        query, pool, feedback, matrix, held.marked(feedback)
+                    )
                     assert counted == refined
                     checked += bool(scores)
     assert checked > 20

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from evidence_bench.evidence import Evidence
 
-__all__ = ["Feedback", "Label", "Ranker", "RefinedQuery", "Refiner", "SearchProvider"]
+__all__ = ["POLARITY", "Feedback", "Label", "Ranker", "RefinedQuery", "Refiner", "SearchProvider"]
 
 
 class Label(StrEnum):
@@ -38,6 +38,10 @@ class Label(StrEnum):
             return -1
         return 0
 
+
+#: Each label's polarity, looked up: ``Label.polarity`` is a property, and rankers, refiners
+#: and the memo read one per mark.
+POLARITY = {label: label.polarity for label in Label}
 
 #: Feedback keyed by canonical URL (see :func:`evidence_bench.evidence.canonical_url`).
 Feedback = Mapping[str, Label]

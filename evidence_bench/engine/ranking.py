@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.base import Feedback, Label
+from evidence_bench.engine.base import POLARITY, Feedback
 from evidence_bench.engine.params import require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, Lexicon, lexicon, term_counts, tokenize
 from evidence_bench.evidence import Evidence, renumber
@@ -473,16 +473,12 @@ def marked_positions(keys: Sequence[str], feedback: Feedback) -> tuple[list[int]
             label = feedback.get(key)
             if label is None:
                 continue
-            polarity = _POLARITY[label]
+            polarity = POLARITY[label]
             if polarity > 0:
                 pull.append(d)
             elif polarity < 0:
                 push.append(d)
     return pull, push
-
-
-#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
-_POLARITY = {label: label.polarity for label in Label}
 
 
 def pool_scores(

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from evidence_bench.engine.base import Feedback, Label, RefinedQuery, Refiner
+from evidence_bench.engine.base import POLARITY, Feedback, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
 from evidence_bench.engine.params import part_key, require_count
 from evidence_bench.engine.ranking import PoolMatrix, marked_positions, pool_matrix
@@ -27,9 +27,6 @@ __all__ = ["ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "su
 # Term scores are rounded before ordering so that equal scores computed along different
 # float paths still tie and fall back to the alphabetical order.
 _TIE_DIGITS = 12
-
-#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
-_POLARITY = {label: label.polarity for label in Label}
 
 
 def document_text(item: Evidence) -> str:
@@ -112,7 +109,7 @@ class LexicalRefiner:
             counted = [
                 _word_counts(analyzer, document_text(item))
                 for item in candidates
-                if (label := feedback.get(item.key)) is not None and _POLARITY[label] > 0
+                if (label := feedback.get(item.key)) is not None and POLARITY[label] > 0
             ]
             words = (_surface_form(counted, term) for term, _ in ranked)
         terms = fit_terms(base, words, self.max_terms)
@@ -170,7 +167,7 @@ class LexicalRefiner:
             label = feedback.get(item.key)
             if label is None:
                 continue
-            polarity = _POLARITY[label]
+            polarity = POLARITY[label]
             if polarity == 0:
                 continue
             summed = positive if polarity > 0 else negative
@@ -228,7 +225,7 @@ def surface_forms(
     copied: set[str] = set()  # the terms whose counts are this call's own, not a cache's
     for item in candidates:
         label = feedback.get(item.key)
-        if label is not None and _POLARITY[label] > 0:
+        if label is not None and POLARITY[label] > 0:
             for term, words in _word_counts(analyzer, document_text(item)).items():
                 counts = seen.get(term)
                 if counts is None:

@@ -49,7 +49,9 @@ from evidence_bench.evaluation.measures import QueryJudgments, evaluate_grades, 
 from evidence_bench.evidence import Evidence, canonical_url, dedupe, validate_query
 from evidence_bench.experiment.memo import QueryMemo, _Pool
 from evidence_bench.protocol.episode import (
+    LABEL_TEXT,
     PARTNERS,
+    STAGES,
     EpisodeResult,
     Judgments,
     _shuffled,
@@ -62,8 +64,6 @@ __all__ = ["Planned", "PlannedEpisode", "PlannerWarning", "plan_episodes"]
 
 #: One examined document of a round: (round, key, label, rank), as EpisodeResult.feedback.
 _Row = tuple[int, str, str, int]
-#: A mark's label as a feedback row and a round record hold it ("seen": examined, unmarked).
-_LABEL_TEXT: dict[Label | None, str] = {None: "seen", **{label: label.value for label in Label}}
 #: How a mode shapes a stage's list: as it is (full judgments), residual, frozen.
 _AS_IS, _RESIDUAL, _FROZEN = 0, 1, 2
 _SHAPES = 3
@@ -88,12 +88,8 @@ class Planned:
     searches: list[tuple[str, int]]
 
 
-#: A round's stages in run_episode's order: without an expansion, with it, with the
-#: equal-depth controls too.
-_STAGES = ("initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control")
-
-#: The stage each of _STAGES is cut to the length of (PARTNERS), None: none.
-_PARTNER_OF = tuple(PARTNERS.get(stage) for stage in _STAGES)
+#: The stage each of STAGES is cut to the length of (PARTNERS), None: none.
+_PARTNER_OF = tuple(PARTNERS.get(stage) for stage in STAGES)
 
 
 class _StageKeys(dict[int, dict[int, list[tuple[int, str]]]]):
@@ -101,7 +97,7 @@ class _StageKeys(dict[int, dict[int, list[tuple[int, str]]]]):
 
     def __missing__(self, round_: int) -> dict[int, list[tuple[int, str]]]:
         found = self[round_] = {
-            count: [(round_, stage) for stage in _STAGES[:count]] for count in (4, 5, 7)
+            count: [(round_, stage) for stage in STAGES[:count]] for count in (4, 5, 7)
         }
         return found
 
@@ -393,7 +389,7 @@ class _Planner:
         pool = episode.pool
         rerank = self._rank(episode.ranker, episode.rule, pool, state.feedback)
         dealt = self._dealt(state, episode.user, round_)
-        # the stages in run_episode's order (_STAGES)
+        # the stages in run_episode's order (STAGES)
         stages: list[_Ranked] = [
             self._prefix(len(pool.keys)),
             self._rank(episode.control, episode.control_rule, pool, self.empty),
@@ -484,7 +480,7 @@ class _Planner:
             key, label = mark.key, mark.label
             at = position[key]
             pinned[key] = at
-            text = _LABEL_TEXT[label]
+            text = LABEL_TEXT[label]
             rows.append((round_, key, text, at))
             record.append((key, text))
             if label is not None:

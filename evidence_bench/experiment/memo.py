@@ -36,7 +36,14 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
+from evidence_bench.engine.base import (
+    POLARITY,
+    Feedback,
+    Label,
+    Ranker,
+    RefinedQuery,
+    Refiner,
+)
 from evidence_bench.engine.params import part_key
 from evidence_bench.engine.ranking import (
     PoolMatrix,
@@ -62,8 +69,6 @@ from evidence_bench.users.policies import POLICIES, Mark, UserPolicy
 
 __all__ = ["QueryMemo"]
 
-#: Each label's polarity, looked up (``Label.polarity`` is a property, read per mark).
-_POLARITY = {label: label.polarity for label in Label}
 
 _FeedbackKey = frozenset[tuple[str, Label]]
 
@@ -125,7 +130,7 @@ class _Pool:
         for key, label in feedback.items():
             found = find(key)
             if found is not None:
-                polarity = _POLARITY[label]
+                polarity = POLARITY[label]
                 if polarity > 0:
                     pull += found
                 elif polarity < 0:
@@ -206,7 +211,7 @@ class QueryMemo:
         self._pairs: dict[int, list[tuple[str, float]]] = {}
         self._residual: dict[frozenset[str], QueryJudgments] = {}
         self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
-        self._shown = _ShownKeys()
+        self._shown = _DisplayedKeys()
 
     # --- candidates -----------------------------------------------------------------------
 
@@ -428,7 +433,7 @@ class QueryMemo:
         if refined is None:
             inner = refiner.inner
             found: RefinedQuery | None = None
-            if isinstance(inner, LexicalRefiner) and type(inner) is LexicalRefiner:
+            if type(inner) is LexicalRefiner:
                 matrix = (
                     None if inner.background is not None else pool.refiner_matrix(inner.analyzer)
                 )
@@ -642,8 +647,9 @@ class _MemoRefiner:
         return self.memo.refine(self, candidates, feedback)
 
 
-class _Shown:
-    """A displayed result as the shipped users read it (:meth:`QueryMemo.judge_keys`)."""
+class _DisplayedKey:
+    """A displayed result's key, all of a result the shipped users read
+    (:meth:`QueryMemo.judge_keys`)."""
 
     __slots__ = ("key",)
 
@@ -651,11 +657,11 @@ class _Shown:
         self.key = key
 
 
-class _ShownKeys(dict[str, _Shown]):
-    """One :class:`_Shown` per key, made when first asked for."""
+class _DisplayedKeys(dict[str, _DisplayedKey]):
+    """One :class:`_DisplayedKey` per key, made when first asked for."""
 
-    def __missing__(self, key: str) -> _Shown:
-        shown = self[key] = _Shown(key)
+    def __missing__(self, key: str) -> _DisplayedKey:
+        shown = self[key] = _DisplayedKey(key)
         return shown
 
 

@@ -70,6 +70,14 @@ __all__ = ["EVAL_MODES", "EpisodeResult", "Judgments", "frozen_order", "run_epis
 #: The evaluation modes (this module's docstring), in the order a run lists them.
 EVAL_MODES = ("full", "residual", "frozen")
 
+#: A round's stages in the order run_episode fills them: without an expansion, with it, with
+#: the equal-depth controls too.
+STAGES = ("initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control")
+
+#: A mark's label as a round record (and a feedback row) holds it; None is "seen": examined,
+#: unmarked.
+LABEL_TEXT: dict[Label | None, str] = {None: "seen", **{label: label.value for label in Label}}
+
 #: Each control stage and the feedback stage it is cut to the length of, in every mode.
 PARTNERS = {
     "initial": "rerank",
@@ -340,7 +348,7 @@ def run_episode(
             examined.add(mark.key)
             pinned[mark.key] = at
             shown[mark.key] = frozen[at - 1]
-            label = mark.label.value if mark.label else "seen"
+            label = LABEL_TEXT[mark.label]
             result.feedback.append((round_, mark.key, label, at))
             if mark.label is not None:
                 session.mark(mark.label, mark.key)
@@ -370,7 +378,7 @@ def run_episode(
         }
         record: dict[str, Any] = {
             "round": round_,
-            "marks": [(mark.key, mark.label.value if mark.label else "seen") for mark in marks],
+            "marks": [(mark.key, LABEL_TEXT[mark.label]) for mark in marks],
             "before": [item.key for item in displayed[:10]],
             "after_rerank": reranked[:10],
             "refined_query": None,

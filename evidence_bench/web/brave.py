@@ -30,7 +30,13 @@ from evidence_bench.errors import (
     RequestError,
     ResponseFormatError,
 )
-from evidence_bench.evidence import Evidence, _made, dedupe, normalize_text, validate_query
+from evidence_bench.evidence import (
+    Evidence,
+    canonical_url,
+    dedupe,
+    normalize_text,
+    validate_query,
+)
 
 __all__ = [
     "API_KEY_ENV",
@@ -372,16 +378,18 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         and (language is None or type(language) is str)
     ):
         return _checked_evidence(item, path, where, rank)
-    return _made(
+    return Evidence.from_fields(
         _normalized(title),
         url,
         _normalized(description or ""),
         "brave",
         rank,
-        _page_age(page_age) if page_age else None,
+        _page_age(page_age),
         age or "",
         hostname or _host(url),
         language or "",
+        (),
+        canonical_url(url),
     )
 
 
