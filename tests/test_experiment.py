@@ -17,7 +17,7 @@ from evidence_bench.errors import ConfigurationError, ReplayMissError, WriteErro
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.protocol.episode import PARTNERS
+from evidence_bench.protocol.stages import PARTNERS
 from evidence_bench.web.record import record
 from tests.conftest import exported
 

@@ -50,13 +50,12 @@ from evidence_bench.evidence import Evidence, canonical_url, dedupe, validate_qu
 from evidence_bench.experiment.memo import QueryMemo, _Pool
 from evidence_bench.protocol.episode import (
     LABEL_TEXT,
-    PARTNERS,
-    STAGES,
     EpisodeResult,
     Judgments,
     _shuffled,
     frozen_order,
 )
+from evidence_bench.protocol.stages import PARTNERS, STAGES
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.cassettes import SkippedRequest
 

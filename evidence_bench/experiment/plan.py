@@ -24,7 +24,7 @@ from evidence_bench.experiment.components import (
     make_user,
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
-from evidence_bench.protocol.episode import EVAL_MODES
+from evidence_bench.protocol.stages import EVAL_MODES
 from evidence_bench.web.cassettes import OnMiss
 from evidence_bench.web.pages import check_failure_rate
 

@@ -21,7 +21,7 @@ from evidence_bench._atomic import write_atomic, write_error
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.gate._run import KEYS, Cell, RunFacts, describe
-from evidence_bench.protocol.episode import EVAL_MODES, PARTNERS
+from evidence_bench.protocol.stages import EVAL_MODES, PARTNERS
 
 __all__ = [
     "DEFAULT_TOLERANCE",

@@ -58,6 +58,7 @@ from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import FeedbackError
 from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate_many, prepare
 from evidence_bench.evidence import Evidence
+from evidence_bench.protocol.stages import PARTNERS
 from evidence_bench.seeding import derived_random
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.cassettes import SkippedRequest
@@ -65,27 +66,12 @@ from evidence_bench.web.cassettes import SkippedRequest
 if TYPE_CHECKING:
     from evidence_bench.experiment.memo import QueryMemo
 
-__all__ = ["EVAL_MODES", "EpisodeResult", "Judgments", "frozen_order", "run_episode"]
+__all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
 
-#: The evaluation modes (this module's docstring), in the order a run lists them.
-EVAL_MODES = ("full", "residual", "frozen")
-
-#: A round's stages in the order run_episode fills them: without an expansion, with it, with
-#: the equal-depth controls too.
-STAGES = ("initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control")
 
 #: A mark's label as a round record (and a feedback row) holds it; None is "seen": examined,
 #: unmarked.
 LABEL_TEXT: dict[Label | None, str] = {None: "seen", **{label: label.value for label in Label}}
-
-#: Each control stage and the feedback stage it is cut to the length of, in every mode.
-PARTNERS = {
-    "initial": "rerank",
-    "control": "rerank",
-    "shuffled": "rerank",
-    "deep_initial": "expand",
-    "deep_control": "expand",
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ import yaml
 
 from evidence_bench.errors import DataError
 from evidence_bench.experiment.store import RunTables, episode_records, read_table, read_tables
+from evidence_bench.protocol.stages import STAGES
 from evidence_bench.seeding import derived_seed
 
 __all__ = [
@@ -62,15 +63,6 @@ _PER_QUERY_DTYPES = {
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
 _DESCRIPTIVE = frozenset({"config_id", "label", "ranker", "refiner", "role", "alias_of"})
-_STAGE_ORDER = (
-    "initial",
-    "control",
-    "shuffled",
-    "rerank",
-    "expand",
-    "deep_initial",
-    "deep_control",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +283,7 @@ def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
         sources=(Source(run_dir),),
         swept=_swept(configs, manifest),
         policies=tuple(str(p) for p in pd.unique(per_query["policy"])),
-        stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), _STAGE_ORDER),
+        stages=_ordered((str(s) for s in pd.unique(per_query["stage"])), STAGES),
         fixed=_fixed(run_dir, tables.summary if tables is not None else None),
         tables=tables,
     )
@@ -435,7 +427,7 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         sources=tuple(sources),
         swept=_swept(merged_configs, manifest),
         policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
-        stages=_ordered((s for _, r in runs for s in r.stages), _STAGE_ORDER),
+        stages=_ordered((s for _, r in runs for s in r.stages), STAGES),
         fixed=pd.concat(fixed, ignore_index=True),
     )
 
