@@ -50,6 +50,8 @@ from evidence_bench.web.cassettes import file_sha256
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
+
+    from evidence_bench.web.cassettes import OnMiss
 else:
     pd = module("pandas")
     pa = module("pyarrow")
@@ -256,13 +258,7 @@ def _perform(
             "queries_truncated": query_set.truncated,
             "queries_without_relevant": query_set.unjudged,
             "episodes": episodes,
-            "replay": {
-                "replayed": requests["replayed"],
-                "simulated": requests["simulated"],
-                "skipped": requests["skipped"],
-                "skipped_expand_stages": skipped,
-                "on_miss": plan.on_miss.value,
-            },
+            "replay": _replay(requests, skipped, plan.on_miss),
             "excluded": _excluded(per_query, len(query_ids)),
             "no_usable_feedback": no_feedback,
             "labels": label_summary(
@@ -390,6 +386,18 @@ def _no_judged_hits(query_set: QuerySet, documents: Mapping[str, Any], replayed:
         f"check that query_set.name={query_set.name!r} names the collection they were "
         "recorded from"
     )
+
+
+def _replay(requests: Counter[str], skipped_expands: int, on_miss: OnMiss) -> dict[str, Any]:
+    """The manifest's ``replay``: how the run's requests were answered (from the cassettes,
+    by the simulator on a miss, or skipped), the expand stages skipped, and ``on_miss``."""
+    return {
+        "replayed": requests["replayed"],
+        "simulated": requests["simulated"],
+        "skipped": requests["skipped"],
+        "skipped_expand_stages": skipped_expands,
+        "on_miss": on_miss.value,
+    }
 
 
 def _excluded(per_query: pd.DataFrame, queries: int) -> dict[str, int]:

@@ -32,6 +32,7 @@ from evidence_bench.experiment.run import (
     _git_dirty,
     _no_judged_hits,
     _package_version,
+    _replay,
     run_directory,
 )
 from evidence_bench.experiment.rundir import (
@@ -357,13 +358,7 @@ def _manifest(
         "queries_truncated": query_set.truncated,
         "queries_without_relevant": query_set.unjudged,
         "episodes": episodes,
-        "replay": {
-            "replayed": requests["replayed"],
-            "simulated": requests["simulated"],
-            "skipped": requests["skipped"],
-            "skipped_expand_stages": sum(out.skipped_expands for out in outputs),
-            "on_miss": plan.run.on_miss.value,
-        },
+        "replay": _replay(requests, sum(out.skipped_expands for out in outputs), plan.run.on_miss),
         "excluded": _excluded(per_query, queries),
         "no_usable_feedback": sum(out.no_usable_feedback for out in outputs),
         "labels": label_summary(
