@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evidence_bench.experiment import rundir
 from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, SUMMARY_KEYS, _fixed_cells
@@ -241,3 +243,98 @@ def test_summary_fixed_on_cranfield_is_the_loops(tmp_path_factory: pytest.TempPa
     assert summary["fixed"].tolist() == want
     frozen = summary[summary["eval_mode"] == "frozen"]
     assert 0 < int(frozen["fixed"].sum()) < len(frozen)  # neither all nor none
+
+
+# --- the codes path against the loop on random episodes ---------------------------------
+
+URLS = [f"https://x.test/{name}" for name in "abcdefgh"]
+MEASURES = ["P@1", "P@3", "RR", "nDCG@5", "AP", "R@2", "P(rel=2)@2", "RR(rel=2)"]
+
+
+def _group_and_url(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (*row[:3], row[4])
+
+
+def _group_and_rank(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (*row[:3], row[5])
+
+
+@st.composite
+def episodes(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, int]]]:
+    """Random (config, policy, query) episodes over rounds 0..R, their feedback (rounds
+    rising; a document or a position twice, gaps before a rank, ranks <= 0, and queries
+    without feedback all allowed) and qrels with grades 0-3 (or none at all)."""
+    configs = [f"c{i}" for i in range(draw(st.integers(1, 3)))]
+    policies = ["oracle", "noisy"][: draw(st.integers(1, 2))]
+    queries = [f"q{i}" for i in range(draw(st.integers(1, 3)))]
+    rounds = draw(st.integers(1, 3))
+    qrels = {
+        query: draw(st.dictionaries(st.sampled_from(URLS), st.integers(0, 3), max_size=5))
+        for query in queries
+    }
+    row = st.tuples(
+        st.sampled_from(configs),
+        st.sampled_from(policies),
+        st.sampled_from(queries),
+        st.integers(1, rounds),
+        st.sampled_from(URLS),
+        st.integers(-1, 6),
+    )
+    # mostly as an episode shows them (no document or position twice in a group: judged
+    # by codes), then a few rows that may repeat one (their groups: by fixed_measures)
+    rows = draw(
+        st.lists(
+            row,
+            max_size=24,
+            unique_by=(_group_and_url, _group_and_rank),
+        )
+    )
+    rows += draw(st.lists(row, max_size=3))
+    rows.sort(key=lambda row: row[3])  # rounds rise (stable: each round's rows keep order)
+    measures = draw(st.lists(st.sampled_from(MEASURES), min_size=1, max_size=4, unique=True))
+    per_query = pd.DataFrame(
+        [
+            (config, policy, query, round_, "rerank", mode, measure, 0.5)
+            for config in configs
+            for policy in policies
+            for query in queries
+            for round_ in range(rounds + 1)
+            for mode in ("frozen", "residual")
+            for measure in measures
+        ],
+        columns=[
+            "config_id",
+            "policy",
+            "query_id",
+            "round",
+            "stage",
+            "eval_mode",
+            "measure",
+            "value",
+        ],
+    )
+    for key in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
+        per_query[key] = per_query[key].astype("category")
+    feedback = pd.DataFrame(
+        rows, columns=["config_id", "policy", "query_id", "round", "url", "rank"]
+    )
+    for key in ("config_id", "policy", "query_id", "url"):
+        feedback[key] = feedback[key].astype("category")
+    return per_query, feedback, qrels
+
+
+@settings(deadline=None, max_examples=300)
+@given(episodes())
+def test_summary_fixed_by_codes_is_the_loops_on_random_episodes(
+    case: tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, int]]],
+) -> None:
+    """Every cell's ``fixed`` by codes (every episode at once) is the one ``_fixed_cells``'
+    loop gives (``fixed_measures`` per episode's pins), whatever the pins look like."""
+    per_query, feedback, qrels = case
+    with pytest.MonkeyPatch.context() as patch:
+        paths = _spy(patch)
+        summary = rundir.summarize_scores(per_query, feedback, qrels)
+    assert paths == ["codes"]  # (rising rounds, categories: never the loop)
+    old = _fixed_cells(per_query, feedback, qrels)
+    want = [old.get(key, False) for key in summary[SUMMARY_KEYS].itertuples(index=False, name=None)]
+    assert summary["fixed"].tolist() == want
