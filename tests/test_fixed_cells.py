@@ -12,7 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidence_bench.experiment import rundir
-from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, SUMMARY_KEYS, _fixed_cells
+from evidence_bench.experiment.rundir import (
+    FEEDBACK_COLUMNS,
+    PER_QUERY_COLUMNS,
+    SUMMARY_KEYS,
+    _fixed_cells,
+)
 from evidence_bench.experiment.store import feedback_frame, read_tables
 from tests.conftest import CRANFIELD15, shared_run
 
@@ -302,16 +307,7 @@ def episodes(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dic
             for mode in ("frozen", "residual")
             for measure in measures
         ],
-        columns=[
-            "config_id",
-            "policy",
-            "query_id",
-            "round",
-            "stage",
-            "eval_mode",
-            "measure",
-            "value",
-        ],
+        columns=list(PER_QUERY_COLUMNS),
     )
     for key in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
         per_query[key] = per_query[key].astype("category")

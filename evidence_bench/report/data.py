@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
+from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS, SUMMARY_KEYS
 from evidence_bench.experiment.store import RunTables, episode_records, read_table, read_tables
 from evidence_bench.protocol.stages import STAGES
 from evidence_bench.seeding import derived_seed
@@ -38,17 +39,8 @@ __all__ = [
     "read_jsonl",
 ]
 
-PER_QUERY_COLUMNS = (
-    "config_id",
-    "policy",
-    "query_id",
-    "round",
-    "stage",
-    "eval_mode",
-    "measure",
-    "value",
-)
-FIXED_KEYS = ("config_id", "policy", "round", "stage", "eval_mode", "measure")
+#: a fixed cell's key: its summary row's
+FIXED_KEYS = tuple(SUMMARY_KEYS)
 _PER_QUERY_DTYPES = {
     "config_id": "category",
     "policy": "category",
