@@ -292,6 +292,30 @@ def test_improved_beyond_tolerance_passes_and_says_to_update(
 # --- unusable inputs: one line, exit 2 -------------------------------------------------------
 
 
+def test_a_mean_half_a_unit_from_the_stored_one_passes_its_own_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0.05625 is stored as 0.0562 or 0.0563 (4 decimals), exactly the default tolerance
+    away: the run the baseline was written from must pass it (float error made it FAIL)."""
+    table = cells()
+    table[GATED] = dict.fromkeys(table[GATED], 0.05625)
+    run = write_run(tmp_path / "run", table)
+    path = tmp_path / "baseline.yaml"
+    assert main([str(run), "--baseline", str(path), "--update"]) == 0
+    stored = next(
+        e
+        for e in yaml.safe_load(path.read_text())["checks"]
+        if e["stage"] == "rerank"
+        and e["eval_mode"] == "full"
+        and e["measure"] == "nDCG@10"
+        and e["round"] == 1
+    )
+    assert abs(stored["mean"] - 0.05625) == pytest.approx(0.00005)  # on the boundary
+    code, out, _err = check(run, path, capsys)
+    assert code == 0, out
+    assert "4 gated (4 OK, 0 IMPROVED, 0 FAIL)" in out.splitlines()[-1]
+
+
 def edit_csv(name: str, line: int, column: str, value: str) -> Callable[[Path], None]:
     def edit(run: Path) -> None:
         with (run / name).open(newline="") as handle:
@@ -361,6 +385,7 @@ def all_means(value: str) -> Callable[[Path], None]:
 
 
 GATED_LINE = "c00,oracle,q4,1,rerank,full,nDCG@10,"
+FROZEN_CELLS = [cell for cell in cells() if cell[2] == "frozen"]
 SUMMARY = "summary.csv"
 
 RUN_FAULTS = [
@@ -406,6 +431,10 @@ RUN_FAULTS = [
      "not a complete run directory (no summary.csv)", 2),
     ("a fixed flag that is not one", with_fixed("maybe"),
      "summary.csv line 2: fixed 'maybe' is not True or False", 2),
+    # a damaged run must not take a gated cell out of the gate (here one that got worse)
+    ("a cell fixed in full mode", lambda run: write_run(run, changed(GATED, q1=0.0),
+     fixed={GATED: True}), "summary.csv line 14: fixed is true in full mode; only a frozen "
+     "cell can be", 2),
     ("a NaN per-query value", edit_csv("per_query.csv", 2, "value", "nan"),
      "per_query.csv line 2: value is NaN or empty", 2),
     ("a gated cell's query missing from per_query.csv", drop_lines(
@@ -566,6 +595,8 @@ BASELINE_FAULTS = [
      "the gate names measure 'AP', which the run"),
     ("an unknown gated mode", gate("modes", ["partial"]), "'partial' cannot be a gated mode"),
     ("a gate key misspelt", gate("stage", ["rerank"]), "gate.stage is not a key"),
+    ("a top-level key misspelt", setting("tolerence", 0.1),
+     "tolerence is not a key of a baseline (valid: format, query_set, experiment,"),
     ("a mapping with no format", everything_but("query_set"),
      "an old baseline format"),
 ]  # fmt: skip
@@ -599,6 +630,11 @@ def test_baselines_that_cannot_be_compared(
         (b"format: 2\nquery_set: \xff\n", "not UTF-8 text"),
         (None, "is a directory, not a baseline file"),
         ("", "a baseline is a YAML mapping"),
+        (
+            "format: 2\nquery_set: toy\ntolerance: 0.1\nquery_set: cacm\n",
+            "line 4 repeats the key 'query_set' of line 2",
+        ),
+        ("format: 2\nchecks:\n- {n: 1, mean: 0.5, n: 2}\n", "line 3 repeats the key 'n' of line 3"),
     ],
 )
 def test_baseline_files_that_cannot_be_read(
@@ -641,8 +677,8 @@ def test_a_missing_baseline_says_how_to_create_it(
         (lambda run: None, ["--measures", "XYZ"], "unknown measure 'XYZ'"),
         (lambda run: None, ["--modes", "residual"], "the gate names mode 'residual'"),
         (lambda run: None, ["--stages", ","], "gate stages is empty"),
-        (lambda run: write_run(run, cells(), fixed=dict.fromkeys(cells(), True)), [],
-         "no cell of the run"),
+        (lambda run: write_run(run, cells(), fixed=dict.fromkeys(FROZEN_CELLS, True)),
+         ["--modes", "frozen"], "no cell of the run"),
     ],
 )  # fmt: skip
 def test_update_refuses_a_run_it_cannot_gate_and_keeps_the_old_baseline(

@@ -47,7 +47,38 @@ _DIGITS = 4
 #: the stored values is within two half-units of the stored mean.
 _SELF_CONSISTENT = 2 * DEFAULT_TOLERANCE + 1e-9
 #: libyaml's parser when PyYAML was built with it: a 500-entry baseline in 0.1 s, not 1.5 s
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: The keys a baseline's top level may have: what write_baseline writes
+_TOP_KEYS = (
+    "format", "query_set", "experiment", "cassette_manifest_sha256", "package_version",
+    "git_commit", "tolerance", "gate", "configs", "checks",
+)  # fmt: skip
+
+
+class _RepeatedKey(yaml.YAMLError):
+    """A mapping that names a key twice (PyYAML keeps the last one without a word)."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
+class _LOADER(_SAFE_LOADER):  # type: ignore[misc]
+    """The safe loader, refusing a key repeated in one mapping: a second ``tolerance`` or
+    ``query_set`` would otherwise replace the first silently."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _RepeatedKey(
+                    f"repeats the key {key!r} of line {seen[key] + 1}", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 _ENTRY_KEYS = (*KEYS, "n", "mean", "tolerance", "queries")
 _HEADER = """\
 # The regression gate's baseline: python -m evidence_bench check RUN --baseline THIS_FILE
@@ -143,6 +174,8 @@ def load_baseline(path: Path) -> Baseline:
         raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
     try:
         data = yaml.load(text, Loader=_LOADER)  # a safe loader
+    except _RepeatedKey as exc:
+        raise DataError(f"{path}: line {exc.problem_mark.line + 1} {exc.problem}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -161,6 +194,11 @@ def parse_baseline(data: object, source: str) -> Baseline:
         )
     if data["format"] != FORMAT or isinstance(data["format"], bool):
         raise DataError(f"{source}: format {data['format']!r} is not {FORMAT}, the one read here")
+    unknown = sorted((str(key) for key in data if key not in _TOP_KEYS), key=str)
+    if unknown:
+        raise DataError(
+            f"{source}: {unknown[0]} is not a key of a baseline (valid: {', '.join(_TOP_KEYS)})"
+        )
     if not isinstance(data.get("query_set"), str) or not data["query_set"]:
         raise DataError(f"{source}: query_set must name a query set")
     tolerance = _tolerance(data.get("tolerance", DEFAULT_TOLERANCE), f"{source}: tolerance")

@@ -22,6 +22,9 @@ __all__ = ["MOVED", "Check", "Role", "compare", "format_moved", "format_table", 
 #: How many of a FAIL's queries with the largest drops are listed.
 MOVED = 3
 _DIGITS = 4
+#: Far below any tolerance, far above the float error of a mean of [0, 1] values and its
+#: difference from the stored one (~1e-16 each)
+_SLACK = 1e-9
 
 
 class Role(StrEnum):
@@ -64,7 +67,10 @@ class Check:
 
     @property
     def status(self) -> str:
-        worse, better = self.delta < -self.tolerance, self.delta > self.tolerance
+        # a mean exactly half a unit from the stored (rounded) one is within the default
+        # tolerance; the subtraction's float error must not make it a FAIL
+        bound = self.tolerance + _SLACK
+        worse, better = self.delta < -bound, self.delta > bound
         if self.role is not Role.GATED:
             return "REPORTED" if worse or better or self.other_queries else "OK"
         if worse or self.other_queries:

@@ -268,6 +268,14 @@ def _summary(frame: pd.DataFrame, path: Path) -> dict[Cell, CellFacts]:
         raise DataError(f"{_at(path, line)}: n is 0; a mean needs at least one query")
     means = _numbers(frame, path, "mean")
     fixed = _flags(frame, path, "fixed")
+    # only frozen evaluation pins what a measure reads: elsewhere a fixed cell is damage,
+    # and would take a gated cell out of the gate
+    unfrozen = frame.index[fixed.to_numpy() & (frame["eval_mode"] != "frozen").to_numpy()]
+    if len(unfrozen):
+        mode = str(frame.at[unfrozen[0], "eval_mode"])
+        raise DataError(
+            f"{_at(path, unfrozen[0])}: fixed is true in {mode} mode; only a frozen cell can be"
+        )
     _no_repeats(frame, path, KEYS, "cell")
     # a column at a time: a row's .loc was ~2 ms, 1-2 s of CPU per check of a small run
     keys = zip(*(frame[key] for key in KEYS), strict=True)
