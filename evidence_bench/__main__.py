@@ -444,6 +444,15 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE, end="")
         raise SystemExit(0 if args else 2)
     command, rest = args[0], args[1:]
+    try:
+        _dispatch(command, rest)
+    except KeyboardInterrupt:
+        # Ctrl-C: what was being written is removed on the way out (a run's staging
+        # directory, a baseline's or a cassette's temporary file); one line, not a traceback
+        _fail("interrupted", 130)
+
+
+def _dispatch(command: str, rest: list[str]) -> None:
     if command == "run":
         _collect_later(_run, rest)
     elif command == "record":
