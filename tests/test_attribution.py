@@ -107,3 +107,20 @@ def test_gains_are_the_paired_differences(tmp_path: Path) -> None:
     )
     assert row["gain"] == pytest.approx((by_stage["rerank"] - by_stage["control"]).mean())
     assert row["control"] == pytest.approx(by_stage["control"].mean())
+
+
+def test_a_run_without_expansions_is_attributed_by_hand() -> None:
+    """Rerank stages only (no expand, so no deep_initial or deep_control): three queries,
+    initial 0.4, control 0.5, rerank 0.7 each: gain 0.7 - 0.5 = 0.2 on every query."""
+    rows = [
+        ("A", "oracle", q, 1, stage, "residual", "nDCG@10", value)
+        for q in ("q1", "q2", "q3")
+        for stage, value in (("initial", 0.4), ("control", 0.5), ("rerank", 0.7))
+    ]
+    columns = ["config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value"]
+    out = attribution(pd.DataFrame(rows, columns=columns))
+    assert out["stage"].tolist() == ["rerank"]
+    row = out.iloc[0]
+    assert row["n"] == 3
+    assert [row["initial"], row["control"], row["feedback"]] == pytest.approx([0.4, 0.5, 0.7])
+    assert row["gain"] == pytest.approx(0.2)

@@ -73,10 +73,13 @@ def attribution(
         return pd.DataFrame(columns=COLUMNS)
     out = rows[list(KEYS)].copy()
     out["stage"] = rows["stage"]
+    for column in ("initial", "control", "feedback"):
+        out[column] = float("nan")
     for stage, (before, control) in baselines.items():
         mine = rows["stage"] == stage
         for column, source in (("initial", before), ("control", control), ("feedback", stage)):
-            out.loc[mine, column] = rows.loc[mine, f"mean_{source}"]
+            if f"mean_{source}" in rows:  # (a run without expansions has no deep stages)
+                out.loc[mine, column] = rows.loc[mine, f"mean_{source}"]
     renamed = {
         "diff": "gain",
         "diff_ci_low": "gain_ci_low",
