@@ -78,6 +78,26 @@ def test_bad_input_on_the_command_line_is_one_line_and_a_non_zero_exit() -> None
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        ("experiment.queries=5,-1", "job 1 (experiment.queries=-1): experiment.queries=-1 "
+         "must be at least 1 (or null: all)"),
+        ("ranker.beta=0.5,abc", "job 1 (ranker.beta=abc): Error merging override "
+         "ranker.beta=abc: Value 'abc' of type 'str' could not be converted to Float"),
+    ],
+)  # fmt: skip
+def test_a_multirun_checks_every_job_before_it_runs_one(
+    tmp_path: Path, sweep: str, message: str
+) -> None:
+    """The second job's bad value is said at once, in one line naming the job, before the
+    first job runs or Hydra makes its sweep directory."""
+    done = cli("run", "+experiment=smoke", sweep, f"runs_dir={tmp_path}", "--multirun")
+    assert done.returncode == 1
+    assert done.stderr == f"evidence_bench: {message}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_run_prints_its_summary_and_the_reports_path(tmp_path: Path) -> None:
     done = cli("run", "+experiment=smoke", f"runs_dir={tmp_path}", "progress=false")
     assert done.returncode == 0, done.stderr
