@@ -76,9 +76,9 @@ def _jobs(argv: list[str]) -> list[list[str]] | None:
 def _precheck(argv: list[str]) -> None:
     """Compose the config once before Hydra runs, so a bad override is one clear line
     (Hydra's own report is several lines and a stack hint), and plan it as a run would, for
-    the values only the plan refuses. A multirun is checked job by job (~0.1 s each), before Hydra creates its sweep directory
-    (``<runs_dir>/<experiment.name>``): a bad value of its third job fails at once, naming
-    the job, not after the first two have run."""
+    the values only the plan refuses. A multirun is checked job by job (~0.1 s each),
+    before Hydra creates its sweep directory (``<runs_dir>/<experiment.name>``): a bad
+    value of its third job fails at once, naming the job, not after the first two ran."""
     jobs: list[list[str]] | None = [argv]
     multirun = any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv)
     if multirun:
