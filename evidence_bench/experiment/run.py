@@ -347,7 +347,7 @@ def _perform(
                 analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
                 # what the analysis freed (its temporaries, in glibc's heap until trimmed)
                 # handed back before the writer's Arrow and the page allocate theirs on top:
-                # kept, a sweep's parent peaked ~50 MB higher (481 -> 433 MiB, max RSS)
+                # kept, a sweep's parent peaked ~50 MB higher (bench_run: 492 -> 435 MB)
                 release_memory()
                 # the Parquet files written while the page is (after the analysis: its
                 # randomization tests and validity panel are the tail's peaks of memory),

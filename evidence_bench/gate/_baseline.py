@@ -63,7 +63,7 @@ class _RepeatedKey(yaml.YAMLError):
         self.problem, self.problem_mark = problem, mark
 
 
-class _LOADER(_SAFE_LOADER):  # type: ignore[misc]
+class _StrictLoader(_SAFE_LOADER):  # type: ignore[misc]
     """The safe loader, refusing a key repeated in one mapping: a second ``tolerance`` or
     ``query_set`` would otherwise replace the first silently."""
 
@@ -78,6 +78,8 @@ class _LOADER(_SAFE_LOADER):  # type: ignore[misc]
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
+
+_LOADER = _StrictLoader
 
 _ENTRY_KEYS = (*KEYS, "n", "mean", "tolerance", "queries")
 _HEADER = """\
