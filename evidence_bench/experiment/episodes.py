@@ -269,15 +269,13 @@ class _Planner:
         self.states: list[_State] = []
         self._steps = 0
         self._canonical: set[str] = set()  # marked keys known to be canonical URLs
-        self._prefixes: dict[int, _Ranked | None] = {}
+        self._prefixes: dict[int, _Ranked] = {}
         self._deep: dict[tuple[Hashable, int], tuple[_Ranked, _Ranked]] = {}
         self._deep_pools: dict[int, _Pool] = {}
         self._expansions: dict[tuple[Hashable, int, int], _Expansion] = {}
         self._grown: dict[tuple[int, int], tuple[_Pool, int, Sequence[Evidence]]] = {}
         self._records: dict[tuple[int, ...], dict[str, Any]] = {}
-        self._patterns: dict[
-            tuple[int, tuple[str, ...], bool], tuple[list[tuple[int, str, str]], list[int]]
-        ]
+        self._patterns: dict[tuple[int, int, bool], tuple[list[tuple[int, str, str]], list[int]]]
         self._patterns = {}
         #: per round, per number of stages: each stage's (round, stage) key, in order
         self._stage_keys = _StageKeys()
@@ -390,9 +388,8 @@ class _Planner:
         pool = episode.pool
         rerank = self._rank(episode.ranker, episode.rule, pool, state.feedback)
         dealt = self._dealt(state, episode.user, round_)
-        # the stages in run_episode's order (STAGES); None: initial, where the provider's
-        # list does not reach the candidates' depth (left out, as run_episode leaves it)
-        stages: list[_Ranked | None] = [
+        # the stages in run_episode's order (STAGES)
+        stages: list[_Ranked] = [
             self._prefix(len(pool.keys)),
             self._rank(episode.control, episode.control_rule, pool, self.empty),
             self._rank(episode.ranker, episode.rule, pool, dealt),
@@ -413,30 +410,27 @@ class _Planner:
             episode.displayed = expanded
             episode.pool = expansion.pool
         result.rounds.append(self._record(round_, step, before, rerank, expansion, expanded))
-        present = [
-            (key, ranked, partner)
-            for key, ranked, partner in zip(
-                self._stage_keys[round_][len(stages)], stages, _PARTNER_OF, strict=False
-            )
-            if ranked is not None
-        ]
+        named = self._stage_keys[round_][len(stages)]
         rankings = result.rankings
-        for key, ranked, _partner in present:
+        for key, ranked in zip(named, stages, strict=True):
             rankings[key] = ranked.keys
 
         # Every stage in every mode (run_episode's loop over modes, then stages), as the
         # numbers of the lists to score: one lookup per stage for all modes at once.
         skip = _RESIDUAL in codes and self._residual(state).num_relevant == 0
-        pattern = self._pattern(round_, tuple(key[1] for key, _, _ in present), modes, codes, skip)
+        pattern = self._pattern(round_, [stage for _, stage in named], modes, codes, skip)
         result.scored += pattern[0]
         item, beside = self._item, {"rerank": rerank, "expand": expanded, None: None}
-        items = [item(ranked, beside[partner], state) * _SHAPES for _, ranked, partner in present]
+        items = [
+            item(ranked, beside[partner], state) * _SHAPES
+            for ranked, partner in zip(stages, _PARTNER_OF, strict=False)
+        ]
         episode.shapes += [at + codes[m] for m in pattern[1] for at in items]
 
     def _pattern(
         self,
         round_: int,
-        stages: tuple[str, ...],
+        stages: Sequence[str],
         modes: Sequence[str],
         codes: Sequence[int],
         skip: bool,
@@ -444,7 +438,7 @@ class _Planner:
         """A round's scored (round, stage, eval_mode)s, in order, and the modes' positions
         they take; ``skip``: the residual mode is left out (nothing relevant left to find:
         excluded, and counted)."""
-        key = (round_, stages, skip)
+        key = (round_, len(stages), skip)
         found = self._patterns.get(key)
         if found is None:
             used = [m for m, code in enumerate(codes) if not (skip and code == _RESIDUAL)]
@@ -558,18 +552,16 @@ class _Planner:
             ranked = self._by_rule[key] = self._intern(pool, order)
         return ranked
 
-    def _prefix(self, length: int) -> _Ranked | None:
-        """The provider's own order of its first ``length`` results, None where its list is
-        shorter (run_episode's ``_provider_order``)."""
-        if length in self._prefixes:
-            return self._prefixes[length]
-        deep, initial = self.deep, self.initial
-        source = deep if deep is not None and len(deep) >= len(initial) else initial
-        ranked = self._prefixes[length] = (
-            self._ranked_list([item.key for item in source[:length]])
-            if len(source) >= length
-            else None
-        )
+    def _prefix(self, length: int) -> _Ranked:
+        """The provider's own order of its first ``length`` results (run_episode's
+        ``_provider_order``)."""
+        ranked = self._prefixes.get(length)
+        if ranked is None:
+            deep, initial = self.deep, self.initial
+            source = deep if deep is not None and len(deep) >= len(initial) else initial
+            ranked = self._prefixes[length] = self._ranked_list(
+                [item.key for item in source[:length]]
+            )
         return ranked
 
     def _equal_depth(self, control: Ranker, rule: Hashable, length: int) -> tuple[_Ranked, _Ranked]:

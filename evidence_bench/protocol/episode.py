@@ -200,14 +200,11 @@ def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]
 
 def _provider_order(
     deep: Sequence[Evidence] | None, initial: Sequence[Evidence], length: int
-) -> list[str] | None:
+) -> list[str]:
     """The provider's own order of its first ``length`` results (the list before feedback at
-    the depth the candidates have reached), from its deep list or, where none was fetched,
-    its initial results; None where that list is shorter than ``length`` (an expansion
-    grew the candidates beyond it): no list then stands beside ``rerank`` at equal depth."""
+    the depth the candidates have reached), or of the initial results where no deeper list
+    was fetched."""
     source = deep if deep is not None and len(deep) >= len(initial) else initial
-    if len(source) < length:
-        return None
     return [item.key for item in source[:length]]
 
 
@@ -359,9 +356,8 @@ def run_episode(
         else:
             key = (seed, policy, round_, frozenset(session.feedback.items()), frozenset(examined))
             dealt = memo.shuffled(key, deal)
-        provider_order = _provider_order(deep, initial, len(pool))
         stages: dict[str, list[str]] = {
-            **({"initial": provider_order} if provider_order is not None else {}),
+            "initial": _provider_order(deep, initial, len(pool)),
             "control": [item.key for item in control.rank(query, pool, {})],
             "shuffled": [item.key for item in tolerant.rank(query, pool, dealt)],
             "rerank": reranked,
