@@ -403,7 +403,7 @@ class _Planner:
         else:
             expanded = self._rank(episode.ranker, episode.rule, expansion.pool, state.feedback)
             stages.append(expanded)
-            if self.deep is not None and len(self.deep) >= len(expanded.keys):
+            if self.deep is not None:
                 stages += self._equal_depth(
                     episode.control, episode.control_rule, len(expanded.keys)
                 )

@@ -387,9 +387,7 @@ def run_episode(
         else:
             expanded = [item.key for item in expansion.ranking]
             stages["expand"] = expanded
-            if deep is not None and len(deep) >= len(expanded):
-                # (a deep list shorter than the expansion cannot be its equal-depth
-                # control: the stages are left out, as without a deep list)
+            if deep is not None:
                 equal = deep[: len(expanded)]
                 stages["deep_initial"] = [item.key for item in equal]
                 stages["deep_control"] = [item.key for item in control.rank(query, equal, {})]
