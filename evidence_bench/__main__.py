@@ -91,9 +91,8 @@ def _precheck(argv: list[str]) -> None:
 
     for number, job in enumerate(jobs):
         # the job's own values (those the sweep gave it), to name it
-        where = (
-            "" if not multirun else f"job {number} ({' '.join(a for a in job if a not in argv)}): "
-        )
+        own = " ".join(a for a in job if a not in argv)
+        where = "" if not multirun else f"job {number}{f' ({own})' if own else ''}: "
         try:
             plain, _text = compose([arg for arg in job if not arg.lstrip("+~").startswith("hydra")])
         except Exception as exc:

@@ -635,6 +635,7 @@ def test_baselines_that_cannot_be_compared(
             "line 4 repeats the key 'query_set' of line 2",
         ),
         ("format: 2\nchecks:\n- {n: 1, mean: 0.5, n: 2}\n", "line 3 repeats the key 'n' of line 3"),
+        ("format: 2\n? [a, b]\n: 1\n", "not valid YAML at line 2 (ConstructorError)"),
     ],
 )
 def test_baseline_files_that_cannot_be_read(
@@ -653,6 +654,21 @@ def test_baseline_files_that_cannot_be_read(
         path.write_text(text)
     code, _out, err = check(toy_run, path, capsys)
     assert code == 2 and message in one_line(err) and str(path) in err
+
+
+def test_a_baseline_may_use_yaml_merge_keys(
+    toy_run: Path, baseline: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An anchor and ``<<:`` (a hand-edited baseline's shorthand) is YAML the safe loader
+    reads; the mapping's own keys replace the merged ones, and are no repeated keys."""
+    lines = baseline.read_text().splitlines()
+    entries = [i for i, line in enumerate(lines) if line.startswith("- {")]
+    lines[entries[0]] = lines[entries[0]].replace("- {", "- &first {", 1)
+    lines[entries[1]] = lines[entries[1]].replace("- {", "- {<<: *first, ", 1)
+    baseline.write_text("\n".join(lines) + "\n")
+    code, out, err = check(toy_run, baseline, capsys)
+    assert (code, err) == (0, ""), err
+    assert "4 gated (4 OK, 0 IMPROVED, 0 FAIL)" in out.splitlines()[-1]
 
 
 def test_a_missing_baseline_says_how_to_create_it(

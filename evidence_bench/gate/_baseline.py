@@ -70,7 +70,13 @@ class _StrictLoader(_SAFE_LOADER):  # type: ignore[misc]
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: dict[Any, int] = {}
         for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<: *anchor``: its keys are the defaults the mapping's own replace
             key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                break  # an unhashable key: the safe loader's own error says so
             if key in seen:
                 raise _RepeatedKey(
                     f"repeats the key {key!r} of line {seen[key] + 1}", key_node.start_mark
