@@ -59,3 +59,21 @@ def test_the_callers_garbage_collector_is_left_as_it_was(workers: int) -> None:
         assert gc.get_freeze_count() == 0
     finally:
         gc.set_threshold(*thresholds)
+
+
+def test_a_single_process_lets_go_of_the_worker_once_its_episodes_are_done() -> None:
+    """With ``workers=1`` the episodes run in the caller: their worker (cassettes, engines,
+    users) and the simulator's index are dropped as a parent drops them after forking, not
+    kept beside the run's tail."""
+    simulator.forget_indexes()
+    plan = plan_run(compose(["+experiment=ci", "experiment.queries=3"])[0])
+    query_ids = list(runner.replay_worker(plan).query_set.queries)
+    outputs = runner.execute(plan, query_ids, workers=1)
+    first = next(outputs)
+    assert runner._WORKER is not None  # in use while episodes remain
+    assert simulator._INDEXES  # the misses of the first query were simulated from it
+    rest = list(outputs)
+    assert [out.query_id for out in [first, *rest]] == query_ids
+    assert sum(out.requests["simulated"] for out in [first, *rest]) > 0
+    assert runner._WORKER is None
+    assert not simulator._INDEXES

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from evidence_bench._trim import collector_paused
+from evidence_bench._trim import collector_paused, release_memory
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.background import Background, query_set_background
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
@@ -843,11 +843,17 @@ def _unshare(*, unfreeze: bool = True) -> None:
     """The parent's side once its workers are forked: it replays nothing itself, so what
     :func:`_share` built is theirs alone (freed here, the pages stay theirs); ``unfreeze``:
     the parent had frozen nothing itself before."""
+    _forget_worker()
+    if unfreeze:
+        gc.unfreeze()
+
+
+def _forget_worker() -> None:
+    """Drop this process's worker (:func:`replay_worker`: its cassettes, engines and users)
+    and the simulator's index: the episodes' alone, once they are done here or forked."""
     global _WORKER
     _WORKER = None
     forget_indexes()
-    if unfreeze:
-        gc.unfreeze()
 
 
 def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
@@ -861,8 +867,15 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
     count = workers or os.cpu_count() or 1
     count = max(1, min(count, len(query_ids)))
     if count == 1:
-        with _collect_less(plan):
-            yield from (_guarded(plan, query_id) for query_id in query_ids)
+        try:
+            with _collect_less(plan):
+                yield from (_guarded(plan, query_id) for query_id in query_ids)
+        finally:
+            # kept, they stayed beside the tail's frames (a sweep's workers=1 run peaked at
+            # 517 MB, 472 MB without them); collected now, before the tail freezes what is
+            # alive (their cycles would wait for its end)
+            _forget_worker()
+            release_memory()
         return
     frozen = gc.get_freeze_count()
     _share(plan)
