@@ -9,7 +9,9 @@ the figures hold whatever the run directory's format or the package's layout:
 
 - the run, report included, with ``workers=2`` and with ``workers=1``: wall time, and their
   ratio, and the CPU time of the process tree (``wait4``'s user + system, every worker
-  included), which a busy machine disturbs less than the wall;
+  included), which a busy machine disturbs less than the wall; the episodes' share of the
+  wall (the manifest's ``episodes_time_s``, the only part the workers split), and so the
+  most two workers could give with the rest as it is (Amdahl's law: the episodes halved);
 - the peak resident memory of that run, parent and workers together: a sampler reads the
   resident set (and the proportional set, which counts a page shared by forked workers
   once) of every process in the run's tree every 20 ms, and ``wait4`` gives the largest
@@ -451,6 +453,16 @@ def main(argv: Sequence[str]) -> None:
         speedup = one.measured.wall / two.measured.wall
         table.add("speed-up, workers=2 over workers=1", f"{speedup:.2f}x", ">= 1.8x",
                   speedup >= 1.8 if judged else None)  # fmt: skip
+        # where it is bounded: only the episodes are spread over the workers (Amdahl's law)
+        ep1, ep2 = (float(r.manifest.get("episodes_time_s") or 0) for r in (one, two))
+        if ep1 and ep2:
+            rest = one.measured.wall - ep1
+            table.add("  the episodes alone, workers=1 -> 2",
+                      f"{ep1:.1f} s -> {ep2:.1f} s ({ep1 / ep2:.2f}x)")  # fmt: skip
+            table.add("  the rest, serial (start-up, tail, report)",
+                      f"{rest:.1f} s of workers=1's {one.measured.wall:.1f} s")  # fmt: skip
+            table.add("  the most 2 workers give with that rest",
+                      f"{one.measured.wall / (rest + ep1 / 2):.2f}x (episodes halved)")  # fmt: skip
         table.add(
             "peak memory, workers=2 (sum of RSS, tree"
             + (", highest run)" if options.repeat > 1 else ")"),

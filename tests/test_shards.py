@@ -34,7 +34,7 @@ from tests.fault_fixtures import main_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The manifest entries a gathered run may differ in from the unsharded run, and no other.
-VOLATILE = {"created", "run_id", "wall_time_s", "gathered"}
+VOLATILE = {"created", "run_id", "wall_time_s", "episodes_time_s", "gathered"}
 DATA_FILES = (
     "config.yaml", "scores.parquet", "summary.parquet", "configs.csv", "feedback.parquet",
     "episodes.parquet", "rankings.parquet", "runs.parquet", "trec_qrels.parquet",

@@ -5,8 +5,8 @@ from the shards' outputs read back from their files instead of replayed. So ever
 the unsharded run's: per-query rows are concatenated in query order, and what is derived
 from them (the summary, the manifest's exclusions and label counts) is computed again
 from all of them, never averaged over shards. Its manifest differs from the unsharded run's
-only in ``run_id``, ``created``, ``wall_time_s`` (the gathering's) and ``gathered`` (the
-shards: where each is, its run id and wall time).
+only in ``run_id``, ``created``, ``wall_time_s`` and ``episodes_time_s`` (the gathering's)
+and ``gathered`` (the shards: where each is, its run id and wall time).
 
 The shards must be the N slices of one run, each once: the same config but for ``shard``
 and the settings that change no number (:data:`EXECUTION_KEYS`), the same code, cassettes

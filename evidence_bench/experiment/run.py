@@ -206,6 +206,7 @@ def _perform(
     documents: dict[str, Any] = {}
     requests: Counter[str] = Counter()
     episodes = skipped = no_feedback = missing_dates = replayed_initials = judged_hits = 0
+    episodes_started = time.perf_counter()
     for out in outputs:
         builder.add(out)
         episodes += len(out.episodes)
@@ -217,6 +218,8 @@ def _perform(
         missing_dates += out.missing_dates
         replayed_initials += out.replayed_initial
         judged_hits += out.judged_hits
+    # the part of the wall the workers share; the rest (start-up, the tail) is serial
+    episodes_time = time.perf_counter() - episodes_started
     if replayed_initials and not judged_hits:
         raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
 
@@ -335,6 +338,7 @@ def _perform(
             manifest["run_id"] = target.final.name
             manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
             manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
+            manifest["episodes_time_s"] = round(episodes_time, 3)  # (gathered: reading back)
             write_json(tmp / "manifest.json", manifest)
             terminal = ""
             if plan.shards > 1:
