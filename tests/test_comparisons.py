@@ -81,6 +81,16 @@ def test_all_equal_differences_have_a_defined_p(three: pd.DataFrame) -> None:
     c = three.loc["C"]
     assert math.isnan(c["p_t"])
     assert c["p_rand"] == pytest.approx(0.25, abs=5 * math.sqrt(0.25 * 0.75 / 20_000))
+    # nor an interval: std 0 would give [+0.2, +0.2], the certainty the NaN p declines
+    assert c["diff"] == pytest.approx(0.2)
+    assert math.isnan(c["diff_ci_low"]) and math.isnan(c["diff_ci_high"])
+    # B's tie (q1, 0) beside +0.3 and +0.1 is no such case: s = 0.152753, t(0.975, 2) = 4.303
+    half = 4.302653 * 0.152753 / math.sqrt(3)
+    assert (three.loc["B", "diff_ci_low"], three.loc["B", "diff_ci_high"]) == pytest.approx(
+        (0.4 / 3 - half, 0.4 / 3 + half), abs=1e-5
+    )
+    # over the common queries q2, q3: A +0.2 and −0.1, B +0.3 and +0.1, C +0.2 twice
+    assert three["diff_spread_common"].to_dict() == pytest.approx({"A": 0.3, "B": 0.2, "C": 0.0})
 
 
 def test_across_configs_the_queries_all_keep_by_hand(three: pd.DataFrame) -> None:

@@ -89,6 +89,22 @@ def test_t_intervals_are_vectorized_by_hand() -> None:
     assert math.isnan(low[2]) and math.isnan(high[2])
 
 
+def test_t_intervals_of_differences_all_equal_and_non_zero_are_undefined() -> None:
+    # Given the differences' spread: +0.2 on each of 3 queries has std 0 but no t (its p is
+    # NaN), so no interval either; all zero is "no difference", [0, 0] as its p is 1; a
+    # spread of 0.2 (std 0.1, n = 3) is the usual 0.1 ± t(0.975, 2)·0.1/√3, t = 4.3027.
+    low, high = t_intervals([3, 3, 3], [0.2, 0.0, 0.1], [0.0, 0.0, 0.1], spread=[0.0, 0.0, 0.2])
+    assert math.isnan(low[0]) and math.isnan(high[0])
+    assert (low[1], high[1]) == (0.0, 0.0)
+    half = 4.3027 * 0.1 / math.sqrt(3)
+    assert (low[2], high[2]) == pytest.approx((0.1 - half, 0.1 + half), abs=1e-4)
+    # the selection-adjusted interval follows it
+    low, high = selection_intervals([3, 3], [0.2, 0.1], [0.0, 0.1], 4, spread=[0.0, 0.2])
+    assert math.isnan(low[0]) and not math.isnan(low[1])
+    # without a spread (scores, not differences) equal values keep the mean itself
+    assert t_intervals([3], [0.2], [0.0])[0][0] == 0.2
+
+
 def test_summarize_groups_matches_summarize() -> None:
     frame = pd.DataFrame({"k": ["a", "a", "a", "a", "b"], "value": [1.0, 2.0, 3.0, 4.0, 9.0]})
     out = summarize_groups(frame, ["k"]).set_index("k")

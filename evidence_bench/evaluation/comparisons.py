@@ -292,11 +292,13 @@ def _moments(
 
 
 def _spread(code: _Ints, diff: npt.NDArray[np.float64], rows: int) -> npt.NDArray[np.float64]:
-    order = np.argsort(code, kind="stable")
-    starts = np.searchsorted(code[order], np.arange(rows))
-    high = np.maximum.reduceat(diff[order], starts)
-    low = np.minimum.reduceat(diff[order], starts)
-    return np.asarray(high - low, dtype=np.float64)
+    """max − min of ``diff`` per row (NaN for a row without any)."""
+    high = np.full(rows, -np.inf)
+    low = np.full(rows, np.inf)
+    np.maximum.at(high, code, diff)
+    np.minimum.at(low, code, diff)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(high), high - low, np.nan)
 
 
 def _fixed_rows(
@@ -373,10 +375,11 @@ def compare(
 
     One row per comparison row: the :data:`KEYS`, ``stage``, ``reference``; over the row's
     own queries ``n``, ``mean_<stage>`` for each paired stage, ``diff`` (mean stage −
-    reference) with ``diff_std`` and its t interval ``diff_ci_low/high`` (NaN for n = 1),
+    reference) with ``diff_std`` and its t interval ``diff_ci_low/high`` (NaN for n = 1 and
+    for differences all equal and non-zero, as ``p_t``),
     ``improved``/``degraded``/``unchanged`` (beyond :data:`TIE`), ``p_t``, ``p_rand``;
     ``fixed``; over the family's common queries ``n_common``, ``diff_common``,
-    ``diff_std_common``, ``p_rand_common`` and ``p_holm``.
+    ``diff_std_common``, ``diff_spread_common`` (max − min), ``p_rand_common`` and ``p_holm``.
 
     ``trials``: at least this many randomization trials, and at least 100 per member of the
     largest family (:func:`trials_for`). ``fixed``: cells that cannot change (the
@@ -397,7 +400,8 @@ def compare(
         keep, family_size = _common(pairs, fixed_rows)
         largest = max(largest, family_size)
         n_c, mean_c, std_c = _moments(pairs.code[keep], pairs.diff[keep], rows)
-        low, high = t_intervals(n, mean, std, confidence)
+        spread = _spread(pairs.code, pairs.diff, rows)
+        low, high = t_intervals(n, mean, std, confidence, spread=spread)
         up = np.bincount(pairs.code, pairs.diff > TIE, minlength=rows).astype(np.int64)
         down = np.bincount(pairs.code, pairs.diff < -TIE, minlength=rows).astype(np.int64)
         block = pairs.keys.copy()
@@ -413,12 +417,13 @@ def compare(
         block["improved"] = up
         block["degraded"] = down
         block["unchanged"] = block["n"] - up - down
-        p_t = t_test_p_values(n, mean, std, _spread(pairs.code, pairs.diff, rows))
+        p_t = t_test_p_values(n, mean, std, spread)
         block["p_t"] = np.where(fixed_rows, np.nan, p_t)
         block["fixed"] = fixed_rows
         block["n_common"] = n_c.astype(np.int64)
         block["diff_common"] = np.where(n_c > 0, mean_c, np.nan)
         block["diff_std_common"] = std_c
+        block["diff_spread_common"] = _spread(pairs.code[keep], pairs.diff[keep], rows)
         blocks.append(block)
         # Own queries for every tested row; common ones only where they are fewer.
         own = ~fixed_rows[pairs.code]
@@ -439,7 +444,10 @@ def compare(
     # A cell that cannot change has a difference of 0 by construction, which is no evidence:
     # it gets no difference and no test rather than a gain of 0.
     untested = ["diff", "diff_std", "diff_ci_low", "diff_ci_high", "diff_common"]
-    table.loc[table["fixed"], [*untested, "diff_std_common", "p_rand", "p_rand_common"]] = np.nan
+    table.loc[
+        table["fixed"],
+        [*untested, "diff_std_common", "diff_spread_common", "p_rand", "p_rand_common"],
+    ] = np.nan
     table["p_holm"] = _holm(table, "p_rand_common")
     return Comparisons(table, total, seed, largest)
 

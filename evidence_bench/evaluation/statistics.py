@@ -186,20 +186,39 @@ def _check_confidence(confidence: float) -> None:
 
 
 def t_intervals(
-    n: npt.ArrayLike, mean: npt.ArrayLike, std: npt.ArrayLike, confidence: float = 0.95
+    n: npt.ArrayLike,
+    mean: npt.ArrayLike,
+    std: npt.ArrayLike,
+    confidence: float = 0.95,
+    *,
+    spread: npt.ArrayLike | None = None,
 ) -> tuple[Floats, Floats]:
     """Student's t intervals mean ± t(1 − α/2, n − 1)·std/√n, element-wise, from one
-    Student's t quantile call over the distinct n only (a run has few). NaN where n < 2."""
+    Student's t quantile call over the distinct n only (a run has few). NaN where n < 2.
+
+    ``spread``: the values are paired differences with this max − min; NaN also where they
+    are all equal and non-zero, where t is undefined (:func:`t_test_p_values`): a zero-width
+    interval there would claim the certainty its NaN p declines to."""
     _check_confidence(confidence)
     size = np.asarray(n, dtype=np.float64)
     centre = np.asarray(mean, dtype=np.float64)
-    spread = np.asarray(std, dtype=np.float64)
+    deviation = np.asarray(std, dtype=np.float64)
     defined = size >= 2
+    if spread is not None:
+        defined &= ~_constant_shift(centre, spread)
     distinct, where = np.unique(np.where(defined, size - 1.0, 1.0), return_inverse=True)
     quantile = _t_ppf((1.0 + confidence) / 2.0, distinct)[where.reshape(size.shape)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        half = np.where(defined, quantile * spread / np.sqrt(size), np.nan)
+        half = np.where(defined, quantile * deviation / np.sqrt(size), np.nan)
     return centre - half, centre + half
+
+
+def _constant_shift(mean: npt.ArrayLike, spread: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Differences that are all equal (within :data:`TIE`) and not zero: t = mean / 0."""
+    return np.asarray(
+        (np.asarray(spread, dtype=np.float64) <= TIE)
+        & (np.abs(np.asarray(mean, dtype=np.float64)) > TIE)
+    )
 
 
 def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
@@ -450,15 +469,18 @@ def selection_intervals(
     std: npt.ArrayLike,
     candidates: int,
     confidence: float = 0.95,
+    *,
+    spread: npt.ArrayLike | None = None,
 ) -> tuple[Floats, Floats]:
     """t intervals for a comparison picked from ``candidates`` after looking at them (the
     largest gain of a sweep): each at level 1 − (1 − confidence)/candidates, so the
     candidates' intervals hold all at once with probability at least ``confidence``
-    (Bonferroni's inequality; Dunn 1961), and so does the picked one's, whatever picked it."""
+    (Bonferroni's inequality; Dunn 1961), and so does the picked one's, whatever picked it.
+    ``spread``: as for :func:`t_intervals`."""
     if candidates < 1:
         raise ValueError(f"candidates must be at least 1, got {candidates}")
     _check_confidence(confidence)
-    return t_intervals(n, mean, std, 1.0 - (1.0 - confidence) / candidates)
+    return t_intervals(n, mean, std, 1.0 - (1.0 - confidence) / candidates, spread=spread)
 
 
 def fieller_intervals(
