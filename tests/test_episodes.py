@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from evidence_bench.engine.base import Label
 from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
+from evidence_bench.engine.vector_rocchio import VectorRocchioRanker
 from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment import episodes as episodes_module
@@ -30,7 +32,7 @@ from evidence_bench.experiment.runner import (
     replay_worker,
 )
 from evidence_bench.protocol.episode import Judgments, run_episode
-from evidence_bench.users.policies import NoisyPolicy, OraclePolicy
+from evidence_bench.users.policies import Mark, NoisyPolicy, OraclePolicy
 from evidence_bench.web.cassettes import SkippedRequest
 from tests.conftest import episode_as_run, parts_of, shared_episodes
 
@@ -292,3 +294,50 @@ class _Broken:
         if query == "wing flow":
             return INITIAL[:limit]
         raise RuntimeError("no answer")
+
+
+class _Unsure:
+    """A user who examines the top 2 unexamined results each round and marks each UNSURE."""
+
+    name = "unsure"
+    expects = frozenset()
+
+    def judge(self, *, displayed: Sequence[Evidence], examined: Any, **_: Any) -> list[Any]:
+        fresh = [item.key for item in displayed if item.key not in examined][:2]
+        return [Mark(key, Label.UNSURE) for key in fresh]
+
+
+@pytest.mark.parametrize(
+    ("user", "rounds", "unusable"), [(_Unsure(), 3, 3), (OraclePolicy(depth=2), 3, 0)]
+)
+def test_rounds_without_usable_feedback_are_counted_once_each(
+    user: Any, rounds: int, unusable: int
+) -> None:
+    """Vector Rocchio refuses marks that are all UNSURE; the episode keeps the no-feedback
+    order for rerank, expand and shuffled, and counts the round once: not once per ranking
+    that fell back (3 a round), and not the shuffled control's."""
+    measures = [parse_measure("P@2")]
+    result = run_episode(
+        query_id="q1",
+        query="wing flow",
+        initial=INITIAL[:4],
+        deep=None,
+        provider=_Toy(),
+        ranker=VectorRocchioRanker(),
+        control=VectorRocchioRanker(),
+        refiner=LexicalRefiner(max_terms=1),
+        user=user,
+        judgments=Judgments(GRADES, prepare(GRADES)),
+        measures=measures,
+        modes=("full",),
+        rounds=rounds,
+        depth=4,
+        seed=7,
+        policy="p",
+    )
+    assert result.no_usable_feedback == unusable
+    if unusable:
+        for round_ in range(1, rounds + 1):  # what fell back is the control's order
+            control = result.rankings[(round_, "control")]
+            assert result.rankings[(round_, "rerank")] == control
+            assert result.rankings[(round_, "shuffled")] == control

@@ -263,6 +263,8 @@ def _perform(
             "episodes": episodes,
             "replay": _replay(requests, skipped, plan.on_miss),
             "excluded": _excluded(per_query, len(query_ids)),
+            # episode rounds whose marks the ranker could not use (all unsure): their rerank
+            # and expand are the no-feedback order
             "no_usable_feedback": no_feedback,
             "labels": label_summary(
                 feedback[["config_id", "policy", "round", "label"]],

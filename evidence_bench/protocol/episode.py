@@ -126,7 +126,8 @@ class EpisodeResult:
     #: per round: marks, refined query, added terms, rankings shown (for the report)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     skipped_expand: int = 0
-    #: reranks where the ranker found no usable feedback and kept its first ranking
+    #: rounds whose marks the ranker could not use (every mark unsure, or none on a
+    #: candidate), so that its rerank and expand kept the no-feedback order
     no_usable_feedback: int = 0
 
     @property
@@ -341,7 +342,10 @@ def run_episode(
         # what rerank and its controls all order (a session replaces its list, never
         # changes it, so this one stays as it is after expand)
         pool = session.candidates
+        fallbacks = tolerant.fallbacks
         reranked = [item.key for item in session.show()]
+        if tolerant.fallbacks > fallbacks:  # (its expand then falls back alike: one round)
+            result.no_usable_feedback += 1
         deal = partial(
             _shuffled,
             session.feedback,
@@ -359,7 +363,9 @@ def run_episode(
         stages: dict[str, list[str]] = {
             "initial": _provider_order(deep, initial, len(pool)),
             "control": [item.key for item in control.rank(query, pool, {})],
-            "shuffled": [item.key for item in tolerant.rank(query, pool, dealt)],
+            # a control: where the dealt labels are unusable it is the no-feedback order,
+            # and the user's count is not its
+            "shuffled": [item.key for item in _Tolerant(ranker).rank(query, pool, dealt)],
             "rerank": reranked,
         }
         record: dict[str, Any] = {
@@ -430,5 +436,4 @@ def run_episode(
                     keys = keys[: len(shaped[partner])]
                 pending.append((round_, stage, mode, keys, graded))
     _score(result, pending, measures, memo)
-    result.no_usable_feedback = tolerant.fallbacks
     return result
