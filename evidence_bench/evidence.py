@@ -227,14 +227,16 @@ def canonical_url(url: str) -> str:
         netloc = f"{auth}@{host}"
     if port is not None and _DEFAULT_PORTS.get(scheme) != port:
         netloc += f":{port}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    params = [(k, v) for k, v in pairs if not _is_tracking(k)]
+    query = urlencode(params, doseq=True)
     path = parts.path
+    if not query:  # the path ends the address: white space the fragment hid ends it no more
+        path = _EDGE.sub("", path)
     if len(path) > 1 and path.endswith("/"):
         path = path.rstrip("/") or "/"
     if not path and host:
         path = "/"
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    params = [(k, v) for k, v in pairs if not _is_tracking(k)]
-    query = urlencode(params, doseq=True)
     return _EDGE.sub("", urlunsplit((scheme, netloc, path, query, "")))
 
 

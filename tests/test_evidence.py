@@ -74,6 +74,7 @@ def test_normalize_text_is_idempotent_without_markup(raw: str) -> None:
     ("url", "expected"),
     [
         ("HTTPS://Example.COM/Guide/", "https://example.com/Guide"),
+        ("https://example.com/a/ #section", "https://example.com/a"),  # as without the fragment
         ("https://example.com:443/a", "https://example.com/a"),
         ("http://example.com:80/a", "http://example.com/a"),
         ("https://example.com:8443/a", "https://example.com:8443/a"),
@@ -105,6 +106,8 @@ def test_canonical_url_never_raises_on_any_text(raw: str) -> None:
 
 @example("\x08\xa00")
 @example("0 #")
+@example("https://example.com/a/ #section")  # the fragment hid the space: "/a/" was kept
+@example("https://example.com/a/ ?utm_source=x")  # so did a tracking parameter
 @given(st.text())
 def test_canonical_url_is_idempotent_on_any_text(raw: str) -> None:
     once = canonical_url(raw)
