@@ -75,6 +75,27 @@ def test_max_terms_bounds_the_additions() -> None:
     assert unchanged.added_terms == ()
 
 
+@pytest.mark.parametrize(
+    "refiners",
+    [
+        (TermRocchioRefiner(beta=0.0, gamma=0.15), TermRocchioRefiner(beta=0.0, gamma=4.0)),
+        (TermRocchioRefiner(max_terms=0), TermRocchioRefiner(max_terms=0, beta=2.0)),
+    ],
+)
+def test_refiners_with_equal_effective_params_refine_alike(
+    refiners: tuple[TermRocchioRefiner, TermRocchioRefiner],
+) -> None:
+    """Both are ``{max_terms: 0}``, so the memo gives the second the first's refined query:
+    each must return it, the reported weights included. For "heat", pushed by d2 (heat 2):
+    beta = 0, gamma = 0.15 weighed it 1 - 0.15 * 2 = 0.7 where gamma = 4 clamped it, so
+    the second config's record showed the first's weights."""
+    a, b = refiners
+    assert a.effective_params() == b.effective_params() == {"max_terms": 0}
+    expected = TermRefinedQuery(query="heat", added_terms=(), weights=())
+    assert a.refine("heat", _DOCS, _FEEDBACK) == expected
+    assert b.refine("heat", _DOCS, _FEEDBACK) == expected
+
+
 def test_beta_and_gamma_scale_the_centroids() -> None:
     # beta 1, gamma 1: stall = 1 - 1 = 0 (dropped); heat and slab negative (dropped).
     weights = TermRocchioRefiner(beta=1.0, gamma=1.0).weights("wing lift", _DOCS, _FEEDBACK)

@@ -100,7 +100,13 @@ class TermRocchioRefiner:
     def refine(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> TermRefinedQuery:
-        """The query with the added words, those words in order, and the top 20 weights."""
+        """The query with the added words, those words in order, and the top 20 weights.
+
+        Where :meth:`effective_params` says the query comes back unchanged (beta = 0 or
+        max_terms = 0) it does, with no weights: refiners with equal effective params are
+        one (the memo shares their refined queries), so nothing they return may differ."""
+        if self.max_terms == 0 or self.beta == 0:
+            return TermRefinedQuery(query=query, added_terms=(), weights=())
         weights = self.weights(query, candidates, feedback)
         reported = tuple(list(weights.items())[:REPORTED_WEIGHTS])
         excluded = set(self.analyzer(query))
