@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, TextIO
 
+from evidence_bench._printable import printable
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import EvidenceBenchError, FeedbackError
@@ -102,7 +103,7 @@ def _render(results: Sequence[Evidence]) -> str:
         lines.append(f"   {item.url}")
         if item.snippet:
             lines.append(f"   {item.snippet}")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")
 
 
 def _fetch_pages(query: str, results: Sequence[Evidence], cache: str) -> PacketSet:
@@ -151,7 +152,7 @@ def _render_fetched(results: Sequence[Evidence], fetched: PacketSet) -> str:
                 lines.append(f"   {item.snippet}")
         elif item.snippet:
             lines.append(f"   {item.snippet}")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")
 
 
 def _fetched_json(results: Sequence[Evidence], fetched: PacketSet) -> list[dict[str, object]]:
@@ -223,7 +224,7 @@ def _interact(session: SearchSession, stdin: TextIO, stdout: TextIO, stderr: Tex
                 stderr.write(f"{PROG}: {exc}\n")
                 continue
             added = expansion.added
-            stdout.write(f"Searching with refined query: {expansion.refined.query}\n")
+            stdout.write(printable(f"Searching with refined query: {expansion.refined.query}\n"))
             stdout.write(f"Added {added} new {'result' if added == 1 else 'results'}.\n")
             stdout.write("Updated ranking:\n")
             stdout.write(_render(expansion.ranking))

@@ -161,7 +161,10 @@ def normalize_text(value: str) -> str:
 
     Entities are unescaped after tags are stripped, so an escaped ``&lt;b&gt;`` in a snippet
     survives as literal text instead of being removed as a tag. Idempotent on its own output
-    except where unescaping reveals a new entity (``&amp;amp;``); never raises.
+    except where unescaping reveals a new entity (``&amp;amp;``) or markup (``&lt;b&gt;``
+    gives ``<b>``, a tag the next pass strips); applied once, to what the provider answers.
+    Never raises. Control characters are kept: what prints the text makes them harmless
+    (:mod:`evidence_bench._printable`, the report's escaping).
     """
     tags = value.count("<")
     if tags and tags == value.count("<strong>") + value.count("</strong>"):

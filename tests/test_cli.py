@@ -70,9 +70,22 @@ OCELOT_REFINED: list[Row] = [
     ("Ocelot facts", "https://wildlife.example/ocelot#diet", "The ocelot is a small wild cat."),
     ("Ocelot kittens", "https://wildlife.example/ocelot-kittens", "Small wild cat kittens."),
 ]
+#: A page's title, URL and snippet holding terminal control sequences: an OSC 8 hyperlink
+#: (ESC ] 8 ; ; URL BEL), a clear-screen CSI, a cursor-up with line erase, a C1 CSI (0x9b).
+HOSTILE: list[Row] = [
+    (
+        "heat \x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2Jslab",
+        "https://hostile.example/a\x1b[31m",
+        "heat transfer \x1b[1A\x1b[2Kspoofed line \x9b31m",
+    ),
+]
 # The first word of q picks the table; q equal to that word gets the first list, any other q
 # (a refined query) the second.
-ROUTES = {"jaguar": (JAGUAR_FIRST, JAGUAR_REFINED), "ocelot": (OCELOT_FIRST, OCELOT_REFINED)}
+ROUTES = {
+    "jaguar": (JAGUAR_FIRST, JAGUAR_REFINED),
+    "ocelot": (OCELOT_FIRST, OCELOT_REFINED),
+    "hostile": (HOSTILE, HOSTILE),
+}
 
 
 @dataclass
@@ -229,6 +242,24 @@ def test_json_output(brave: FakeBrave, capsys: pytest.CaptureFixture[str]) -> No
     assert by_url["https://www.jaguar.example/"]["snippet"] == "Luxury Jaguar cars and SUVs."
     assert {item["source"] for item in results} == {"brave"}
     assert {"title", "url", "snippet", "source", "rank"} <= set(results[0])
+
+
+def test_control_characters_of_web_text_are_not_printed(
+    brave: FakeBrave, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A title, URL or snippet cannot drive the terminal: each control character is printed
+    as "?"; JSON output keeps the text (json.dumps escapes it)."""
+    code, out, _ = _run(["hostile"], capsys)
+    assert code == 0
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
+    assert out == (
+        "1. heat ?]8;;https://evil.example?click?]8;;? ?[2Jslab\n"
+        "   https://hostile.example/a?[31m\n"
+        "   heat transfer ?[1A?[2Kspoofed line ?31m\n"
+    )
+    code, out, _ = _run(["hostile", "--format", "json"], capsys)
+    assert "\x1b" not in out and "\\u001b" in out
+    assert json.loads(out)[0]["title"] == HOSTILE[0][0]
 
 
 def test_query_words_are_joined(brave: FakeBrave, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@ against pages (and a Brave-shaped search) served on 127.0.0.1 only."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sqlite3
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,14 @@ import pytest
 
 from evidence_bench import cli
 from evidence_bench.livefetch import Candidate, RecordedDiscovery, RetrievalIntent, StaticDiscovery
-from evidence_bench.livefetch._cli import main
+from evidence_bench.livefetch._cli import _render, main
+from evidence_bench.livefetch.records import (
+    EvidencePacket,
+    FailureReason,
+    FetchFailure,
+    PacketSet,
+    ScoreBreakdown,
+)
 from tests.brave_bodies import brave_body, brave_result
 from tests.livefetch_pages import article_page
 
@@ -248,3 +257,32 @@ def test_evidence_fetcher_fetch_and_interactive_are_exclusive(
 ) -> None:
     assert cli.main(["q", "--fetch", "--interactive"]) == 2
     assert "--fetch works only without --interactive" in capsys.readouterr().err
+
+
+def test_livefetch_text_prints_no_control_characters_of_a_page() -> None:
+    """A page's title, quotes and address and a failure's detail are the web's text: printed
+    with each control character as "?", so a page cannot drive the terminal."""
+    packet = EvidencePacket(
+        url="https://page.example/\x1b[2J",
+        domain="page.example",
+        title="Heat \x1b]8;;https://evil.example\x07transfer",
+        text="",
+        published_at=None,
+        fetched_at=datetime(2026, 1, 1, tzinfo=UTC),
+        score=0.5,
+        score_breakdown=ScoreBreakdown(0.5, 1.0, 0.5, 1.0),
+        content_sha256="0" * 64,
+        quotes=("slabs heat \x1b[1A\x1b[2Kfast\x9b",),
+    )
+    failure = FetchFailure("https://gone.example/", FailureReason.HTTP_STATUS, "500 \x1b[5m")
+    out = io.StringIO()
+    _render(PacketSet(packets=(packet,), failures=(failure,)), out)
+    assert out.getvalue() == (
+        "1. Heat ?]8;;https://evil.example?transfer\n"
+        "   https://page.example/?[2J\n"
+        "   published no date · score 0.500 (R 0.50 F 1.00 T 0.50 D 1.00)\n"
+        "   > slabs heat ?[1A?[2Kfast?\n"
+        "\n"
+        "Not fetched (1):\n"
+        "   https://gone.example/: http_status (500 ?[5m)\n"
+    )

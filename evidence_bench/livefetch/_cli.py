@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
+from evidence_bench._printable import printable
 from evidence_bench.errors import EvidenceBenchError
 from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH
 from evidence_bench.livefetch.discovery import (
@@ -203,20 +204,21 @@ def render_packet(position: int, packet: EvidencePacket) -> list[str]:
 
 
 def _render(packets: PacketSet, out: TextIO) -> None:
-    if not packets.packets:
-        out.write("No packets.\n")
+    """The text listing, written through :func:`printable` (the pages' own text)."""
+    lines: list[str] = [] if packets.packets else ["No packets."]
     for position, packet in enumerate(packets, start=1):
-        out.write("\n".join(render_packet(position, packet)) + "\n")
+        lines += render_packet(position, packet)
     if packets.failures:
-        out.write(f"\nNot fetched ({len(packets.failures)}):\n")
+        lines.append(f"\nNot fetched ({len(packets.failures)}):")
         for failure in packets.failures:
             detail = f" ({failure.detail})" if failure.detail else ""
-            out.write(f"   {failure.url}: {failure.reason.value}{detail}\n")
+            lines.append(f"   {failure.url}: {failure.reason.value}{detail}")
     if packets.stale:
-        out.write(f"\nOlder than the freshness window ({len(packets.stale)}):\n")
-        out.writelines(f"   {url}\n" for url in packets.stale)
+        lines.append(f"\nOlder than the freshness window ({len(packets.stale)}):")
+        lines += [f"   {url}" for url in packets.stale]
     if packets.excluded:
-        out.write(f"\nExcluded by the domain lists: {len(packets.excluded)}\n")
+        lines.append(f"\nExcluded by the domain lists: {len(packets.excluded)}")
+    out.write(printable("".join(f"{line}\n" for line in lines)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
