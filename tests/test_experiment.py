@@ -318,6 +318,22 @@ def test_miss_with_simulate_and_skip_are_counted(tiny_collection: Path, tmp_path
     assert round2 + counts["skipped_expand_stages"] == 8
 
 
+def test_skip_cannot_skip_a_querys_first_page(tiny_collection: Path, tmp_path: Path) -> None:
+    """``on_miss=skip`` leaves out a later search; without its first page a query has no
+    stage at all: one line naming the query, its cassette and the command, nothing written."""
+    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    (tmp_path / "cassettes" / "3.json").unlink()
+    cfg, text = compose(overrides(tiny_collection, tmp_path, "replay.on_miss=skip"))
+    with pytest.raises(ReplayMissError) as caught:
+        perform_run(cfg, text)
+    message = str(caught.value)
+    assert message.startswith("no recorded response for query id '3', q=")
+    assert f"(its first page) in {tmp_path / 'cassettes' / '3.json'}" in message
+    assert "replay.on_miss=skip leaves out later searches; record it with: " in message
+    assert "\n" not in message
+    assert not (tmp_path / "runs" / "ci").exists() or not any((tmp_path / "runs" / "ci").iterdir())
+
+
 def test_recording_never_writes_the_key(
     tiny_collection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

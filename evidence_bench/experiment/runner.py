@@ -491,7 +491,12 @@ def replay_query(worker: ReplayWorker, query_id: str, client: httpx.Client) -> R
         )
     )
     replayed = worker.store.counts["replayed"]
-    initial = provider.search(query, limit=plan.depth)
+    try:
+        initial = provider.search(query, limit=plan.depth)
+    except SkippedRequest:  # every stage starts from it: nothing of the query can be run
+        raise worker.store.missing(
+            query_id, query, "its first page", ": replay.on_miss=skip leaves out later searches"
+        ) from None
     from_cassette = worker.store.counts["replayed"] > replayed
     try:
         deep: list[Evidence] | None = provider.search(query, limit=deep_limit(plan))
