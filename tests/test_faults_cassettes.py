@@ -3,9 +3,11 @@ not at all, kept apart from their manifest, and never hold the key."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from evidence_bench.web.cassettes import (
     OnMiss,
     SkippedRequest,
     cassette_path,
+    holds_secret,
 )
 from evidence_bench.web.record import record
 from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport, serve
@@ -389,3 +392,50 @@ def test_a_key_echoed_by_the_server_is_in_no_file_written(
     response = cassette["interactions"][0]["response"]
     headers = {name.lower(): value for name, value in response["headers"].items()}
     assert headers["x-echo-token"] == [KEY_PLACEHOLDER]
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # percent-encoded with lower-case hex digits: SENTINEL%2bKEY%2f…
+        re.sub("%[0-9A-F]{2}", lambda hex_: hex_.group().lower(), quote(SENTINEL, safe="")),
+        SENTINEL.replace("+", "&#43;").replace("=", "&#x3d;"),  # HTML entities
+        "\\u" + "\\u".join(f"{ord(c):04x}" for c in SENTINEL),  # every character \\u-escaped
+    ],
+    ids=["lower-hex", "entities", "u-escapes"],
+)
+def test_a_key_echoed_in_a_form_scrubbing_does_not_know_is_never_written(
+    echo: str, tiny_collection: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scrubbing replaces the usual forms; one it does not know still decodes to the key, so
+    the recording is refused (one line naming the cassette) and no cassette holds it."""
+    simulator = BraveSimulator(load_collection(tiny_collection, name="tiny"), token=SENTINEL)
+    handle = simulator.handle
+
+    def echoing(method: str, path: str, params: object, headers: dict[str, str]) -> object:
+        answer = handle(method, path, params, headers)  # type: ignore[arg-type]
+        text = answer.body.decode()[:-1] + ', "echo": "' + echo + '"}'
+        return type(answer)(answer.status, answer.headers, text.encode())
+
+    monkeypatch.setattr(simulator, "handle", echoing)
+    with serve(simulator) as running:
+        monkeypatch.setenv("BRAVE_SEARCH_API_KEY", SENTINEL)
+        monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", running.base_url)
+        cfg, _ = compose(_tiny_overrides(tiny_collection, tmp_path, "provider=brave_live"))
+        with pytest.raises(
+            WriteError, match=r"refusing to write .*1\.json: it would hold the API key"
+        ):
+            record(plan_run(cfg), provider="brave_live", rounds=1)
+    assert not list((tmp_path / "cassettes").glob("[0-9]*.json"))
+
+
+def test_holds_secret_reads_every_string_decoded() -> None:
+    key = "k3y+/="
+    body = json.dumps({"results": [{"title": "a"}], "b": "x"})
+    assert not holds_secret(json.dumps({"body": {"string": body}}), [key])
+    for form in ("k3y%2b%2f%3d", "k3y&#43;&#x2f;&#61;", "k3y+/="):
+        nested = json.dumps({"note": form})
+        assert holds_secret(json.dumps({"body": {"string": nested}}), [key]), form
+    page = base64.b64encode(f"<p>token {key}</p>".encode("latin-1")).decode()
+    assert holds_secret(json.dumps({"pages": [{"body_base64": page}]}), [key])
+    assert not holds_secret(json.dumps({"pages": [{"body_base64": page}]}), [""])

@@ -39,7 +39,7 @@ from evidence_bench.engine.page_text import page_text
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
-from evidence_bench.web.cassettes import KEY_PLACEHOLDER, OnMiss, secret_forms
+from evidence_bench.web.cassettes import KEY_PLACEHOLDER, OnMiss, holds_secret, secret_forms
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -234,7 +234,7 @@ def write_page_cassette(
     # Scrub at the JSON level too: a body's key may be JSON-escaped in the file.
     for form in secret_forms(secrets):
         text = text.replace(form, KEY_PLACEHOLDER)
-    if any(secret and secret in text for secret in secrets):
+    if holds_secret(text, secrets):  # a form scrubbing did not know (a base64 body's)
         raise WriteError(f"refusing to write {path}: it would hold the API key")
     write_atomic(path, text + "\n")
 
