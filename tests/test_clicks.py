@@ -281,6 +281,11 @@ def test_a_results_click_decision_does_not_depend_on_what_else_is_shown() -> Non
         (CascadeUser(skip_above="none"), {LabelKind.POSITIVE}),
         (DbnUser(p_click=(0.0, 0.0)), set()),
         (CascadeUser(p_click=(1.0, 1.0)), {LabelKind.POSITIVE}),
+        # one result scanned a round: no unclicked result above a click, so no LESS
+        (PositionBasedUser(depth=1), {LabelKind.POSITIVE}),
+        (CascadeUser(depth=1), {LabelKind.POSITIVE}),
+        (DbnUser(depth=1), {LabelKind.POSITIVE}),
+        (DbnUser(depth=2), {LabelKind.POSITIVE, LabelKind.NEGATIVE}),
     ],
 )
 def test_each_click_model_declares_the_labels_it_can_give(

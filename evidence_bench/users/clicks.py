@@ -184,13 +184,14 @@ def _marks(scanned: Sequence[tuple[str, bool, bool]], skip_above: SkipAbove) -> 
     return marks
 
 
-def _expects(p_click: Sequence[float], skip_above: SkipAbove) -> frozenset[LabelKind]:
+def _expects(p_click: Sequence[float], skip_above: SkipAbove, depth: int) -> frozenset[LabelKind]:
     """Positive labels if anything can be clicked; negative ones if a click can have an
-    unclicked result above it and skips count."""
+    unclicked result above it (among the round's ``depth`` scanned: so not at depth 1) and
+    skips count."""
     kinds: set[LabelKind] = set()
     if max(p_click) > 0:
         kinds.add(LabelKind.POSITIVE)
-        if skip_above == "less" and min(p_click) < 1:
+        if skip_above == "less" and min(p_click) < 1 and depth > 1:
             kinds.add(LabelKind.NEGATIVE)
     return frozenset(kinds)
 
@@ -217,7 +218,7 @@ class PositionBasedUser:
 
     @property
     def expects(self) -> frozenset[LabelKind]:
-        return _expects(self.p_click, self.skip_above)
+        return _expects(self.p_click, self.skip_above, self.depth)
 
     def examination(self, rank: int) -> float:
         """P(E_r) = (1/r)^η (Joachims, Swaminathan & Schnabel 2017)."""
@@ -259,7 +260,7 @@ class CascadeUser:
 
     @property
     def expects(self) -> frozenset[LabelKind]:
-        return _expects(self.p_click, self.skip_above)
+        return _expects(self.p_click, self.skip_above, self.depth)
 
     def judge(
         self,
@@ -303,7 +304,7 @@ class DbnUser:
 
     @property
     def expects(self) -> frozenset[LabelKind]:
-        return _expects(self.p_click, self.skip_above)
+        return _expects(self.p_click, self.skip_above, self.depth)
 
     def judge(
         self,
