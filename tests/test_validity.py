@@ -33,6 +33,7 @@ from evidence_bench.evaluation.validity import (
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run, user_variants
 from evidence_bench.experiment.run import perform_run
+from evidence_bench.experiment.runner import plan_users
 from evidence_bench.report import analyze, gather_multirun, load_run, render_report
 from tests.conftest import exported
 from tests.report_fixtures import write_multirun, write_run_dir
@@ -413,3 +414,19 @@ def test_a_multirun_keeps_its_runs_user_variants(tmp_path: Path) -> None:
     users = {(a.a, a.b) for g in panel.groups for a in g.agreements if a.factor == "user"}
     assert users == {("oracle", "noisy")}
     assert all(set(g.curve["depth"]) == {3, 10} for g in panel.groups)
+
+
+def test_the_validity_experiments_users_never_share_a_stream_of_draws() -> None:
+    """A draw is per (user seed, query, round, document): two users at one seed would get the
+    same noise, and the panel would count it as their agreement. Each stochastic user of
+    ``validity`` has seeds of its own, at every seed of the run (its budget variants share its
+    own, as one user with less time)."""
+    plan = plan_run(compose(["+experiment=validity", "query_set=cranfield"])[0])
+    seeds: dict[str, set[int]] = {}
+    for name, user in plan_users(plan):
+        if getattr(user, "seed", None) is not None:
+            seeds.setdefault(name.split("@")[0], set()).add(user.seed)  # type: ignore[attr-defined]
+    assert sorted(seeds) == ["cascade", "dbn", "noisy", "pbm"]
+    assert all(len(own) == 5 for own in seeds.values())  # seeds=[0, 1, 2, 3, 4]
+    for a, b in itertools.combinations(seeds, 2):
+        assert not seeds[a] & seeds[b], (a, b)
