@@ -418,6 +418,7 @@ def test_a_key_echoed_in_a_form_scrubbing_does_not_know_is_never_written(
         return type(answer)(answer.status, answer.headers, text.encode())
 
     monkeypatch.setattr(simulator, "handle", echoing)
+    transports = _transport_methods()
     with serve(simulator) as running:
         monkeypatch.setenv("BRAVE_SEARCH_API_KEY", SENTINEL)
         monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", running.base_url)
@@ -427,6 +428,18 @@ def test_a_key_echoed_in_a_form_scrubbing_does_not_know_is_never_written(
         ):
             record(plan_run(cfg), provider="brave_live", rounds=1)
     assert not list((tmp_path / "cassettes").glob("[0-9]*.json"))
+    # and vcrpy let go of httpx: its save raised before it unpatched, which left every
+    # transport of the process recording into the refused cassette
+    assert _transport_methods() == transports
+
+
+def _transport_methods() -> list[object]:
+    return [
+        vars(transport)[name]
+        for transport in (httpx.HTTPTransport, httpx.AsyncHTTPTransport, httpx.MockTransport)
+        for name in ("handle_request", "handle_async_request")
+        if name in vars(transport)
+    ]
 
 
 def test_holds_secret_reads_every_string_decoded() -> None:
