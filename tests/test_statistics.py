@@ -103,6 +103,18 @@ def test_t_intervals_of_differences_all_equal_and_non_zero_are_undefined() -> No
     assert math.isnan(low[0]) and not math.isnan(low[1])
     # without a spread (scores, not differences) equal values keep the mean itself
     assert t_intervals([3], [0.2], [0.0])[0][0] == 0.2
+    # summarize and summarize_groups of differences find the spread themselves
+    gains = summarize([0.2, 0.2, 0.2], differences=True)
+    assert gains.mean == pytest.approx(0.2) and math.isnan(gains.ci_low)
+    assert math.isnan(gains.ci_high)
+    none = summarize([0.0, 0.0], differences=True)  # no difference at all: [0, 0], p = 1
+    assert (none.ci_low, none.ci_high) == (0.0, 0.0)
+    assert summarize([0.5, 0.5, 0.5]) == Summary(3, 0.5, 0.0, 0.5, 0.5)  # scores, as before
+    frame = pd.DataFrame({"k": ["a", "a", "a", "b", "b"], "gain": [0.2, 0.2, 0.2, 0.1, 0.3]})
+    out = summarize_groups(frame, ["k"], "gain", differences=True).set_index("k")
+    assert math.isnan(out.loc["a", "ci_low"])
+    half = 12.7062 * math.sqrt(0.02) / math.sqrt(2)  # b: sd 0.1414, t(0.975, 1) = 12.706
+    assert out.loc["b", "ci_low"] == pytest.approx(0.2 - half, abs=1e-4)
 
 
 def test_summarize_groups_matches_summarize() -> None:

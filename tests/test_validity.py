@@ -297,6 +297,11 @@ def test_budget_curve_and_where_it_stops_paying() -> None:
     # narrow intervals: depth 1's 0.1 is below 3's lower bound, so it pays up to 3
     tight = curve.assign(ci_low=curve["mean"] - 0.01)
     assert saturation(tight)["depth"].iloc[0] == 3
+    # depth 3 gaining exactly 0.4 on both queries: no t interval (a zero-width one made its
+    # mean the floor); the rule then takes the mean itself, as for one query
+    same = gains.assign(gain=np.where(gains["policy"] == "oracle@d3", 0.4, gains["gain"]))
+    curve = budget_curve(same, labels, eval_mode="residual", measure="nDCG@10")
+    assert curve["ci_low"].isna().tolist() == [False, True, False]
 
 
 # --- runs over several seeds and budgets ------------------------------------------------------

@@ -221,10 +221,14 @@ def _constant_shift(mean: npt.ArrayLike, spread: npt.ArrayLike) -> npt.NDArray[n
     )
 
 
-def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
+def summarize(
+    values: Sequence[float], confidence: float = 0.95, *, differences: bool = False
+) -> Summary:
     """Mean, sample std (ddof=1) and the t-interval mean ± t(1-α/2, n-1)·std/√n.
 
     ``n == 0`` gives NaNs; ``n == 1`` gives the mean with NaN std and interval.
+    ``differences``: the values are paired differences (gains), whose interval is NaN where
+    they are all equal and non-zero (:func:`t_intervals`' ``spread``).
     """
     _check_confidence(confidence)
     n = len(values)
@@ -233,12 +237,18 @@ def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
     data = np.asarray(values, dtype=np.float64)
     mean = float(data.mean())
     std = float(data.std(ddof=1)) if n > 1 else math.nan
-    low, high = t_intervals(n, mean, std, confidence)
+    spread = float(np.ptp(data)) if differences else None
+    low, high = t_intervals(n, mean, std, confidence, spread=spread)
     return Summary(n, mean, std, float(low), float(high))
 
 
 def summarize_groups(
-    frame: pd.DataFrame, keys: Sequence[str], value: str = "value", confidence: float = 0.95
+    frame: pd.DataFrame,
+    keys: Sequence[str],
+    value: str = "value",
+    confidence: float = 0.95,
+    *,
+    differences: bool = False,
 ) -> pd.DataFrame:
     """:func:`summarize` per group of ``keys``, vectorized and with the same floats: the keys,
     then n, mean, std, ci_low and ci_high, in the order groups first appear.
@@ -247,7 +257,7 @@ def summarize_groups(
     numpy's mean and std along its rows add each row as they add the same values alone
     (pairwise summation runs along the contiguous axis), so a group's mean and std are
     :func:`summarize`'s to the last bit. The t quantiles come from one quantile call over
-    the distinct n (:func:`t_intervals`).
+    the distinct n (:func:`t_intervals`). ``differences``: as for :func:`summarize`.
     """
     _check_confidence(confidence)
     numbered = ngroups(frame, keys)
@@ -257,7 +267,8 @@ def summarize_groups(
         else numbered.astype(np.int64, copy=False)
     )
     groups = int(code.max()) + 1 if len(code) else 0
-    stats = summarize_codes(code, frame[value].to_numpy(dtype=np.float64), groups, confidence)
+    values = frame[value].to_numpy(dtype=np.float64)
+    stats = summarize_codes(code, values, groups, confidence, differences=differences)
     first = stats.pop("first")
     out = frame.iloc[first][list(keys)].reset_index(drop=True)
     for name, column in stats.items():
@@ -270,10 +281,13 @@ def summarize_codes(
     values: Floats,
     groups: int,
     confidence: float = 0.95,
+    *,
+    differences: bool = False,
 ) -> dict[str, npt.NDArray[Any]]:
     """:func:`summarize_groups`' numbers for ``values`` grouped by ``code`` (0 ..
     ``groups`` − 1, every one present): ``n``, ``mean``, ``std``, ``ci_low``, ``ci_high``
-    per group, and ``first``, each group's first row; groups as numbered."""
+    per group, and ``first``, each group's first row; groups as numbered. ``differences``:
+    as for :func:`summarize`."""
     _check_confidence(confidence)
     # each group's rows, in frame order (a stable sort is one permutation: as 16 bits, when
     # the groups fit, numpy sorts it by radix)
@@ -286,13 +300,16 @@ def summarize_codes(
     np.cumsum(n[:-1], out=start[1:])
     mean = np.full(groups, np.nan)
     std = np.full(groups, np.nan)
+    spread = np.full(groups, np.nan) if differences else None
     for size in np.unique(n):
         of_size = np.flatnonzero(n == size)
         rows = data[start[of_size, None] + np.arange(size)]  # C-contiguous: a row per group
         mean[of_size] = rows.mean(axis=1)
         if size > 1:
             std[of_size] = rows.std(axis=1, ddof=1)
-    low, high = t_intervals(n, mean, std, confidence)
+        if spread is not None and size > 0:
+            spread[of_size] = np.ptp(rows, axis=1)
+    low, high = t_intervals(n, mean, std, confidence, spread=spread)
     return {
         "first": order[start],
         "n": n,

@@ -656,7 +656,9 @@ def budget_curve(
         return pd.DataFrame(columns=BUDGET_COLUMNS)
     chosen = pd.DataFrame(points, columns=["user", "depth", "policy"])
     rows = frame.merge(chosen, on="policy")
-    curve = summarize_groups(rows, ["user", "depth", "policy", "config_id", "stage"], "gain")
+    curve = summarize_groups(
+        rows, ["user", "depth", "policy", "config_id", "stage"], "gain", differences=True
+    )
     curve = curve.rename(columns={"policy": "label"}).drop(columns="std")
     curve["n"] = curve["n"].astype("int64")
     order = {user: i for i, user in enumerate(dict.fromkeys(chosen["user"]))}

@@ -122,7 +122,7 @@ def _row(
         theirs = _frame(wide, base, policy)
         if stage in theirs.columns:
             paired = pd.concat([mine[stage], theirs[stage]], axis=1, keys=["a", "b"]).dropna()
-            diff = summarize(list(paired["a"] - paired["b"]))
+            diff = summarize(list(paired["a"] - paired["b"]), differences=True)
             row |= {
                 "vs_snippet": diff.mean,
                 "vs_snippet_low": diff.ci_low,

@@ -99,9 +99,11 @@ def tuning_view(tuning: Tuning, *, trials: int = 5000) -> dict[str, Any]:
     paired = tuning.heldout.dropna(subset=_HELDOUT[2:])
     default = (paired["default"] - paired["default_control"]).to_numpy().tolist()
     tuned = (paired["tuned"] - paired["tuned_control"]).to_numpy().tolist()
-    difference = summarize([t - d for t, d in zip(tuned, default, strict=True)])
+    difference = summarize([t - d for t, d in zip(tuned, default, strict=True)], differences=True)
     up, down, same = improved_degraded(default, tuned)
-    tuned_summary, default_summary = summarize(tuned), summarize(default)
+    # (gains over each one's control: paired differences too)
+    tuned_summary = summarize(tuned, differences=True)
+    default_summary = summarize(default, differences=True)
     folds = tuning.folds.to_dict("records")
     optimism = [
         float(f["train_score"]) - float(f["heldout_score"])
