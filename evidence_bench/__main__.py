@@ -35,7 +35,9 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
 def _fail(message: str, code: int = 1) -> None:
-    print(f"evidence_bench: {message}", file=sys.stderr)
+    from evidence_bench._printable import printable  # (a message can quote the web's text)
+
+    print(printable(f"evidence_bench: {message}"), file=sys.stderr)
     raise SystemExit(code)
 
 

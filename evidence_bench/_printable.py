@@ -3,13 +3,18 @@
 A title, snippet, URL or page quote is the web's text, and a terminal obeys the control
 characters in what it prints: ESC and CSI sequences move the cursor, clear the screen or
 rewrite the lines above, and an OSC 8 sequence hides a link behind other text. The HTML
-report escapes such text (:mod:`evidence_bench.report`); the command lines print it through
-:func:`printable`. JSON output needs nothing: ``json.dumps`` escapes every control character.
+report escapes such text (:mod:`evidence_bench.report`); the command lines print it, and
+their error lines (a server's error detail is its text too), through :func:`printable`, and
+their JSON through :func:`json_text`: ``json.dumps(..., ensure_ascii=False)`` escapes C0 but
+writes DEL and C1 (0x9B is CSI) as they are.
 """
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+import json
+from typing import Any
+
+__all__ = ["json_text", "printable"]
 
 #: C0 (but tab and line feed, which the listings lay out with), DEL and C1, each as "?"
 #: (as GNU ls shows them).
@@ -21,3 +26,12 @@ _CONTROLS = str.maketrans(
 def printable(text: str) -> str:
     """``text`` with every control character but tab and line feed shown as ``?``."""
     return text.translate(_CONTROLS)
+
+
+#: DEL and C1 as JSON escapes (``\\u009b``): the same string to a JSON reader.
+_JSON_CONTROLS = str.maketrans({code: f"\\u{code:04x}" for code in (0x7F, *range(0x80, 0xA0))})
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON, non-ASCII text as it is, no control character raw."""
+    return json.dumps(value, indent=2, ensure_ascii=False).translate(_JSON_CONTROLS)

@@ -13,14 +13,13 @@ usage error exits 2.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, TextIO
 
-from evidence_bench._printable import printable
+from evidence_bench._printable import json_text, printable
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.session import SearchSession
 from evidence_bench.errors import EvidenceBenchError, FeedbackError
@@ -221,7 +220,7 @@ def _interact(session: SearchSession, stdin: TextIO, stdout: TextIO, stderr: Tex
             try:
                 expansion = session.expand()
             except EvidenceBenchError as exc:  # keep the session and its feedback
-                stderr.write(f"{PROG}: {exc}\n")
+                stderr.write(printable(f"{PROG}: {exc}\n"))
                 continue
             added = expansion.added
             stdout.write(printable(f"Searching with refined query: {expansion.refined.query}\n"))
@@ -270,15 +269,14 @@ def _main(argv: list[str] | None) -> int:
         results = session.ranking
         fetched = _fetch_pages(query, results, args.cache) if args.fetch and results else None
     except EvidenceBenchError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(printable(f"{PROG}: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         sys.stdout.write("\n")
         return 130
     if args.format == "json":
         rows = _fetched_json(results, fetched) if fetched else [r.to_dict() for r in results]
-        json.dump(rows, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(rows) + "\n")
     else:
         sys.stdout.write(_render_fetched(results, fetched) if fetched else _render(results))
     return 0

@@ -111,7 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
             error = {
                 "status": 422,
                 "code": "SUBSCRIPTION_TOKEN_INVALID",
-                "detail": "The provided subscription token is invalid.",
+                "detail": self.server.detail,
             }
             self._send(422, {"type": "ErrorResponse", "error": error})
         else:
@@ -155,6 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     requests: list[dict[str, str]]
     token: str  # the only key accepted
+    detail = "The provided subscription token is invalid."  # a refusal's error.detail
 
 
 @pytest.fixture
@@ -258,8 +259,22 @@ def test_control_characters_of_web_text_are_not_printed(
         "   heat transfer ?[1A?[2Kspoofed line ?31m\n"
     )
     code, out, _ = _run(["hostile", "--format", "json"], capsys)
-    assert "\x1b" not in out and "\\u001b" in out
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)  # C1's CSI (0x9b) too
+    assert "\\u001b" in out and "\\u009b31m" in out
     assert json.loads(out)[0]["title"] == HOSTILE[0][0]
+    assert json.loads(out)[0]["snippet"] == HOSTILE[0][2]
+
+
+def test_an_error_line_prints_no_control_character_of_the_servers(
+    brave: FakeBrave, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server's error detail is its text: the one error line shows its controls as "?"."""
+    brave.server.token = "other"  # every request refused, with the detail below
+    brave.server.detail = "bad \x1b[2J\x1b]8;;https://evil.example\x07click"
+    code, _, err = _run(["jaguar"], capsys)
+    assert code == 1
+    assert err.startswith("evidence-fetcher: ") and err.count("\n") == 1
+    assert "bad ?[2J?]8;;https://evil.example?click" in err
 
 
 def test_query_words_are_joined(brave: FakeBrave, capsys: pytest.CaptureFixture[str]) -> None:

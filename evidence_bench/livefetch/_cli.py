@@ -10,13 +10,12 @@ run finished (failed pages are listed, not fatal), 1 on an error (one line on st
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from evidence_bench._printable import printable
+from evidence_bench._printable import json_text, printable
 from evidence_bench.errors import EvidenceBenchError
 from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH
 from evidence_bench.livefetch.discovery import (
@@ -249,18 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ) as lf:
             packets = lf.run_sync(intent)
     except EvidenceBenchError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(printable(f"{PROG}: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
     if args.format == "json":
-        json.dump(
-            {"query": intent.query, "mode": intent.mode.value, **packets.to_dict()},
-            sys.stdout,
-            indent=2,
-            ensure_ascii=False,
-        )
-        sys.stdout.write("\n")
+        packet_set = {"query": intent.query, "mode": intent.mode.value, **packets.to_dict()}
+        sys.stdout.write(json_text(packet_set) + "\n")
     else:
         _render(packets, sys.stdout)
     return 0
