@@ -234,10 +234,15 @@ def canonical_url(url: str) -> str:
     params = [(k, v) for k, v in pairs if not _is_tracking(k)]
     query = urlencode(params, doseq=True)
     path = parts.path
-    if not query:  # the path ends the address: white space the fragment hid ends it no more
-        path = _EDGE.sub("", path)
-    if len(path) > 1 and path.endswith("/"):
-        path = path.rstrip("/") or "/"
+    # Without a query the path ends the address, so white space a fragment hid ends it no
+    # more: stripped with the trailing slashes, until neither is left ("/a/ /" is "/a").
+    while True:
+        trimmed = path if query else _EDGE.sub("", path)
+        if len(trimmed) > 1 and trimmed.endswith("/"):
+            trimmed = trimmed.rstrip("/") or "/"
+        if trimmed == path:
+            break
+        path = trimmed
     if not path and host:
         path = "/"
     return _EDGE.sub("", urlunsplit((scheme, netloc, path, query, "")))

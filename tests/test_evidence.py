@@ -108,6 +108,7 @@ def test_canonical_url_never_raises_on_any_text(raw: str) -> None:
 @example("0 #")
 @example("https://example.com/a/ #section")  # the fragment hid the space: "/a/" was kept
 @example("https://example.com/a/ ?utm_source=x")  # so did a tracking parameter
+@example("https://example.com/a/ /#x")  # white space between two trailing slashes
 @given(st.text())
 def test_canonical_url_is_idempotent_on_any_text(raw: str) -> None:
     once = canonical_url(raw)
