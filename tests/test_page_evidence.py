@@ -23,7 +23,7 @@ from evidence_bench.engine.evidence_mode import (
 from evidence_bench.engine.page_text import MAX_CHARS
 from evidence_bench.engine.ranking import TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
-from evidence_bench.errors import ConfigurationError, DataError, ReplayMissError
+from evidence_bench.errors import ConfigurationError, DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.components import (
     EngineConfig,
@@ -274,6 +274,25 @@ def test_write_page_cassette_scrubs_every_form_of_the_key(tmp_path: Path) -> Non
     text = path.read_text()
     assert "sk/live" not in text and "sk%2Flive" not in text
     assert text.count("REDACTED-API-KEY") == 2
+
+
+def test_a_page_cassette_holding_the_key_in_a_latin_1_body_is_refused(tmp_path: Path) -> None:
+    """A body that is not UTF-8 is stored as base64, where scrubbing cannot reach the key:
+    the cassette is refused, naming the page, and nothing is written."""
+    key = "sk/live+key"
+    records = [
+        PageRecord("https://ex.test/fine", 200, "text/html", "<p>caf\xe9</p>".encode("latin-1")),
+        PageRecord(
+            "https://ex.test/held", 200, "text/html", f"<p>\xe9 {key}</p>".encode("latin-1")
+        ),
+    ]
+    path = tmp_path / PAGES_NAME
+    with pytest.raises(WriteError) as caught:
+        write_page_cassette(path, records, header={}, secrets=[key])
+    assert str(caught.value) == (
+        f"refusing to write {path}: it would hold the API key (the page https://ex.test/held)"
+    )
+    assert not path.exists()
 
 
 # -- the report's Evidence section -------------------------------------------------------------

@@ -230,13 +230,23 @@ def write_page_cassette(
     """Write the page cassette: the records sorted by URL, every form of each secret
     replaced, whole or not at all."""
     pages = [record.to_json() for record in sorted(records, key=lambda r: r.url)]
-    text = json.dumps({**header, "format": FORMAT, "pages": pages}, indent=1, sort_keys=True)
-    # Scrub at the JSON level too: a body's key may be JSON-escaped in the file.
-    for form in secret_forms(secrets):
-        text = text.replace(form, KEY_PLACEHOLDER)
+    forms = secret_forms(secrets)
+    text = _scrubbed(
+        json.dumps({**header, "format": FORMAT, "pages": pages}, indent=1, sort_keys=True), forms
+    )
     if holds_secret(text, secrets):  # a form scrubbing did not know (a base64 body's)
-        raise WriteError(f"refusing to write {path}: it would hold the API key")
+        held = (p["url"] for p in pages if holds_secret(_scrubbed(json.dumps(p), forms), secrets))
+        where = next((f" (the page {url})" for url in held), "")
+        raise WriteError(f"refusing to write {path}: it would hold the API key{where}")
     write_atomic(path, text + "\n")
+
+
+def _scrubbed(text: str, forms: Sequence[str]) -> str:
+    """``text`` with each of the secret's ``forms`` replaced: at the JSON level, since a
+    body's key may be JSON-escaped in the file."""
+    for form in forms:
+        text = text.replace(form, KEY_PLACEHOLDER)
+    return text
 
 
 #: Extracted texts by (page cassette sha256, canonical URL): each page is extracted once
