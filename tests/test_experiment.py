@@ -318,6 +318,17 @@ def test_miss_with_simulate_and_skip_are_counted(tiny_collection: Path, tmp_path
     assert round2 + counts["skipped_expand_stages"] == 8
 
 
+def test_the_manifest_times_the_episodes_within_the_run(
+    tiny_collection: Path, tmp_path: Path
+) -> None:
+    """``episodes_time_s``: the part of ``wall_time_s`` the workers split (bench_run's
+    Amdahl figure reads it), so more than nothing and less than the whole."""
+    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    manifest = json.loads((run(tiny_collection, tmp_path) / "manifest.json").read_text())
+    assert isinstance(manifest["episodes_time_s"], float)
+    assert 0 < manifest["episodes_time_s"] < manifest["wall_time_s"]
+
+
 def test_skip_cannot_skip_a_querys_first_page(tiny_collection: Path, tmp_path: Path) -> None:
     """``on_miss=skip`` leaves out a later search; without its first page a query has no
     stage at all: one line naming the query, its cassette and the command, nothing written."""
