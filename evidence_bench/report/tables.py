@@ -285,16 +285,16 @@ def summary_rows(data: RunData, *, trials: int = MIN_TRIALS) -> pd.DataFrame:
     Over the row's own queries: ``n`` (queries scored in before, control and feedback), the
     means ``before``, ``control``, ``feedback``; the attributable gain (feedback − control)
     with ``gain_ci_low/high`` (NaN for one query, and for gains all equal and non-zero: no
-    t, see :mod:`~evidence_bench.evaluation.statistics`), ``improved/degraded/unchanged`` against
-    control, ``p_t``, ``p_rand``; the change against before ``delta`` with
+    t, see :mod:`~evidence_bench.evaluation.statistics`), ``improved/degraded/unchanged``
+    against control, ``p_t``, ``p_rand``; the change against before ``delta`` with
     ``delta_ci_low/high``, ``delta_pct`` (percent of before),
     ``improved/degraded/unchanged_before``, ``p_rand_before``; what the judgments add
     (rerank rows; NaN elsewhere), from :data:`JUDGMENT`: the ``shuffled`` mean,
     ``judgment_n``, ``judgment_gain`` (rerank − shuffled) with ``judgment_ci_low/high``,
     ``judgment_p_rand``. Across the configs, over the queries all of them keep:
     ``n_common``, ``gain_common``, ``gain_std_common``, ``gain_spread_common`` (max − min),
-    ``p_rand_common`` and its Holm
-    adjustment ``p_holm``, ``significant`` (``p_holm`` < :data:`ALPHA`); likewise
+    ``p_rand_common`` and its Holm adjustment ``p_holm``, ``significant`` (``p_holm`` <
+    :data:`ALPHA`); likewise
     ``p_rand_before_common``, ``p_holm_before``, ``significant_before``,
     ``judgment_n_common``, ``judgment_p_rand_common``, ``judgment_p_holm``,
     ``judgment_significant``. ``fixed``: the cell cannot change (frozen mode), so it has no
