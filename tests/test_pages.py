@@ -12,8 +12,11 @@ import httpx
 import pytest
 
 from evidence_bench.collections.beir import Collection, load_collection
+from evidence_bench.engine import page_text as page_text_module
 from evidence_bench.engine.page_text import page_text
 from evidence_bench.errors import ConfigurationError
+from evidence_bench.web.cassettes import OnMiss
+from evidence_bench.web.page_cassettes import PageStore
 from evidence_bench.web.pages import (
     PageFailure,
     page_failure,
@@ -163,3 +166,28 @@ def test_the_committed_page_cassettes_hold_what_the_simulator_serves(name: str) 
             assert (record.status, record.content_type, record.body) == (
                 page.status, page.content_type, page.body
             )  # fmt: skip
+
+
+def test_extracted_texts_are_remembered_per_failure_rate_and_extractor(
+    tmp_path: Path, cranfield: Collection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process, one (missing) page cassette, two runs: the second, at failure rate 1.0,
+    gets every page failed, not the first run's texts; with another extractor, its texts
+    (a multirun over ``pages.failure_rate`` gave every job the first job's numbers)."""
+
+    def store(rate: float) -> PageStore:
+        simulator = BraveSimulator(cranfield, page_failure_rate=rate)
+        return PageStore(
+            tmp_path,
+            on_miss=OnMiss.SIMULATE,
+            failure_rate=rate,
+            fallback=lambda: SimulatorTransport(simulator),
+        )
+
+    url = cranfield.url_for("1")
+    first = store(0.0).page_text(url)
+    assert first is not None and first.startswith("experimental investigation of the aero")
+    assert store(1.0).page_text(url) is None  # every page fails at rate 1.0
+    assert store(0.0).page_text(url) == first  # (remembered)
+    monkeypatch.setattr(page_text_module, "EXTRACT", lambda html, url, kind: "another extractor")
+    assert store(0.0).page_text(url) == "another extractor"

@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from evidence_bench._atomic import write_atomic
+from evidence_bench.engine import page_text as page_text_module
 from evidence_bench.engine.page_text import page_text
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
@@ -249,9 +250,12 @@ def _scrubbed(text: str, forms: Sequence[str]) -> str:
     return text
 
 
-#: Extracted texts by (page cassette sha256, canonical URL): each page is extracted once
-#: per process, whichever store (or plan) asks.
-_TEXTS: dict[tuple[str, str], str | None] = {}
+#: Extracted texts by what decides them: the page cassette (its sha256), what answers a page
+#: it lacks (``on_miss``, the simulated failure rate), the extractor
+#: (:data:`~evidence_bench.engine.page_text.EXTRACT`) and the canonical URL. Each page is
+#: extracted once per process, whichever store (or plan) asks; a run in the same process
+#: with another failure rate or extractor (a multirun's next job) extracts its own.
+_TEXTS: dict[tuple[Any, ...], str | None] = {}
 _TEXTS_LOCK = threading.Lock()
 
 
@@ -338,7 +342,8 @@ class PageStore:
         """The page's extracted text, once per process and URL (None: the page failed)."""
         sha, records = self._load()
         key = canonical_url(url)
-        cache_key = (sha or f"missing:{self.path}", key)
+        where = sha or f"missing:{self.path}"
+        cache_key = (where, self.on_miss, self._failure_rate, page_text_module.EXTRACT, key)
         with _TEXTS_LOCK:
             if cache_key in _TEXTS:
                 return _TEXTS[cache_key]
