@@ -253,6 +253,8 @@ def _record(cfg: Any) -> None:
         _fail(str(exc))
     for path in summary.replaced:
         print(f"evidence_bench: {path} could not be read; recorded it afresh", file=sys.stderr)
+    for note in summary.afresh:
+        print(f"evidence_bench: {note}", file=sys.stderr)
     print(
         f"recorded {summary.interactions} interactions for {summary.queries} queries "
         f"in {summary.directory}; manifest {summary.manifest}"

@@ -253,6 +253,30 @@ def test_replay_with_another_failure_rate_stops(recorded: Path, tmp_path: Path) 
         perform_run(cfg, text)
 
 
+def test_recording_at_another_failure_rate_records_the_pages_afresh(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """The pages recorded at 0.25 are not those of 0.5: a recording at 0.5 over that page
+    cassette records every page again (and says so), rather than keep the old ones under a
+    header that says 0.5, which replay at 0.5 would then accept."""
+    cfg, _ = compose(overrides(recorded, tmp_path, "pages.failure_rate=0.5"))
+    summary = record(
+        plan_run(cfg), provider="simulator", rounds=0, searches=False, page_timeout_s=0.3
+    )
+    path = tmp_path / "cassettes" / PAGES_NAME
+    assert summary.afresh == [
+        f"{path} was recorded with failure_rate=0.25, this recording has 0.5; recorded its "
+        "pages afresh"
+    ]
+    data = json.loads(path.read_text())
+    assert data["failure_rate"] == 0.5 and summary.pages == len(data["pages"])
+    collection = load_collection(recorded)
+    for page in data["pages"]:
+        kind = page_failure(collection.doc_id_for(page["url"]) or "", 0.5)
+        expected = {None: 200, "404": 404, "non_html": 200, "timeout": 0}[kind and kind.value]
+        assert page["status"] == expected, page["url"]
+
+
 def test_a_missing_page_under_on_miss_error_names_the_url(tiny_collection: Path,
                                                           tmp_path: Path) -> None:  # fmt: skip
     # searches recorded, pages not: a run under on_miss=error names what to record
