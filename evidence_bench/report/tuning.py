@@ -80,9 +80,9 @@ def _number(value: Any) -> float | None:
 
 
 def _at_bound(fold: Mapping[Any, Any], settings: Mapping[str, Any]) -> list[str]:
-    """The parameters a fold chose at an end of their interval, or one grid step (2% of the
-    width when continuous) from it: unless that end is a hard limit (gamma >= 0), the best
-    may lie beyond."""
+    """The parameters a fold chose at an end of their interval, or within one grid step or
+    2% of the width (whichever is more; 2% when continuous) of it: unless that end is a
+    hard limit (gamma >= 0), the best may lie beyond."""
     step = float(settings.get("step") or 0.0)
     edge = []
     for name, (low, high) in settings.get("space", {}).items():
