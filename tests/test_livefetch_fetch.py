@@ -137,7 +137,17 @@ def test_transport_errors_are_translated(error: Exception, reason: FailureReason
     assert _reason(_fetch(handler, "https://a.test/")) is reason
 
 
-@pytest.mark.parametrize("url", ["ftp://a.test/file", "mailto:x@a.test", "not a url", ""])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://a.test/file",
+        "mailto:x@a.test",
+        "not a url",
+        "",
+        "http://[::1/",  # urlsplit: "Invalid IPv6 URL" (it raised, ending the batch)
+        "https://xn--/",  # a host IDNA refuses (it raised IDNAError)
+    ],
+)
 def test_an_address_that_is_not_http_is_invalid_url(url: str) -> None:
     assert _reason(_fetch(lambda r: httpx.Response(200), url)) is FailureReason.INVALID_URL
 

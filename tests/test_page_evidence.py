@@ -9,6 +9,7 @@ import socket
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 
@@ -37,7 +38,12 @@ from evidence_bench.experiment.run import perform_run
 from evidence_bench.report.data import RunData, Settings
 from evidence_bench.report.evidence import evidence_table
 from evidence_bench.report.render import render_report
-from evidence_bench.web.page_cassettes import PAGES_NAME, PageRecord, write_page_cassette
+from evidence_bench.web.page_cassettes import (
+    PAGES_NAME,
+    PageRecord,
+    fetch_page,
+    write_page_cassette,
+)
 from evidence_bench.web.pages import page_failure
 from evidence_bench.web.record import record
 from tests.conftest import exported, write_tiny_collection
@@ -251,6 +257,26 @@ def test_replay_with_another_failure_rate_stops(recorded: Path, tmp_path: Path) 
     cfg, text = compose(overrides(recorded, tmp_path, "pages.failure_rate=0.1"))
     with pytest.raises(DataError, match=r"recorded with pages.failure_rate=0.25, the run asks "):
         perform_run(cfg, text)
+
+
+def test_a_page_that_cannot_be_fetched_is_recorded_as_failed_not_raised() -> None:
+    """record fetches every page before it writes the page cassette: a body its
+    Content-Encoding cannot decode, or a host httpx or IDNA refuses, is that page's failure,
+    not an exception that loses the pages fetched before it."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/gz":
+            return httpx.Response(
+                200, headers={"Content-Type": "text/html", "Content-Encoding": "gzip"},
+                content=b"not gzip",
+            )  # fmt: skip
+        return httpx.Response(200, headers={"Content-Type": "text/html"}, content=b"<p>x</p>")
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+        assert fetch_page(client, "https://ex.test/ok").failure is None
+        assert fetch_page(client, "https://ex.test/gz").error == "decoding"
+        assert fetch_page(client, "https://xn--/").error == "invalid_url"
+        assert fetch_page(client, "http://[::1/").error == "invalid_url"
 
 
 def test_recording_at_another_failure_rate_records_the_pages_afresh(

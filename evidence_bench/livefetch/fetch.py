@@ -117,7 +117,10 @@ class PageFetcher:
 
     async def fetch(self, url: str) -> FetchedPage | FetchFailure:
         """The page at ``url``, or why not."""
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:  # "Invalid IPv6 URL"
+            return FetchFailure(url, FailureReason.INVALID_URL, str(exc))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return FetchFailure(url, FailureReason.INVALID_URL, "not an http(s) URL")
         async with self._overall, self._hosts[_host(url)]:
@@ -132,8 +135,8 @@ class PageFetcher:
                 return FetchFailure(url, FailureReason.TIMEOUT, type(exc).__name__)
             except httpx.TooManyRedirects as exc:
                 return FetchFailure(url, FailureReason.REDIRECTS, str(exc))
-            except httpx.InvalidURL as exc:
-                return FetchFailure(url, FailureReason.INVALID_URL, str(exc))
+            except (httpx.InvalidURL, UnicodeError) as exc:  # (a host IDNA refuses: xn--)
+                return FetchFailure(url, FailureReason.INVALID_URL, str(exc) or type(exc).__name__)
             except (httpx.TransportError, httpx.DecodingError) as exc:
                 detail = str(exc) or type(exc).__name__
                 return FetchFailure(url, FailureReason.NETWORK, detail.splitlines()[0])

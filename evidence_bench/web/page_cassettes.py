@@ -124,7 +124,8 @@ def _record(entry: object, where: str) -> PageRecord:
 
 def fetch_page(client: httpx.Client, url: str) -> PageRecord:
     """GET ``url`` through ``client``: at most :data:`MAX_REDIRECTS` redirects and
-    :data:`MAX_BODY_BYTES`; a timeout or transport failure is recorded, never raised."""
+    :data:`MAX_BODY_BYTES`; a timeout, transport or decoding failure or an address httpx
+    refuses is recorded, never raised (one page must not cost the pages fetched before it)."""
     key = canonical_url(url)
     try:
         with client.stream(
@@ -144,6 +145,10 @@ def fetch_page(client: httpx.Client, url: str) -> PageRecord:
         return PageRecord(key, error="redirects")
     except httpx.TransportError:
         return PageRecord(key, error="connect")
+    except httpx.DecodingError:  # a body its Content-Encoding cannot decode
+        return PageRecord(key, error="decoding")
+    except (httpx.InvalidURL, UnicodeError, ValueError):  # (IDNA refuses a host: xn--)
+        return PageRecord(key, error="invalid_url")
 
 
 #: httpx's own socket transport, as imported: vcrpy's recorder patches
