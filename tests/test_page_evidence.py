@@ -303,14 +303,20 @@ def test_recording_at_another_failure_rate_records_the_pages_afresh(
         assert page["status"] == expected, page["url"]
 
 
-def test_a_missing_page_under_on_miss_error_names_the_url(tiny_collection: Path,
-                                                          tmp_path: Path) -> None:  # fmt: skip
-    # searches recorded, pages not: a run under on_miss=error names what to record
+@pytest.mark.parametrize("on_miss", ["error", "skip"])
+def test_a_missing_page_cassette_names_what_to_record(
+    on_miss: str, tiny_collection: Path, tmp_path: Path
+) -> None:
+    """Searches recorded, pages not: under on_miss=error, and under skip too (which leaves out
+    the pages a cassette lacks: without the cassette every page would be read as its snippet,
+    the page configs would equal the snippet ones, and the run would look like any other)."""
     cfg, _ = compose(overrides(tiny_collection, tmp_path, "experiment.configs=[{}]"))
     record(plan_run(cfg), provider="simulator", rounds=0)
     # one page config, whose searches (no deeper expansion) are the ones recorded
     page_only = "experiment.configs=[{ranker: {evidence: page}}]"
-    cfg, text = compose(overrides(tiny_collection, tmp_path, "replay.on_miss=error", page_only))
+    cfg, text = compose(
+        overrides(tiny_collection, tmp_path, f"replay.on_miss={on_miss}", page_only)
+    )
     with pytest.raises(ReplayMissError, match=r"no page cassette .*@pages.json for evidence=page"):
         perform_run(cfg, text)
 

@@ -302,7 +302,12 @@ class PageStore:
                 raise ReplayMissError(
                     f"no page cassette {self.path} for evidence=page; {again}"
                 ) from None
-            return "", {}  # every page a miss, answered by on_miss
+            if self.on_miss is OnMiss.SKIP:  # every page its snippet: page configs = snippets'
+                raise ReplayMissError(
+                    f"no page cassette {self.path} for evidence=page (replay.on_miss=skip "
+                    f"leaves out the pages a cassette lacks, not the cassette); {again}"
+                ) from None
+            return "", {}  # every page a miss, simulated
         except OSError as exc:
             raise DataError(f"page cassette {self.path} cannot be read ({exc.strerror})") from exc
         manifest = find_manifest(self.path.parent)
