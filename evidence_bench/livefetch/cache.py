@@ -25,6 +25,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -152,8 +153,9 @@ class PageCache:
                 if not self._ready:
                     # WAL is a property of the file: set once, every later connection uses
                     # it. Two connections switching it at once get SQLITE_BUSY at once,
-                    # without the busy timeout, so one thread of this cache does it.
-                    connection.execute("PRAGMA journal_mode=WAL").fetchone()
+                    # without the busy timeout, so one thread of this cache does it, and
+                    # waits out another process doing it too (_to_wal).
+                    self._to_wal(connection)
                     connection.execute(_SCHEMA)
                     self._ready = True
         except BaseException:
@@ -163,6 +165,20 @@ class PageCache:
         with self._lock:
             self._connections.append(connection)
         return connection
+
+    def _to_wal(self, connection: sqlite3.Connection) -> None:
+        """``PRAGMA journal_mode=WAL``, tried again while another process holds the file
+        (SQLite answers it SQLITE_BUSY at once, never waiting its busy timeout: two processes
+        opening a new cache together failed one of them), for up to that timeout."""
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                connection.execute("PRAGMA journal_mode=WAL").fetchone()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
