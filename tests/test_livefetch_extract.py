@@ -166,6 +166,16 @@ def test_the_content_type_charset_decides_first() -> None:
     assert "La crème brûlée du café est très appréciée." in page.text
 
 
+@pytest.mark.parametrize("label", ["iso-8859-1", "ISO_8859-1", "latin1", "us-ascii"])
+def test_labels_the_encoding_standard_maps_to_windows_1252_decode_as_it(label: str) -> None:
+    """WHATWG's Encoding Standard: these labels are windows-1252, as browsers read them, so
+    0x93/0x94 are curly quotes, 0x80 the euro, 0x97 a dash, 0x92 an apostrophe (Latin-1
+    made them C1 control characters)."""
+    body = b"<p>The \x93AI Act\x94 costs \x805 \x97 it\x92s enforced.</p>"
+    text = decode_html(body, f"text/html; charset={label}")
+    assert text == "<p>The \u201cAI Act\u201d costs \u20ac5 \u2014 it\u2019s enforced.</p>"
+
+
 def test_a_meta_charset_is_used_without_a_header() -> None:
     text = "<meta charset='shift_jis'><p>日本語のテキストです。これは本文の段落です。</p>"
     page = extract_page(text.encode("shift_jis"), url="u")

@@ -64,10 +64,19 @@ for _name in ("trafilatura", "readability", "htmldate"):
 
 
 def _codec(name: str) -> str | None:
+    """Python's codec for the charset label ``name``; the labels the WHATWG Encoding
+    Standard maps to windows-1252 (``iso-8859-1``, ``latin1``, ``us-ascii``, ...) give
+    windows-1252, as browsers decode them: pages so labelled use its 0x80-0x9F (curly
+    quotes, dashes, the euro), which Latin-1 reads as C1 control characters."""
     try:
-        return codecs.lookup(name.strip().lower()).name
+        codec = codecs.lookup(name.strip().lower()).name
     except (LookupError, ValueError):
         return None
+    return "cp1252" if codec in _AS_WINDOWS_1252 else codec
+
+
+#: Python's names of the codecs whose labels WHATWG maps to windows-1252.
+_AS_WINDOWS_1252 = {"iso8859-1", "ascii"}
 
 
 def _plausible(text: str) -> bool:
