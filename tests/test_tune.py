@@ -422,3 +422,17 @@ def test_trials_are_compared_on_the_same_queries_in_a_run_of_two_rounds(tmp_path
     assert settings["objective"]["round"] == 1
     trials = pd.read_csv(run / "tuning.csv")
     assert (trials.groupby("fold")["train_n"].nunique() == 1).all()
+
+
+@pytest.mark.slow
+def test_a_search_that_tells_no_setting_apart_says_so(tuned: Path, tmp_path: Path) -> None:
+    """Frozen evaluation pins the top 10 ranks, so nDCG@10 cannot change: every trial scores
+    0 and the earliest is "tuned". The report says each such fold's choice is arbitrary
+    (and marks the tie); a search whose trials differ says nothing of the kind."""
+    flat = tune(tmp_path, "workers=1", "eval.primary_mode=frozen")
+    trials = pd.read_csv(flat / "tuning.csv")
+    assert (trials["train_score"] == 0).all()  # the premise: nothing can change
+    page = (flat / "report.html").read_text()
+    assert '<p class="note tuning-flat">Every trial of fold 0, 1 reached the same' in page
+    assert page.count(">tie of 4</span>") == 2
+    assert "tuning-flat" not in (tuned / "report.html").read_text()
