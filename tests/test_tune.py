@@ -436,3 +436,39 @@ def test_a_search_that_tells_no_setting_apart_says_so(tuned: Path, tmp_path: Pat
     assert '<p class="note tuning-flat">Every trial of fold 0, 1 reached the same' in page
     assert page.count(">tie of 4</span>") == 2
     assert "tuning-flat" not in (tuned / "report.html").read_text()
+
+
+def test_optimism_is_the_gap_beyond_the_default_weights_own() -> None:
+    """Two folds of two queries. The default's gains: a 0.1, b 0.3 (fold 0, mean 0.2),
+    c 0.0, d 0.2 (fold 1, mean 0.1). Fold 0 chose on c, d (training score 0.25) and scored
+    0.22 on a, b: a raw gap of 0.03, but the default itself does 0.1 - 0.2 = -0.1 on those
+    sets, so the optimism is 0.03 + 0.1 = 0.13. Fold 1: 0.35 - 0.12 = 0.23 against the
+    default's 0.2 - 0.1 = 0.1: 0.13. The raw gaps (0.03, 0.23) are which queries each holds."""
+    from evidence_bench.report.tuning import Tuning, tuning_view
+
+    heldout = pd.DataFrame(
+        {
+            "fold": [0, 0, 1, 1],
+            "query_id": ["a", "b", "c", "d"],
+            "default_control": [0.0] * 4,
+            "default": [0.1, 0.3, 0.0, 0.2],
+            "tuned_control": [0.0] * 4,
+            "tuned": [0.2, 0.24, 0.04, 0.2],
+        }
+    )
+    folds = pd.DataFrame(
+        {
+            "fold": [0, 1], "train_queries": [2, 2], "heldout_queries": [2, 2],
+            "trial": [0, 0], "beta": [1.0, 1.0], "gamma": [0.0, 0.0],
+            "train_score": [0.25, 0.35], "heldout_n": [2, 2], "heldout_score": [0.22, 0.12],
+            "default_heldout_score": [0.2, 0.1], "heldout_gain": [0.02, 0.02],
+        }
+    )  # fmt: skip
+    trials = pd.DataFrame(
+        {"fold": [0, 1], "trial": [0, 0], "beta": [1.0, 1.0], "gamma": [0.0, 0.0],
+         "train_score": [0.25, 0.35], "train_n": [2, 2], "chosen": [1, 1]}
+    )  # fmt: skip
+    settings = {"space": {"beta": [0.0, 2.0], "gamma": [0.0, 1.0]}, "step": 0.05, "trials": 1}
+    view = tuning_view(Tuning(settings, 0, trials, folds, heldout), trials=200)
+    assert [f["optimism"] for f in view["folds"]] == pytest.approx([0.13, 0.13])
+    assert view["pooled"]["optimism"] == pytest.approx(0.13)
