@@ -80,7 +80,7 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _optimism(fold: Mapping[str, Any], gains: pd.DataFrame) -> float:
+def _optimism(fold: Mapping[Any, Any], gains: pd.DataFrame) -> float:
     """How much better the chosen weights look on the training queries than on the held-out
     ones, beyond what the default weights show on the same two sets: (train − held out) −
     (default's train − default's held out). The raw gap is mostly which queries each side
