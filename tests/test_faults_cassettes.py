@@ -32,6 +32,7 @@ from evidence_bench.web.cassettes import (
     SkippedRequest,
     cassette_path,
     holds_secret,
+    refuse_secrets,
 )
 from evidence_bench.web.record import record
 from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport, serve
@@ -440,6 +441,22 @@ def _transport_methods() -> list[object]:
         for name in ("handle_request", "handle_async_request")
         if name in vars(transport)
     ]
+
+
+def test_a_body_too_deep_to_check_for_the_key_is_refused(tmp_path: Path) -> None:
+    """A recorded body nested past the JSON parser's depth cannot be read for the key's
+    decoded forms: refused, in one line naming the file, rather than written unchecked."""
+    key = "sk-live-123456"
+    escaped = "".join(f"\\u{ord(c):04x}" for c in key)  # the key as JSON \u escapes
+    deep = "[" * 100_000 + '"' + escaped + '"' + "]" * 100_000
+    text = json.dumps({"interactions": [{"response": {"body": {"string": deep}}}]})
+    path = tmp_path / "1.json"
+    with pytest.raises(WriteError) as caught:
+        refuse_secrets(path, text, [key])
+    assert str(caught.value) == (
+        f"refusing to write {path}: a body is nested too deeply to check it for the API key"
+    )
+    refuse_secrets(path, json.dumps({"interactions": []}), [key])  # a plain one passes
 
 
 def test_holds_secret_reads_every_string_decoded() -> None:

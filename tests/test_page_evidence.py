@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import socket
 from dataclasses import asdict, replace
@@ -278,6 +279,16 @@ def test_a_page_that_cannot_be_fetched_is_recorded_as_failed_not_raised() -> Non
         assert fetch_page(client, "https://xn--/").error == "invalid_url"
         assert fetch_page(client, "http://[::1/").error == "invalid_url"
 
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise ValueError("a bug in a transport")
+
+    # any other error is no page's failure: it would read the page as its snippet unseen
+    with (
+        httpx.Client(transport=httpx.MockTransport(broken)) as client,
+        pytest.raises(ValueError, match="a bug in a transport"),
+    ):
+        fetch_page(client, "https://ex.test/ok")
+
 
 def test_recording_at_another_failure_rate_records_the_pages_afresh(
     recorded: Path, tmp_path: Path
@@ -403,6 +414,16 @@ def test_the_evidence_table_by_hand(tmp_path: Path) -> None:
     assert expand.loc["c01", "vs_snippet_low"] == pytest.approx(0.3 - half, abs=1e-3)
     assert expand.loc["c01", "vs_snippet_high"] == pytest.approx(0.3 + half, abs=1e-3)
     assert list(table.evidence) == ["snippet", "page"] * 2
+    # page expand 0.2 above snippet on both queries: a constant shift, no t interval
+    data = _tiny_run(tmp_path)
+    pq = data.per_query
+    shifted = (pq["config_id"] == "c01") & (pq["stage"] == "expand")
+    pq.loc[shifted, "value"] = [0.5, 0.5]  # snippet's expand: 0.3 and 0.3
+    again = evidence_table(data)
+    assert again is not None
+    row = again[(again.stage == "expand") & (again.config_id == "c01")].iloc[0]
+    assert row["vs_snippet"] == pytest.approx(0.2)
+    assert math.isnan(row["vs_snippet_low"]) and math.isnan(row["vs_snippet_high"])
 
 
 def test_no_evidence_table_for_a_snippet_only_run(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from evidence_bench.experiment.tune import perform_tune
 from evidence_bench.experiment.tune.folds import assign_folds, deal
 from evidence_bench.experiment.tune.plan import plan_tuning
 from evidence_bench.experiment.tune.search import CrossValidation, SearchSpace, cross_validate
+from evidence_bench.report.tuning import tuning_table
 from tests.conftest import exported
 from tests.fault_fixtures import main_in_process
 
@@ -436,6 +437,10 @@ def test_a_search_that_tells_no_setting_apart_says_so(tuned: Path, tmp_path: Pat
     assert '<p class="note tuning-flat">Every trial of fold 0, 1 reached the same' in page
     assert page.count(">tie of 4</span>") == 2
     assert "tuning-flat" not in (tuned / "report.html").read_text()
+    terminal = tuning_table(flat)  # the terminal says so too
+    assert "every trial of fold 0, 1 reached the same training score: its choice" in terminal
+    assert "every trial" not in tuning_table(tuned)
+    assert "mean optimism (train − held-out beyond the default weights' own)" in terminal
 
 
 def test_optimism_is_the_gap_beyond_the_default_weights_own() -> None:
@@ -472,3 +477,10 @@ def test_optimism_is_the_gap_beyond_the_default_weights_own() -> None:
     view = tuning_view(Tuning(settings, 0, trials, folds, heldout), trials=200)
     assert [f["optimism"] for f in view["folds"]] == pytest.approx([0.13, 0.13])
     assert view["pooled"]["optimism"] == pytest.approx(0.13)
+    # the tuned weights gain 0.1, 0.1, 0.1, 0.1 over their control: t is undefined, so
+    # the interval is too (not [0.1, 0.1]); the default's gains vary, so theirs is a t one
+    same = heldout.assign(tuned=[0.1, 0.1, 0.1, 0.1])
+    pooled = tuning_view(Tuning(settings, 0, trials, folds, same), trials=200)["pooled"]
+    assert pooled["tuned"] == pytest.approx(0.1)
+    assert math.isnan(pooled["tuned_ci_low"]) and math.isnan(pooled["tuned_ci_high"])
+    assert not math.isnan(pooled["default_ci_low"])

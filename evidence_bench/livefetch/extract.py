@@ -64,19 +64,30 @@ for _name in ("trafilatura", "readability", "htmldate"):
 
 
 def _codec(name: str) -> str | None:
-    """Python's codec for the charset label ``name``; the labels the WHATWG Encoding
-    Standard maps to windows-1252 (``iso-8859-1``, ``latin1``, ``us-ascii``, ...) give
-    windows-1252, as browsers decode them: pages so labelled use its 0x80-0x9F (curly
-    quotes, dashes, the euro), which Latin-1 reads as C1 control characters."""
+    """Python's codec for the charset label ``name``; Latin-1's labels (``iso-8859-1``,
+    ``latin1``, ...) give windows-1252, as the WHATWG Encoding Standard maps them and
+    browsers decode them: pages so labelled use its 0x80-0x9F (curly quotes, dashes, the
+    euro), which Latin-1 reads as C1 control characters. (``us-ascii`` stays strict ASCII,
+    so a UTF-8 page so labelled falls through to UTF-8.)"""
     try:
         codec = codecs.lookup(name.strip().lower()).name
     except (LookupError, ValueError):
         return None
-    return "cp1252" if codec in _AS_WINDOWS_1252 else codec
+    return "cp1252" if codec == "iso8859-1" else codec
 
 
-#: Python's names of the codecs whose labels WHATWG maps to windows-1252.
-_AS_WINDOWS_1252 = {"iso8859-1", "ascii"}
+def _whatwg_1252(error: UnicodeError) -> tuple[str, int]:
+    """WHATWG's windows-1252 where Python's cp1252 has no character (0x81, 0x8D, 0x8F, 0x90,
+    0x9D): the code point of the byte's value, as Latin-1 gives."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    undefined = error.object[error.start : error.end]
+    if any(byte not in b"\x81\x8d\x8f\x90\x9d" for byte in undefined):
+        raise error
+    return undefined.decode("latin-1"), error.end
+
+
+codecs.register_error("evidence_bench.whatwg-1252", _whatwg_1252)
 
 
 def _plausible(text: str) -> bool:
@@ -110,8 +121,9 @@ def decode_html(body: bytes, content_type: str | None = None) -> str | None:
         codec = _codec(name)
         if codec is None:
             continue
+        errors = "evidence_bench.whatwg-1252" if codec == "cp1252" else "strict"
         try:
-            text = body.decode(codec)
+            text = body.decode(codec, errors)
         except (UnicodeDecodeError, LookupError):
             continue
         if _plausible(text):

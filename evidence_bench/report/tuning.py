@@ -202,6 +202,13 @@ def tuning_table(run_dir: Path) -> str:
             + f"  {_fmt(f['train_score']):>6}  {_fmt(f['heldout_score']):>8}"
             + f"  {_fmt(f['default_heldout_score']):>7}  {_fmt(f['heldout_gain'], True)}"
         )
+    trials = int(view["settings"].get("trials") or 0)
+    flat = [str(f["fold"]) for f in view["folds"] if trials and f["tied"] >= trials]
+    if flat:
+        lines.append(
+            f"every trial of fold {', '.join(flat)} reached the same training score: its "
+            "choice (the earliest trial) is arbitrary"
+        )
     edge = sorted({n for f in view["folds"] for n in f["at_bound"]})
     if edge:
         lines.append(
@@ -212,7 +219,7 @@ def tuning_table(run_dir: Path) -> str:
     lines.append(
         f"held-out gain over the default, pooled over {p['n']} queries: "
         f"{_fmt(p['gain'], True)} [{_fmt(p['ci_low'], True)}, {_fmt(p['ci_high'], True)}], "
-        f"paired t p = {p['p_t']:.3g}; mean train − held-out (optimism) "
-        f"{_fmt(p['optimism'], True)}"
+        f"paired t p = {p['p_t']:.3g}; mean optimism (train − held-out beyond the default "
+        f"weights' own) {_fmt(p['optimism'], True)}"
     )
     return "\n".join(lines) + "\n"

@@ -10,10 +10,12 @@ as for the search cassettes. Replay opens no socket.
 The format is JSON rather than vcrpy's, because vcrpy records answers only and a page that
 times out has none; every fetch is recorded with what the reader needs (status, content
 type, body) or the error that ended it (``timeout``, ``connect``, ``too_large``,
-``redirects``). The same hygiene as the search cassettes: only the content type of the
-response headers is kept, no request header is kept at all, and every form of the API key is
-replaced by :data:`~evidence_bench.web.cassettes.KEY_PLACEHOLDER` in every body before
-anything is written (a body that still holds it is refused). The file is written whole or
+``redirects``, ``decoding``, ``invalid_url``). The same hygiene as the search cassettes:
+only the content type of the response headers is kept, no request header is kept at all,
+and every form of the API key is replaced by
+:data:`~evidence_bench.web.cassettes.KEY_PLACEHOLDER` in every body before anything is
+written (a body that still holds it, or is nested too deeply to check, is refused). The
+file is written whole or
 not at all, its pages sorted by URL, so recording the same pages gives the same bytes.
 
 :class:`PageStore` is the replaying :class:`~evidence_bench.engine.evidence_mode.PageSource`:
@@ -40,7 +42,13 @@ from evidence_bench.engine.page_text import page_text
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
-from evidence_bench.web.cassettes import KEY_PLACEHOLDER, OnMiss, holds_secret, secret_forms
+from evidence_bench.web.cassettes import (
+    KEY_PLACEHOLDER,
+    OnMiss,
+    holds_secret,
+    refuse_secrets,
+    secret_forms,
+)
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -147,7 +155,7 @@ def fetch_page(client: httpx.Client, url: str) -> PageRecord:
         return PageRecord(key, error="connect")
     except httpx.DecodingError:  # a body its Content-Encoding cannot decode
         return PageRecord(key, error="decoding")
-    except (httpx.InvalidURL, UnicodeError, ValueError):  # (IDNA refuses a host: xn--)
+    except (httpx.InvalidURL, UnicodeError):  # (IDNA refuses a host: xn--)
         return PageRecord(key, error="invalid_url")
 
 
@@ -240,10 +248,12 @@ def write_page_cassette(
     text = _scrubbed(
         json.dumps({**header, "format": FORMAT, "pages": pages}, indent=1, sort_keys=True), forms
     )
-    if holds_secret(text, secrets):  # a form scrubbing did not know (a base64 body's)
+    try:
+        refuse_secrets(path, text, secrets)  # a form scrubbing did not know (a base64 body's)
+    except WriteError as refused:
         held = (p["url"] for p in pages if holds_secret(_scrubbed(json.dumps(p), forms), secrets))
         where = next((f" (the page {url})" for url in held), "")
-        raise WriteError(f"refusing to write {path}: it would hold the API key{where}")
+        raise WriteError(f"{refused}{where}") from None
     write_atomic(path, text + "\n")
 
 
