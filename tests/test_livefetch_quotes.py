@@ -102,3 +102,22 @@ def test_a_sentence_that_ends_in_a_stop_beats_a_heading() -> None:
         "The European AI Office opened its first enforcement case under the AI Act.",
         "EU opens first AI Act enforcement case",
     )
+
+
+def test_an_abbreviation_or_an_initial_does_not_end_a_sentence() -> None:
+    """"Dr. Smith", "the U.S. Senate", "J. Smith" go on (quoted, "Senate passed..." lost its
+    subject); "etc." and "no." end a sentence, as they mostly do."""
+    text = (
+        "The U.S. Senate passed the AI Act on Monday. Dr. Smith said enforcement begins "
+        "in March. It was drafted by J. Doe. We saw apples, pears, etc. Then we left. "
+        "The answer was no. Then came the vote."
+    )
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "The U.S. Senate passed the AI Act on Monday.",
+        "Dr. Smith said enforcement begins in March.",
+        "It was drafted by J. Doe.",
+        "We saw apples, pears, etc.",
+        "Then we left.",
+        "The answer was no.",
+        "Then came the vote.",
+    ]

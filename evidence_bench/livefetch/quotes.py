@@ -2,8 +2,9 @@
 
 Each quote is an exact substring of the text it was taken from (``text[start:end]``), so a
 reader can find it on the page. A sentence ends at ``.``, ``!`` or ``?`` followed by
-whitespace and no lowercase letter or digit, or at a line break (extracted text keeps one
-paragraph a line). A sentence that ends in a stop comes before any fragment without one
+whitespace and no lowercase letter or digit, but for the stop of a common abbreviation or an
+initial ("Dr. Smith", "the U.S. Senate", "J. Smith"), or at a line break (extracted text
+keeps one paragraph a line). A sentence that ends in a stop comes before any fragment without one
 (a heading, a menu item: no claim to cite); then by the share of the query's distinct
 terms it holds (the engine's analyzer, so "slabs" matches "slab"), then by the density of
 query-term occurrences among its terms (a short sentence about the query beats a long one
@@ -34,10 +35,38 @@ _WORD = re.compile(r"[^\W_]+")
 _CLOSED = frozenset(f"{stop}{close}" for stop in ".!?" for close in "\"')]")
 
 
+#: Abbreviations a stop ends without ending the sentence before a capital ("Dr. Smith",
+#: "the U.S. Senate"), lowercased; a single capital's initial ("J. Smith") is one too. As
+#: abbreviation-aware splitters (Kiss & Strunk 2006's Punkt) do for the common ones.
+#: (Not "etc." nor "no.", which end sentences as often as not.)
+_ABBREVIATIONS = frozenset(
+    {
+        "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "inc", "ltd", "co",
+        "corp", "dept", "gen", "gov", "sen", "rep", "rev", "fig", "figs", "vol", "pp", "eds",
+        "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+        "u.s", "u.k", "u.n", "e.u", "e.g", "i.e",
+    }
+)  # fmt: skip
+
+
+def _after_abbreviation(text: str, stop: int) -> bool:
+    """Whether the ``.`` at ``stop`` ends an abbreviation (the word before it, back to the
+    previous white space or opening bracket or quote)."""
+    if stop >= len(text) or text[stop] != ".":
+        return False
+    begin = stop
+    while begin > 0 and not text[begin - 1].isspace() and text[begin - 1] not in "(\"'[":
+        begin -= 1
+    word = text[begin:stop]
+    return word.lower() in _ABBREVIATIONS or (len(word) == 1 and word.isupper())
+
+
 def sentence_spans(text: str) -> Iterator[tuple[int, int]]:
     """``(start, end)`` of each sentence, surrounding whitespace excluded."""
     start = 0
     for match in _BOUNDARY.finditer(text):
+        if match.group(0)[0] != "\n" and _after_abbreviation(text, match.start() - 1):
+            continue  # "Dr. Smith": the sentence goes on
         end = match.start() + len(match.group(0).rstrip())  # keep a closing quote/bracket
         yield from _trimmed(text, start, end)
         start = match.end()
