@@ -105,8 +105,8 @@ def test_a_sentence_that_ends_in_a_stop_beats_a_heading() -> None:
 
 
 def test_an_abbreviation_or_an_initial_does_not_end_a_sentence() -> None:
-    """"Dr. Smith", "the U.S. Senate", "J. Smith" go on (quoted, "Senate passed..." lost its
-    subject); "etc." and "no." end a sentence, as they mostly do."""
+    """A sentence goes on past "Dr. Smith", "the U.S. Senate", "J. Doe" (the quote "Senate
+    passed..." lost its subject); "etc." and "no." end one, as they mostly do."""
     text = (
         "The U.S. Senate passed the AI Act on Monday. Dr. Smith said enforcement begins "
         "in March. It was drafted by J. Doe. We saw apples, pears, etc. Then we left. "
