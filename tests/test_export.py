@@ -163,6 +163,57 @@ def test_a_failed_export_leaves_what_was_there(
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+def test_a_directory_where_a_file_goes_stops_the_export_before_anything_moves(
+    sweep: Path, tmp_path: Path
+) -> None:
+    """feedback.csv is a directory: per_query.csv and summary.csv were replaced before the
+    export failed on it, and the message said the files were as they were."""
+    for name in ("per_query.csv", "summary.csv"):
+        (tmp_path / name).write_text("OLD")
+    (tmp_path / "feedback.csv").mkdir()
+    with pytest.raises(WriteError) as caught:
+        export_run(sweep, "csv", tmp_path)
+    assert str(caught.value) == (
+        f"cannot export into {tmp_path}: {tmp_path / 'feedback.csv'} is a directory; move it away"
+    )
+    assert [(tmp_path / n).read_text() for n in ("per_query.csv", "summary.csv")] == ["OLD"] * 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "feedback.csv", "per_query.csv", "summary.csv"
+    ]  # fmt: skip
+
+
+def test_a_file_of_yours_in_trec_is_never_deleted(sweep: Path, tmp_path: Path) -> None:
+    export_run(sweep, "trec", tmp_path)  # trec/ of its own: replaced whole next time
+    assert export_run(sweep, "trec", tmp_path) == [tmp_path / "trec"]
+    (tmp_path / "trec" / "notes.txt").write_text("important")
+    with pytest.raises(WriteError, match=r"trec holds files export does not write \(notes\.txt\)"):
+        export_run(sweep, "trec", tmp_path)
+    assert (tmp_path / "trec" / "notes.txt").read_text() == "important"
+
+
+def test_a_rename_that_fails_puts_back_what_it_replaced(
+    sweep: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export_run(sweep, "csv", tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    rename = export_module.os.rename
+    placed: list[str] = []
+
+    def failing(source: object, destination: object) -> None:
+        if Path(str(destination)).parent == tmp_path:  # a staged file going into place
+            placed.append(Path(str(destination)).name)
+            if len(placed) == 3:
+                raise OSError(13, "Permission denied", str(destination))
+        rename(source, destination)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(export_module.os, "rename", failing)
+    with pytest.raises(WriteError, match="Permission denied"):
+        export_run(sweep, "csv", tmp_path)
+    monkeypatch.undo()
+    assert placed[:3] == ["per_query.csv", "summary.csv", "feedback.csv"]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_the_gate_reads_the_tables_and_names_a_bad_row(sweep: Path, tmp_path: Path) -> None:
     from evidence_bench.experiment.store import write_table
     from evidence_bench.gate._run import read_run

@@ -14,7 +14,10 @@ writes them:
   ``trec_eval -m ndcg_cut.10 trec/qrels.txt <(gunzip -c trec/c00.oracle.r1.rerank.run.gz)``.
 
 Everything is written into a staging directory beside the target and then renamed into
-place, file by file (``trec/`` as a whole), so a failed export changes nothing.
+place, file by file (``trec/`` as a whole); a file replaced is kept until all are placed and
+put back if one fails, so a failed export changes nothing. What an export does not own (a
+directory where it writes a file, a file of yours in ``trec/``) is never replaced: the export
+stops first, naming it.
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ def export_run(run_dir: Path, format: str, out: Path | None = None) -> list[Path
         else:
             write_trec(staging / "trec", trec_qrels(tables), trec_runs(tables))
             names = ["trec"]
-        return [_place(staging / name, target / name) for name in names]
+        _check_places(staging, target, names)
+        return _place_all(staging, target, names)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise WriteError(
@@ -121,21 +125,58 @@ def _csv(run_dir: Path, staging: Path, tables: RunTables, *, copy: bool) -> list
     return names
 
 
-def _place(staged: Path, final: Path) -> Path:
-    """Rename ``staged`` over ``final``; a directory replaces the old one whole."""
-    if staged.is_dir():
-        old = None
-        if final.exists():
-            old = final.with_name(f".{final.name}.{os.getpid()}.old")
-            os.rename(final, old)
-        os.rename(staged, final)
-        if old is not None:
+def _check_places(staging: Path, target: Path, names: Sequence[str]) -> None:
+    """Refuse, before anything moves, to replace what an export does not own: a directory
+    where it writes a file (or a file where it writes ``trec/``), or a ``trec/`` holding
+    files it does not write (its qrels and runs are replaced whole, the rest would go too)."""
+    for name in names:
+        final, staged = target / name, staging / name
+        if not final.exists():
+            continue
+        if final.is_dir() != staged.is_dir():
+            kind = "a directory" if final.is_dir() else "a file"
+            raise WriteError(f"cannot export into {target}: {final} is {kind}; move it away")
+        if final.is_dir():
+            foreign = sorted(
+                p.name for p in final.iterdir() if p.name != "qrels.txt" and p.suffix != ".gz"
+            )
+            if foreign:
+                raise WriteError(
+                    f"cannot export into {target}: {final} holds files export does not write "
+                    f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); move "
+                    "them away or choose another --out"
+                )
+
+
+def _place_all(staging: Path, target: Path, names: Sequence[str]) -> list[Path]:
+    """Rename each staged file (``trec/`` as a whole) over its place; the files it replaces
+    are moved into ``staging`` first (removed with it), and put back should a later rename
+    fail, so the export is placed whole or not at all."""
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for name in names:
+            staged, final = staging / name, target / name
+            backup = None
+            if final.exists():
+                backup = staging / f".replaced.{name}"
+                os.rename(final, backup)
+            try:
+                if not staged.is_dir():
+                    staged.chmod(0o644)
+                os.rename(staged, final)
+            except OSError:
+                if backup is not None:
+                    os.rename(backup, final)
+                raise
+            done.append((final, backup))
+    except OSError:
+        for final, backup in reversed(done):  # undone, newest first
             with contextlib.suppress(OSError):
-                shutil.rmtree(old)
-    else:
-        staged.chmod(0o644)
-        os.replace(staged, final)
-    return final
+                shutil.rmtree(final) if final.is_dir() else final.unlink()
+                if backup is not None:
+                    os.rename(backup, final)
+        raise
+    return [final for final, _ in done]
 
 
 def written(paths: Sequence[Path]) -> str:
