@@ -18,6 +18,7 @@ import pytest
 from markupsafe import Markup
 
 from evidence_bench.__main__ import main
+from evidence_bench.errors import WriteError
 from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
@@ -311,3 +312,20 @@ def test_a_value_json_cannot_hold_exactly_is_refused(tmp_path: Path, value: Any)
 def test_the_pages_default_trials_are_the_statistics() -> None:
     assert DEFAULT_TRIALS == MIN_TRIALS
     assert (page.render_report.__kwdefaults__ or {})["trials"] == MIN_TRIALS
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_keeps_what_was_there(
+    copy: Path,
+) -> None:
+    """report.html is a directory (or the disk is full): a WriteError naming it, which the
+    command prints in one line, not the OSError's traceback."""
+    (copy / "report.html").unlink()
+    (copy / "report.html").mkdir()
+    (copy / "report.html" / "kept").write_text("mine")
+    with pytest.raises(WriteError) as caught:
+        report(copy)
+    assert str(caught.value) == (
+        f"could not write {copy / 'report.html'}: Is a directory; the file on disk is unchanged"
+    )
+    assert (copy / "report.html" / "kept").read_text() == "mine"
+    assert not [p for p in copy.iterdir() if p.name.startswith(".report.html")]

@@ -15,17 +15,16 @@ needs Jinja2 alone (and compiles the template once per machine: Jinja2's bytecod
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import BytecodeCache, FileSystemBytecodeCache, UndefinedError
 
+from evidence_bench._atomic import write_atomic
 from evidence_bench.report.environment import CACHE_PATTERN, ReportEnvironment, report_environment
 
 if TYPE_CHECKING:
@@ -145,25 +144,9 @@ def render_page(context: Mapping[str, Any]) -> str:
     return env.render(env.get_template("report.html.j2"), context)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside ``path`` and rename over it: a reader never sees half a report."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-
-
 def write_report(context: Mapping[str, Any], target: Path) -> Path:
     """Render ``context`` into ``target`` (atomically) and return it."""
-    _write_atomic(target, render_page(context))
+    write_atomic(target, render_page(context))  # a reader never sees half a report
     return target
 
 
