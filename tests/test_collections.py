@@ -134,6 +134,8 @@ BAD_LINES = [
         "corpus.jsonl:3: duplicate document id 'd1' (first on line 1)",
     ),
     ("queries.jsonl", '{"_id": "q1"}\n', "queries.jsonl:1: missing 'text'"),
+    # nothing to search for: named here, not as "query is empty" in the middle of a run
+    ("queries.jsonl", '{"_id": "q1", "text": "  "}\n', "queries.jsonl:1: 'text' is empty"),
     (
         "queries.jsonl",
         QUERIES + '{"_id": "q1", "text": "x"}\n',

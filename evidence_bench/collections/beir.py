@@ -261,6 +261,8 @@ def _text_field(
         return ""
     if not isinstance(value, str):
         raise DataError(f"{file}:{number}: {key!r} must be a string, found {value!r}")
+    if required and not value.strip():  # (a query: nothing to search for)
+        raise DataError(f"{file}:{number}: {key!r} is empty")
     return value
 
 
