@@ -275,10 +275,16 @@ def _main(argv: list[str] | None) -> int:
         sys.stdout.write("\n")
         return 130
     if args.format == "json":
-        rows = _fetched_json(results, fetched) if fetched else [r.to_dict() for r in results]
+        rows = (
+            _fetched_json(results, fetched)
+            if fetched is not None
+            else [r.to_dict() for r in results]
+        )
         sys.stdout.write(json_text(rows) + "\n")
     else:
-        sys.stdout.write(_render_fetched(results, fetched) if fetched else _render(results))
+        sys.stdout.write(
+            _render_fetched(results, fetched) if fetched is not None else _render(results)
+        )
     return 0
 
 

@@ -286,3 +286,24 @@ def test_livefetch_text_prints_no_control_characters_of_a_page() -> None:
         "Not fetched (1):\n"
         "   https://gone.example/: http_status (500 ?[5m)\n"
     )
+
+
+def test_evidence_fetcher_fetch_says_why_when_every_page_failed(
+    brave_env: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PacketSet without packets is falsy (its length): when every page failed, the
+    listing was the one without --fetch, no reason said, and the JSON had no fetch_failure."""
+
+    def all_failed(query: str, results: Any, cache: str) -> PacketSet:
+        failures = tuple(
+            FetchFailure(item.url, FailureReason.TIMEOUT, "no answer in 15 s") for item in results
+        )
+        return PacketSet(packets=(), failures=failures)
+
+    monkeypatch.setattr(cli, "_fetch_pages", all_failed)
+    assert cli.main(["EU AI Act enforcement", "--fetch", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("   page not read: timeout (no answer in 15 s)") == 2
+    assert cli.main(["EU AI Act enforcement", "--fetch", "--limit", "2", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["fetch_failure"]["reason"] for row in rows] == ["timeout", "timeout"]
