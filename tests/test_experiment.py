@@ -329,6 +329,21 @@ def test_the_manifest_times_the_episodes_within_the_run(
     assert 0 < manifest["episodes_time_s"] < manifest["wall_time_s"]
 
 
+def test_a_run_that_replayed_nothing_says_so(tiny_collection: Path, tmp_path: Path) -> None:
+    """No cassette where query_set.cassettes points (a typo): every search is simulated, as
+    on_miss=simulate says, and the run says so rather than look like a replay."""
+    cfg, text = compose(overrides(tiny_collection, tmp_path))
+    outcome = perform_run(cfg, text)
+    simulated = outcome.manifest["replay"]["simulated"]
+    assert outcome.manifest["replay"]["replayed"] == 0 and simulated > 0
+    assert outcome.terminal.endswith(
+        f"warning: no search was answered from the cassettes in {tmp_path / 'cassettes'} "
+        f"(none recorded there?): all {simulated} were simulated\n"
+    )
+    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    assert "warning: no search" not in perform_run(cfg, text).terminal
+
+
 def test_skip_cannot_skip_a_querys_first_page(tiny_collection: Path, tmp_path: Path) -> None:
     """``on_miss=skip`` leaves out a later search; without its first page a query has no
     stage at all: one line naming the query, its cassette and the command, nothing written."""

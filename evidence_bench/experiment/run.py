@@ -363,6 +363,11 @@ def _perform(
                 write_run_report(tmp, analysis, inputs=parquet.join)
             else:  # no summary table, but a policy that gave no labels of a kind is still said
                 terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
+        if requests["simulated"] and not requests["replayed"]:  # (a mistyped cassette path?)
+            terminal += (
+                f"warning: no search was answered from the cassettes in {query_set.cassettes} "
+                f"(none recorded there?): all {requests['simulated']} were simulated\n"
+            )
         return RunOutcome(target.final, summary, manifest, terminal)
 
 
