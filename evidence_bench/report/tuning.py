@@ -133,6 +133,8 @@ def tuning_view(tuning: Tuning, *, trials: int = 5000) -> dict[str, Any]:
     for f in folds:
         f["optimism"] = _optimism(f, gains)
     optimism = [f["optimism"] for f in folds if not math.isnan(f["optimism"])]
+    tied = {int(f["fold"]): _tied(tuning.trials, int(f["fold"])) for f in folds}
+    per_fold = int(settings.get("trials") or 0)
     return {
         "names": names,
         "settings": settings,
@@ -142,10 +144,12 @@ def tuning_view(tuning: Tuning, *, trials: int = 5000) -> dict[str, Any]:
                 **{k: _number(v) if k not in ("fold", "trial") else int(v) for k, v in f.items()},
                 "params": {n: float(f[n]) for n in names},
                 "at_bound": _at_bound(f, settings),
-                "tied": _tied(tuning.trials, int(f["fold"])),
+                "tied": tied[int(f["fold"])],
             }
             for f in folds
         ],
+        #: the folds whose every trial tied: their choice (the earliest) is arbitrary
+        "flat": [fold for fold, n in tied.items() if per_fold and n >= per_fold],
         "pooled": {
             "n": difference.n,
             "gain": difference.mean,
@@ -202,12 +206,10 @@ def tuning_table(run_dir: Path) -> str:
             + f"  {_fmt(f['train_score']):>6}  {_fmt(f['heldout_score']):>8}"
             + f"  {_fmt(f['default_heldout_score']):>7}  {_fmt(f['heldout_gain'], True)}"
         )
-    trials = int(view["settings"].get("trials") or 0)
-    flat = [str(f["fold"]) for f in view["folds"] if trials and f["tied"] >= trials]
-    if flat:
+    if view["flat"]:
         lines.append(
-            f"every trial of fold {', '.join(flat)} reached the same training score: its "
-            "choice (the earliest trial) is arbitrary"
+            f"every trial of fold {', '.join(map(str, view['flat']))} reached the same "
+            "training score: its choice (the earliest trial) is arbitrary"
         )
     edge = sorted({n for f in view["folds"] for n in f["at_bound"]})
     if edge:
