@@ -29,7 +29,7 @@ the run holds, it is the same in every process, and another ``seed`` resamples i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, cast
 
@@ -74,6 +74,8 @@ __all__ = [
 KEYS = ("config_id", "policy", "round", "eval_mode", "measure")
 #: A Holm family: one comparison of one user, round, mode and measure, across the configs.
 FAMILY = ("policy", "round", "eval_mode", "measure", "stage", "reference")
+#: The column of :func:`compare`'s working table naming each row's stratum (query set).
+_STRATUM = "_stratum"
 #: How the signs of a randomization test are seeded, as the manifest records it.
 RANDOMIZATION_SEED = (
     derivation("seed", '"randomization"', "policy", "n")
@@ -345,10 +347,22 @@ def _string_list(column: pd.Series) -> list[str]:
     return cast(list[str], strings(column).tolist())
 
 
-def _common(pairs: _Pairs, fixed: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], int]:
+def _strata(keys: pd.DataFrame, strata: Mapping[str, str] | None) -> pd.Series:
+    """Each row's stratum (its config's query set in ``strata``; "" for every row without)."""
+    if not strata:
+        return pd.Series("", index=keys.index)
+    return strings(keys["config_id"]).map(dict(strata)).fillna("")
+
+
+def _common(
+    pairs: _Pairs, fixed: npt.NDArray[np.bool_], stratum: pd.Series
+) -> tuple[npt.NDArray[np.bool_], int]:
     """Per query: whether every tested (not fixed) config of its family keeps it; and the
     largest family's size."""
-    family = pairs.keys.groupby(list(KEYS[1:]), observed=True, sort=False).ngroup().to_numpy()
+    split = bool((stratum != "").any())
+    keys = pairs.keys.assign(**{_STRATUM: stratum.to_numpy()}) if split else pairs.keys
+    by = [*KEYS[1:], _STRATUM] if split else list(KEYS[1:])
+    family = keys.groupby(by, observed=True, sort=False).ngroup().to_numpy()
     size = np.bincount(family[~fixed], minlength=int(family.max()) + 1)
     tested = ~fixed[pairs.code]
     of_query = family[pairs.code]
@@ -370,6 +384,7 @@ def compare(
     trials: int = MIN_TRIALS,
     fixed: pd.DataFrame | None = None,
     confidence: float = 0.95,
+    strata: Mapping[str, str] | None = None,
 ) -> Comparisons:
     """Every comparison for every (config, user, round, mode, measure) of ``per_query``.
 
@@ -383,7 +398,9 @@ def compare(
 
     ``trials``: at least this many randomization trials, and at least 100 per member of the
     largest family (:func:`trials_for`). ``fixed``: cells that cannot change (the
-    :data:`KEYS` and ``stage`` of each), left out of tests and families.
+    :data:`KEYS` and ``stage`` of each), left out of tests and families. ``strata``:
+    config_id -> the query set it was scored on, where configs of several are compared
+    (each family is then within one query set); None: one query set.
     """
     stages = list(dict.fromkeys(s for c in comparisons for s in c.paired))
     wide = _wide(per_query, stages)
@@ -397,7 +414,8 @@ def compare(
         rows = len(pairs.keys)
         fixed_rows = _fixed_rows(pairs.keys, pairs.comparison, fixed)
         n, mean, std = _moments(pairs.code, pairs.diff, rows)
-        keep, family_size = _common(pairs, fixed_rows)
+        stratum = _strata(pairs.keys, strata)
+        keep, family_size = _common(pairs, fixed_rows, stratum)
         largest = max(largest, family_size)
         n_c, mean_c, std_c = _moments(pairs.code[keep], pairs.diff[keep], rows)
         spread = _spread(pairs.code, pairs.diff, rows)
@@ -420,6 +438,7 @@ def compare(
         p_t = t_test_p_values(n, mean, std, spread)
         block["p_t"] = np.where(fixed_rows, np.nan, p_t)
         block["fixed"] = fixed_rows
+        block[_STRATUM] = stratum.to_numpy()
         block["n_common"] = n_c.astype(np.int64)
         block["diff_common"] = np.where(n_c > 0, mean_c, np.nan)
         block["diff_std_common"] = std_c
@@ -449,7 +468,7 @@ def compare(
         [*untested, "diff_std_common", "diff_spread_common", "p_rand", "p_rand_common"],
     ] = np.nan
     table["p_holm"] = _holm(table, "p_rand_common")
-    return Comparisons(table, total, seed, largest)
+    return Comparisons(table.drop(columns=_STRATUM), total, seed, largest)
 
 
 def _randomization(
@@ -499,7 +518,8 @@ def _holm(table: pd.DataFrame, column: str) -> pd.Series:
     if ((p < 0.0) | (p > 1.0)).any():
         holm(p.tolist())  # its one-line error for a p-value outside [0, 1]
     rows = table.iloc[tested]
-    family = rows.groupby(list(FAMILY), observed=True, sort=False).ngroup().to_numpy(np.int64)
+    by = [*FAMILY, _STRATUM] if _STRATUM in rows else list(FAMILY)
+    family = rows.groupby(by, observed=True, sort=False).ngroup().to_numpy(np.int64)
     order = np.lexsort((p, family))  # by family, then p; stable, so ties keep row order
     family, p_sorted = family[order], p[order]
     size = np.bincount(family)

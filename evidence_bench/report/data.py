@@ -109,6 +109,9 @@ class RunData:
     fixed: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(FIXED_KEYS)))
     #: The run's tables when it was just computed (episodes come from them, not its files).
     tables: RunTables | None = None
+    #: config_id -> the query set it was scored on, in a multirun over several query sets
+    #: (their queries are disjoint: configs of two are never compared); empty otherwise.
+    strata: Mapping[str, str] = field(default_factory=dict)
 
 
 def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
@@ -373,19 +376,28 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
 
     Where the runs used different query sets, query and document ids are prefixed too, so a
     query ``1`` of one collection is never paired with, or graded by, a query ``1`` of another.
-    Labels that repeat across runs get the prefix, so every row of the report is told apart.
+    Where the query sets differ, every label starts with its query set (``cranfield ·
+    tfidf_rocchio …``), so each row says which collection it is; labels that still repeat
+    across runs get the prefix, so every row of the report is told apart.
     """
     if not runs:
         raise DataError(f"{path}: no runs to merge")
     id_prefixed = len({r.settings.query_set for _, r in runs}) > 1
-    labels = pd.concat([r.configs["label"] for _, r in runs])
+
+    def named(run: RunData, label: str) -> str:
+        return f"{run.settings.query_set} · {label}" if id_prefixed else label
+
+    labels = pd.Series([named(r, label) for _, r in runs for label in r.configs["label"]])
     repeated = set(labels[labels.duplicated()])
     configs, per_query, queries, qrels, sources, fixed = [], [], [], [], [], []
     for prefix, run in runs:
         ids = prefix if id_prefixed else ""
         cfg = _prefixed(run.configs, ["config_id"], prefix)
         cfg["alias_of"] = [prefix + a if a else "" for a in run.configs["alias_of"]]
-        cfg["label"] = [prefix + label if label in repeated else label for label in cfg["label"]]
+        cfg["label"] = [
+            prefix + label if label in repeated else label
+            for label in (named(run, label) for label in cfg["label"])
+        ]
         configs.append(cfg)
         per_query.append(
             _prefixed(run.per_query, ["config_id", *(["query_id"] if ids else [])], prefix)
@@ -421,6 +433,13 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         policies=_ordered((p for _, r in runs for p in r.policies), runs[0][1].policies),
         stages=_ordered((s for _, r in runs for s in r.stages), STAGES),
         fixed=pd.concat(fixed, ignore_index=True),
+        strata={
+            prefix + str(c): r.settings.query_set
+            for prefix, r in runs
+            for c in r.configs["config_id"]
+        }
+        if id_prefixed
+        else {},
     )
 
 

@@ -493,6 +493,17 @@ def _verdict_view(found: Verdict) -> dict[str, Any]:
         "worst": found.worst.to_dict("records"),
         "last_gains": found.last_gains,
         "last_losses": found.last_losses,
+        "by_query_set": [
+            {
+                "query_set": name,
+                "outcome": outcome,
+                "label": best.label.removeprefix(f"{name} · ") if best is not None else None,
+                "stage": best.stage if best is not None else None,
+                "candidates": best.candidates if best is not None else 0,
+                "rows": best.rows.to_dict("records") if best is not None else [],
+            }
+            for name, outcome, best in found.by_query_set
+        ],
     }
 
 
@@ -571,7 +582,7 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     others = [
         (str(c), str(label))
         for c, label in baselines[["config_id", "label"]].itertuples(index=False)
-        if c != best.config_id
+        if c != best.config_id and data.strata.get(c) == data.strata.get(best.config_id)
     ]
     shown = [(best.config_id, best.label), *others[:_BASELINES_IN_CHART]]
     context["rounds_configs"] = shown

@@ -222,6 +222,7 @@ def _summary(data: RunData, frame: pd.DataFrame, trials: int) -> tuple[pd.DataFr
         seed=data.settings.seed,
         trials=trials,
         fixed=data.fixed,
+        strata=data.strata,
     )
     rows = result.rows
     if rows.empty:
@@ -492,6 +493,9 @@ class Verdict:
     #: Significant gains and losses at the last round (equal to the above with one round).
     last_gains: int = 0
     last_losses: int = 0
+    #: A multirun over several query sets: per query set, its own best setting and its
+    #: outcome, as that query set's run alone would answer (families never span two).
+    by_query_set: tuple[tuple[str, str, Best | None], ...] = ()
 
 
 def _significant(rows: pd.DataFrame, sign: int) -> pd.DataFrame:
@@ -519,16 +523,9 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
     first = primary[primary["round"] == best.round]
     last = primary[primary["round"] == best.last_round]
     losses = _significant(first, -1)
-    rows = best.rows
-    won = len(_significant(rows, 1))
-    if won == len(rows):
-        outcome = "yes"
-    elif won:
-        outcome = "partly"
-    elif float(rows["gain_common"].mean()) > 0:
-        outcome = "unclear"
-    else:
-        outcome = "no"
+    by_query_set = _by_query_set(analysis)
+    outcomes = [found for _, found, _ in by_query_set]
+    outcome = _combined(outcomes) if outcomes else _outcome(best)
     hurt = tuple(
         (str(r.label), str(r.policy), str(r.stage)) for r in losses.itertuples(index=False)
     )
@@ -543,7 +540,46 @@ def verdict(analysis: Analysis, deltas: pd.DataFrame, worst: int = 3) -> Verdict
         lost.head(worst),
         len(_significant(last, 1)),
         len(_significant(last, -1)),
+        by_query_set,
     )
+
+
+def _outcome(best: Best | None) -> str:
+    """``yes``, ``partly``, ``unclear`` or ``no`` for a best setting (see :class:`Verdict`)."""
+    if best is None:
+        return "none"
+    rows = best.rows
+    won = len(_significant(rows, 1))
+    if won == len(rows):
+        return "yes"
+    if won:
+        return "partly"
+    return "unclear" if float(rows["gain_common"].mean()) > 0 else "no"
+
+
+def _combined(outcomes: Sequence[str]) -> str:
+    """Several query sets' outcomes as one: ``yes`` on every one, ``no`` on every one,
+    ``partly`` where some (not all) show a significant gain, else ``unclear``."""
+    if all(o == "yes" for o in outcomes):
+        return "yes"
+    if all(o in ("no", "none") for o in outcomes):
+        return "no"
+    return "partly" if any(o in ("yes", "partly") for o in outcomes) else "unclear"
+
+
+def _by_query_set(analysis: Analysis) -> tuple[tuple[str, str, Best | None], ...]:
+    """(query set, outcome, best setting) of each query set of a multirun over several."""
+    strata = analysis.data.strata
+    names = list(dict.fromkeys(strata.values()))
+    if len(names) < 2:
+        return ()
+    s = analysis.summary
+    out = []
+    for name in names:
+        mine = s[s["config_id"].map(strata) == name]
+        best = _best(analysis.data, mine)
+        out.append((name, _outcome(best), best))
+    return tuple(out)
 
 
 def _missing_controls(data: RunData) -> tuple[str, ...]:
