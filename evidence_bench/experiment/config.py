@@ -287,7 +287,8 @@ class RunConf:
     #: Record the searches too (false: answer them from the cassettes, or the simulator
     #: where they lack one, and record only the page cassette).
     record_searches: bool = True
-    #: Where runs are written: ``<runs_dir>/<experiment>/<run id>/``.
+    #: Where runs are written: ``<runs_dir>/<experiment>/<run id>/``; a relative path is the
+    #: working directory's; made if missing.
     runs_dir: str = "runs"
     #: The run's seed, recorded in the manifest.
     seed: int = 0

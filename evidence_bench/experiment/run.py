@@ -23,7 +23,6 @@ from evidence_bench.collections.queryset import (
     PROJECT_ROOT,
     QuerySet,
     load_query_set,
-    resolve_path,
 )
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
@@ -57,7 +56,7 @@ else:
     pa = module("pyarrow")
 
 
-__all__ = ["RunOutcome", "perform_run", "run_directory"]
+__all__ = ["RunOutcome", "perform_run", "run_directory", "runs_root"]
 
 
 class RunOutcome:
@@ -172,8 +171,14 @@ def run_directory(
     under ``<runs_dir>/<experiment>``, which moves ``latest`` when ``link_latest``."""
     if run_dir is not None:
         return RunDirectory(run_dir.parent, run_dir.name, link_latest=False)
-    root = resolve_path(str(cfg.get("runs_dir", "runs")), "runs_dir")
+    root = runs_root(cfg)
     return RunDirectory(root / experiment, new_run_id(config_yaml), link_latest=link_latest)
+
+
+def runs_root(cfg: Mapping[str, Any]) -> Path:
+    """``runs_dir``: an absolute path as given, a relative one against the working directory
+    (where Hydra puts a multirun's sweep directory too); created with the run if missing."""
+    return Path.cwd() / Path(str(cfg.get("runs_dir", "runs"))).expanduser()
 
 
 def _perform(
