@@ -67,8 +67,13 @@ def test_a_degraded_ranker_fails_on_gated_cells_naming_the_queries_that_dropped(
 ) -> None:
     degraded = run_ci(tmp_path, "ranker=provider_order")
     assert main([str(degraded), "--baseline", str(BASELINE)]) == 1
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     lines = out.splitlines()
+    assert lines[0].startswith("FAIL: ") and len(lines) <= 60  # the verdict, then the rest
+    assert not any(line.startswith(("REPORTED", "OK ")) for line in lines)
+    assert main([str(degraded), "--baseline", str(BASELINE), "--verbose"]) == 1
+    out, err = capsys.readouterr()
+    lines = out.splitlines()[2:]
     assert lines[0].split() == ["status", "config", "policy", "round", "stage", "mode", "measure",
                                 "n", "expected", "actual", "delta", "note"]  # fmt: skip
     rows = [line.split() for line in lines[1:] if line.startswith(("FAIL", "IMPROVED", "REPORTED"))]
@@ -118,7 +123,7 @@ def test_better_beyond_tolerance_is_improved_and_passes(
     lowered.write_text(yaml.safe_dump(data))
     assert main([str(ci_run), "--baseline", str(lowered)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("status") and out.splitlines()[1].startswith("IMPROVED")
+    assert out.startswith("PASS: ") and out.splitlines()[3].startswith("IMPROVED")
     assert "1 IMPROVED" in out and "--update" in out
 
 
@@ -131,9 +136,9 @@ def test_a_control_that_got_worse_is_reported_and_passes(
         entry["mean"] = round(entry["mean"] + 0.05, 4)  # the run now looks 0.05 worse
     raised = tmp_path / "raised.yaml"
     raised.write_text(yaml.safe_dump(data))
-    assert main([str(ci_run), "--baseline", str(raised)]) == 0
+    assert main([str(ci_run), "--baseline", str(raised), "--verbose"]) == 0
     out = capsys.readouterr().out
-    rows = [line.split() for line in out.splitlines()[1:-1]]
+    rows = [line.split() for line in out.splitlines()[3:] if line.startswith("REPORTED")]
     assert len(rows) == len(controls) and len(controls) == 2 * 3 * 5  # users × modes × measures
     assert all(row[0] == "REPORTED" and row[4] == "control" for row in rows)
     assert all(float(row[10]) == pytest.approx(-0.05, abs=1e-4) for row in rows)

@@ -109,8 +109,10 @@ def baseline(toy_run: Path, tmp_path: Path) -> Path:
     return path
 
 
-def check(run: Path, baseline: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main([str(run), "--baseline", str(baseline)])
+def check(
+    run: Path, baseline: Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, str, str]:
+    code = main([str(run), "--baseline", str(baseline), *flags])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -169,9 +171,10 @@ def test_a_fresh_baseline_passes_its_own_run(
 ) -> None:
     code, out, err = check(toy_run, baseline, capsys)
     assert (code, err) == (0, "")
-    assert out.strip() == (
-        "20 checks: 4 gated (4 OK, 0 IMPROVED, 0 FAIL), 16 reported, not gated (0 moved)"
-    )
+    assert out.splitlines() == [
+        f"PASS: no gated check worse than {baseline}",
+        "20 checks: 4 gated (4 OK, 0 IMPROVED, 0 FAIL), 16 reported, not gated (0 moved)",
+    ]
 
 
 # --- FAIL: only gated cells, with the queries that moved most --------------------------------
@@ -187,13 +190,16 @@ def test_a_fail_lists_the_queries_that_dropped_most(
     assert code == 1
     assert one_line(err) == f"1 gated checks worse than {baseline}"
     lines = out.splitlines()
-    assert lines[1].split() == ["FAIL", "c00", "oracle", "1", "rerank", "full", "nDCG@10", "4",
-                                "0.5750", "0.3625", "-0.2125"]  # fmt: skip
-    assert lines[-2:] == [
-        "  c00 oracle round 1 rerank full nDCG@10: q3: 0.8000 -> 0.2000, q2: 0.6000 -> 0.3000",
+    assert lines[:2] == [  # the verdict first
+        f"FAIL: 1 of 4 gated checks worse than {baseline}",
         "20 checks: 4 gated (3 OK, 0 IMPROVED, 1 FAIL), 16 reported, not gated (0 moved)",
     ]
-    assert lines[-3] == "queries that moved most, per FAIL (query_id: baseline -> run):"
+    assert lines[3].split() == ["FAIL", "c00", "oracle", "1", "rerank", "full", "nDCG@10", "4",
+                                "0.5750", "0.3625", "-0.2125"]  # fmt: skip
+    assert lines[-2:] == [
+        "queries that moved most, per FAIL (query_id: baseline -> run):",
+        "  c00 oracle round 1 rerank full nDCG@10: q3: 0.8000 -> 0.2000, q2: 0.6000 -> 0.3000",
+    ]
 
 
 def test_at_most_three_queries_are_listed_largest_drop_first(
@@ -226,7 +232,7 @@ def test_a_gated_cell_on_other_queries_fails_whatever_its_mean(
     later = write_run(tmp_path / "later", changed(GATED, **queries))
     code, out, _err = check(later, baseline, capsys)
     assert code == 1
-    first = out.splitlines()[1]
+    first = out.splitlines()[3]
     assert first.startswith("FAIL") and " rerank " in first and first.endswith(note)
 
 
@@ -239,18 +245,26 @@ def test_cells_that_are_not_gated_are_reported_and_never_fail(
     table[(1, "rerank", "full", "P@10")] = {"q1": 0.0, "q2": 0.0, "q3": 0.0}  # n 4 -> 3 too
     code, out, err = check(write_run(tmp_path / "later", table), baseline, capsys)
     assert (code, err) == (0, "")
-    rows = [line.split()[:8] for line in out.splitlines()[1:4]]
+    assert out.splitlines() == [  # without --verbose: no row is a FAIL or IMPROVED
+        f"PASS: no gated check worse than {baseline}",
+        "20 checks: 4 gated (4 OK, 0 IMPROVED, 0 FAIL), 16 reported, not gated (3 moved)",
+        "3 reported checks moved (not gated): --verbose lists them",
+    ]
+    code, out, err = check(write_run(tmp_path / "later", table), baseline, capsys, "--verbose")
+    assert (code, err) == (0, "")
+    rows = [line.split()[:8] for line in out.splitlines()[3:6]]
     # initial was 0.3, 0.4, 0.6, 0.2 (mean 0.375); control 0.25 less (0.325); P@10 0.1 less
     assert rows == [
         ["REPORTED", "c00", "oracle", "1", "rerank", "full", "P@10", "4->3"],
         ["REPORTED", "c00", "oracle", "0", "initial", "full", "nDCG@10", "4"],
         ["REPORTED", "c00", "oracle", "1", "control", "full", "nDCG@10", "4"],
     ]
-    assert out.splitlines()[1].endswith("not gated; n 4 -> 3")
+    assert out.splitlines()[3].endswith("not gated; n 4 -> 3")
     assert "queries that moved most" not in out
-    assert out.splitlines()[-1] == (
+    assert out.splitlines()[1] == (
         "20 checks: 4 gated (4 OK, 0 IMPROVED, 0 FAIL), 16 reported, not gated (3 moved)"
     )
+    assert [line.split()[0] for line in out.splitlines()[6:]] == ["OK"] * 17  # every row
 
 
 def test_cells_that_cannot_change_in_frozen_mode_are_never_gated(
@@ -259,13 +273,13 @@ def test_cells_that_cannot_change_in_frozen_mode_are_never_gated(
     frozen = (1, "rerank", "frozen", "nDCG@10")
     # q3 0.8 -> 0.1: the mean drops by 0.7 / 4 = 0.175, but the run says it cannot change
     later = write_run(tmp_path / "later", changed(frozen, q3=0.1), fixed={frozen: True})
-    code, out, _err = check(later, baseline, capsys)
+    code, out, _err = check(later, baseline, capsys, "--verbose")
     assert code == 0
-    row = out.splitlines()[1]
+    row = out.splitlines()[3]
     assert row.split()[:11] == ["REPORTED", "c00", "oracle", "1", "rerank", "frozen", "nDCG@10",
                                 "4", "0.5750", "0.4000", "-0.1750"]  # fmt: skip
     assert row.endswith("cannot change in frozen mode")
-    assert out.splitlines()[-1] == (
+    assert out.splitlines()[1] == (
         "20 checks: 3 gated (3 OK, 0 IMPROVED, 0 FAIL), 17 reported, not gated (1 moved; "
         "1 cannot change in frozen mode)"
     )
@@ -285,7 +299,7 @@ def test_improved_beyond_tolerance_passes_and_says_to_update(
     later = write_run(tmp_path / "later", changed(GATED, q4=0.6))  # mean 0.625, +0.05
     code, out, _err = check(later, baseline, capsys)
     assert code == 0
-    assert out.splitlines()[1].split()[:1] == ["IMPROVED"]
+    assert out.splitlines()[3].split()[:1] == ["IMPROVED"]
     assert f"update the baseline on purpose with --update {baseline}" in out
 
 
@@ -482,7 +496,7 @@ def test_run_files_that_cannot_be_compared(
     code: int,
 ) -> None:
     edit(toy_run)
-    got, out, err = check(toy_run, baseline, capsys)
+    got, out, err = check(toy_run, baseline, capsys, "--verbose")
     assert got == code
     if code == 2:
         line = one_line(err)

@@ -26,6 +26,12 @@ __all__ = ["main", "warnings_for"]
 #: checks they agree), here so that ``check --help`` and a usage error answer before the
 #: baseline, the run reader and pandas are imported.
 DEFAULT_STAGES = ("rerank", "expand")
+#: Without --verbose, ``check`` prints at most 60 lines: its verdict and counts, the header
+#: and these many rows of FAILs and IMPROVEMENTs, and these many FAILs' moved queries.
+MAX_LINES = 60
+_TABLE_ROWS = 32
+_MOVED_ROWS = 10
+_WARNINGS = 5
 
 
 def warnings_for(run: RunFacts, baseline: Baseline) -> list[str]:
@@ -75,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", type=Path, required=True, help="baseline YAML file")
     parser.add_argument(
         "--update", action="store_true", help="write the baseline from this run instead"
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="list every check (OK and REPORTED too), not only the FAILs and IMPROVEMENTs",
     )
     gate = parser.add_argument_group(
         "what can FAIL (with --update; recorded in the baseline's gate header)"
@@ -137,20 +148,39 @@ def _update(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from evidence_bench.gate._baseline import load_baseline
-    from evidence_bench.gate._compare import format_moved, format_table, summary_line
+    from evidence_bench.gate._compare import Role, format_moved, format_table, summary_line
     from evidence_bench.gate._run import read_run
 
     baseline = load_baseline(args.baseline)
     run = read_run(args.run_dir)
     checks = compare(run, baseline)
-    for note in warnings_for(run, baseline):
-        print(note, file=sys.stderr)
-    for block in (format_table(checks), format_moved(checks)):
-        if block:
-            print(block)
-    print(summary_line(checks, unbaselined=len(run.cells) - len(checks)))
     failed = sum(c.status == "FAIL" for c in checks)
     improved = sum(c.status == "IMPROVED" for c in checks)
+    gated = sum(c.role is Role.GATED for c in checks)
+    moved = sum(c.status == "REPORTED" for c in checks)
+    if failed:
+        print(f"FAIL: {failed} of {gated} gated checks worse than {args.baseline}")
+    else:
+        print(f"PASS: no gated check worse than {args.baseline}")
+    print(summary_line(checks, unbaselined=len(run.cells) - len(checks)), flush=True)
+    notes = warnings_for(run, baseline)
+    shown = notes if args.verbose else notes[:_WARNINGS]
+    for note in shown:
+        print(note, file=sys.stderr)
+    if len(notes) > len(shown):
+        print(f"... and {len(notes) - len(shown)} more warnings (--verbose)", file=sys.stderr)
+    sys.stderr.flush()
+    # the verdict, then what a reader acts on, in at most MAX_LINES lines (--verbose: all)
+    limit = None if args.verbose else _TABLE_ROWS
+    blocks = (
+        format_table(checks, every=args.verbose, limit=limit),
+        format_moved(checks, limit=None if args.verbose else _MOVED_ROWS),
+    )
+    for block in blocks:
+        if block:
+            print(block)
+    if moved and not args.verbose:
+        print(f"{moved} reported checks moved (not gated): --verbose lists them")
     if improved and not failed:
         print(f"quality improved: update the baseline on purpose with --update {args.baseline}")
     if failed:

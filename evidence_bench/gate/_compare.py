@@ -164,16 +164,21 @@ def _ids(query_ids: Sequence[str], shown: int = 5) -> str:
     return text + (f" and {len(query_ids) - shown} more" if len(query_ids) > shown else "")
 
 
-_ORDER = {"FAIL": 0, "IMPROVED": 1, "REPORTED": 2}
+_ORDER = {"FAIL": 0, "IMPROVED": 1, "REPORTED": 2, "OK": 3}
 
 
-def format_table(checks: Sequence[Check]) -> str:
-    """The checks that are not OK: FAIL, then IMPROVED, then REPORTED, worst first."""
+def format_table(checks: Sequence[Check], *, every: bool = False, limit: int | None = None) -> str:
+    """The gated checks that FAIL, then those IMPROVED, worst first; ``every``: every check,
+    the REPORTED and OK ones after them. ``limit``: at most this many rows, then a line
+    saying how many more ``--verbose`` shows."""
+    wanted = ("FAIL", "IMPROVED", "REPORTED", "OK") if every else ("FAIL", "IMPROVED")
     shown = sorted(
-        (c for c in checks if c.status != "OK"), key=lambda c: (_ORDER[c.status], c.delta)
+        (c for c in checks if c.status in wanted), key=lambda c: (_ORDER[c.status], c.delta)
     )
     if not shown:
         return ""
+    hidden = shown[limit:] if limit is not None else []
+    shown = shown[:limit] if limit is not None else shown
     header = ("status", "config", "policy", "round", "stage", "mode", "measure", "n",
               "expected", "actual", "delta", "note")  # fmt: skip
     rows = [
@@ -195,6 +200,8 @@ def format_table(checks: Sequence[Check]) -> str:
     ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     lines = [_line(header, widths)] + [_line(row, widths) for row in rows]
+    if hidden:
+        lines.append(f"... and {len(hidden)} more rows (--verbose shows every row)")
     return "\n".join(lines)
 
 
@@ -202,12 +209,16 @@ def _line(values: Iterable[str], widths: Sequence[int]) -> str:
     return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
 
 
-def format_moved(checks: Sequence[Check]) -> str:
-    """For each FAIL, the queries with the largest drops: ``query_id: baseline -> run``."""
+def format_moved(checks: Sequence[Check], *, limit: int | None = None) -> str:
+    """For each FAIL (the ``limit`` worst), the queries with the largest drops:
+    ``query_id: baseline -> run``."""
     failed = sorted((c for c in checks if c.status == "FAIL"), key=lambda c: c.delta)
     if not failed:
         return ""
     lines = ["queries that moved most, per FAIL (query_id: baseline -> run):"]
+    if limit is not None and len(failed) > limit:
+        lines[0] = lines[0][:-1] + f", the {limit} worst of {len(failed)} FAILs:"
+        failed = failed[:limit]
     for c in failed:
         where = f"{c.config_id} {c.policy} round {c.round} {c.stage} {c.eval_mode} {c.measure}"
         moved = ", ".join(f"{q}: {b:.4f} -> {a:.4f}" for q, b, a in c.moved) or "none dropped"
