@@ -1186,12 +1186,33 @@ def test_terminal_summary_shortens_a_sweep(rendered: Rendered) -> None:
     assert len(text.splitlines()) <= 1 + 1 + 6 + 3
 
 
-def test_terminal_labels_lose_their_middle_not_their_end() -> None:
-    label = "tfidf_rocchio alpha=0.5 beta=1.5 gamma=0.15 stemmer=english"
-    short = terminal_module._printable(label, 30)
-    assert len(short) == 30 and short.endswith(label[-19:])
-    assert short.startswith("tfidf_") and "…" in short
-    assert terminal_module._printable("a\x1b[31mb", 30) == "a?[31mb"
+def test_terminal_labels_wrap_between_words_and_are_never_cut() -> None:
+    label = "tfidf_rocchio+boost alpha=0.5 beta=1.5 gamma=0.15 stemmer=english"
+    lines = terminal_module._wrapped(label, 30)
+    assert lines == ["tfidf_rocchio+boost alpha=0.5", "beta=1.5 gamma=0.15", "stemmer=english"]
+    assert " ".join(lines) == label
+    assert terminal_module._wrapped("a\x1b[31mb", 30) == ["a?[31mb"]
+
+
+def test_terminal_table_shows_each_label_whole(rendered: Rendered) -> None:
+    """A label longer than its column goes on the next lines, under itself (it lost its
+    middle: ``tfidf_rocchio+…st``, ``vector_rocchio…ta=0.75``)."""
+    text = summary_table(rendered.run_dir, trials=TRIALS)
+    assert "…" not in text
+    rows = text.splitlines()[2:]
+    width = rows[0].index("oracle") if "oracle" in rows[0] else None
+    labels, current = [], []
+    for row in rows:
+        if row.startswith(("best:", "judgments add", "...")) or not row.strip():
+            break
+        head, rest = row[:width].rstrip(), row[width:].strip()
+        if rest and current:
+            labels.append(" ".join(current))
+            current = []
+        current.append(head)
+    labels.append(" ".join(current))
+    configs = pd.read_csv(rendered.run_dir / "configs.csv")
+    assert set(labels) <= set(configs["label"]) and labels
 
 
 # --- a real run: comparisons across configs use the queries all of them keep ---------------

@@ -12,6 +12,7 @@ gets a warning line at the end.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,19 +28,24 @@ from evidence_bench.users.labels import label_warnings
 __all__ = ["summary_table"]
 
 _LABEL_WIDTH = 46
-#: Characters kept from the start of a long label; the rest of the width goes to its end,
-#: where a sweep's labels differ (``... beta=1.5 gamma=0``).
-_LABEL_HEAD = 14
+
+
+def _clean(text: str) -> str:
+    """Labels come from config files; keep control characters out of the terminal."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _printable(text: str, width: int) -> str:
-    """Labels come from config files; keep control characters out of the terminal. A long
-    label loses its middle, not its end."""
-    clean = "".join(c if c.isprintable() else "?" for c in text)
-    if len(clean) <= width:
-        return clean
-    head = min(_LABEL_HEAD, width // 3)
-    return clean[:head] + "…" + clean[len(clean) - (width - head - 1) :]
+    """One line of at most ``width`` characters: a long text loses its end, marked ``…``."""
+    clean = _clean(text)
+    return clean if len(clean) <= width else clean[: width - 1] + "…"
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """A label on as many lines of at most ``width`` as it needs, broken between its words
+    (``beta=0.75``, ``gamma=0.15``): nothing of it is cut, so a sweep's labels, which
+    differ at their end, stay told apart. A word longer than the width is split."""
+    return textwrap.wrap(_clean(text), width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def _num(value: float | None, signed: bool = False) -> str:
@@ -115,11 +121,12 @@ def _table(analysis: Analysis, max_rows: int) -> str:
         "p(Holm)",
         "judgments add",
     )
-    lines = [header]
+    lines: list[tuple[str, ...]] = [header]
     for r in rows.to_dict("records"):
+        label, *more = _wrapped(str(r["label"]), _LABEL_WIDTH)
         lines.append(
             (
-                _printable(str(r["label"]), _LABEL_WIDTH),
+                label,
                 _printable(str(r["policy"]), 14),
                 str(r["stage"]),
                 _num(r["before"]),
@@ -131,10 +138,12 @@ def _table(analysis: Analysis, max_rows: int) -> str:
                 _judgment(r),
             )
         )
+        lines += [(line, *[""] * (len(header) - 1)) for line in more]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text_columns = 3
     out = [
-        f"{settings.experiment}: {settings.primary_measure} at {settings.primary_mode} "
+        f"{settings.experiment} on {settings.query_set}: {settings.primary_measure} at "
+        f"{settings.primary_mode} "
         f"evaluation, round {first}: gain = with feedback − no-feedback control (expand at "
         f"equal depth; judgments add = rerank − shuffled labels; * Holm-adjusted "
         f"randomization p < {ALPHA})"
@@ -164,7 +173,7 @@ def _table(analysis: Analysis, max_rows: int) -> str:
             for r in best.rows.to_dict("records")
         ]
         out.append(
-            f"best: {_printable(best.label, 80)} ({best.stage}, round {best.round}; over the "
+            f"best: {_clean(best.label)} ({best.stage}, round {best.round}; over the "
             f"queries every configuration keeps, 95% CI adjusted for picking the best of "
             f"{best.candidates}): " + "; ".join(parts)
         )
