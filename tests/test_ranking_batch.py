@@ -1,11 +1,13 @@
-"""Many TF-IDF Rocchio rankers at once (``score_many`` / ``order_many``) give, bit for bit,
-what each ranker gives alone: on the shipped collections' real result lists, and on small
-hand-checked cases of ties."""
+"""The TF-IDF Rocchio scorer (``pool_scores``, ``pool_orders_many``) against a textbook
+Rocchio written here (Rocchio 1971; Salton & Buckley 1990), on the shipped collections'
+real result lists, and on small hand-checked cases of ties."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,6 @@ from evidence_bench.engine.ranking import (
     pool_scores,
     query_weights,
     rocchio_weights,
-    score_many,
 )
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.evidence import Evidence
@@ -94,8 +95,58 @@ def _feedbacks(found: list[Evidence], grades: dict[str, int]) -> list[dict[str, 
     ]
 
 
+def textbook(
+    ranker: TfidfRocchioRanker,
+    query: str,
+    candidates: Sequence[Evidence],
+    feedback: Mapping[str, Label],
+) -> tuple[list[float], list[int]]:
+    """cos(q', d) for each candidate and the candidates' order by it, written out plainly.
+
+    Vectors: sublinear tf ``1 + ln tf`` times the smoothed idf ``ln((N + 1) / (df + 1)) + 1``
+    over the candidates, L2-normalized; the query's terms outside the candidates are
+    dropped. q' = alpha·q + beta·mean(pull) − gamma·mean(push) (Rocchio 1971; pull: MORE,
+    RELEVANT; push: LESS, IRRELEVANT), its negative weights set to 0 (Salton & Buckley
+    1990). The order: score rounded to 12 digits, descending, ties in the candidates' order.
+    Each sum runs left to right over the terms in the order they first appear.
+    """
+    analyzer = ranker.analyzer
+    counts = [Counter(analyzer(item.text)) for item in candidates]
+    df = Counter(term for counted in counts for term in counted)
+    n = len(candidates)
+    idf = {term: math.log((n + 1) / (freq + 1)) + 1.0 for term, freq in df.items()}
+
+    def unit(counted: Mapping[str, int]) -> dict[str, float]:
+        vector = {t: (1.0 + math.log(tf)) * idf[t] for t, tf in counted.items() if t in idf}
+        norm = math.sqrt(sum(weight * weight for weight in vector.values()))
+        return {t: weight / norm for t, weight in vector.items()} if norm else {}
+
+    documents = [unit(counted) for counted in counts]
+    modified = {t: ranker.alpha * weight for t, weight in unit(Counter(analyzer(query))).items()}
+    for sign, coefficient in ((1, ranker.beta), (-1, -ranker.gamma)):
+        marked = [
+            document
+            for item, document in zip(candidates, documents, strict=True)
+            if item.key in feedback and feedback[item.key].polarity * sign > 0
+        ]
+        total: dict[str, float] = {}
+        for document in marked:
+            for t, weight in document.items():
+                total[t] = total.get(t, 0.0) + weight
+        for t, weight in total.items():
+            modified[t] = modified.get(t, 0.0) + coefficient * (weight / len(marked))
+    modified = {t: weight for t, weight in modified.items() if weight > 0.0}
+    norm = math.sqrt(sum(weight * weight for weight in modified.values()))
+    scores = [
+        sum(weight * modified.get(t, 0.0) for t, weight in document.items()) / norm if norm else 0.0
+        for document in documents
+    ]
+    order = sorted(range(n), key=lambda i: (-round(scores[i], 12), i))
+    return scores, order
+
+
 @pytest.mark.parametrize("name", ["cranfield", "cacm"])
-def test_many_rankers_score_and_order_as_each_alone_on_real_result_lists(name: str) -> None:
+def test_the_scorer_is_the_textbook_rocchio_on_real_result_lists(name: str) -> None:
     checked = 0
     for analyzer in (Analyzer(), Analyzer(stemmer=None, stop_words=None)):
         rankers = [TfidfRocchioRanker(a, b, g, analyzer=analyzer) for a, b, g in WEIGHTS]
@@ -103,13 +154,13 @@ def test_many_rankers_score_and_order_as_each_alone_on_real_result_lists(name: s
             for depth in (10, len(found)):
                 pool = found[:depth]
                 for feedback in _feedbacks(pool, grades):
-                    scores = score_many(rankers, query, pool, feedback)
-                    orders = order_many(scores)
-                    for ranker, row, order in zip(rankers, scores, orders, strict=True):
+                    for ranker in rankers:
+                        scores, order = textbook(ranker, query, pool, feedback)
                         # the same floats, not merely close ones
-                        assert row.tolist() == ranker.score(query, pool, feedback)
+                        assert ranker.score(query, pool, feedback) == scores
                         ranked = ranker.rank(query, pool, feedback)
-                        assert [pool[i].key for i in order] == [item.key for item in ranked]
+                        assert [item.key for item in ranked] == [pool[i].key for i in order]
+                        assert [item.rank for item in ranked] == list(range(1, len(pool) + 1))
                         checked += 1
     assert checked > 5_000
 
@@ -117,18 +168,18 @@ def test_many_rankers_score_and_order_as_each_alone_on_real_result_lists(name: s
 def _orders(
     rankers: list[TfidfRocchioRanker], query: str, pool: list[Evidence], feedback: dict[str, Label]
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """pool_orders' orders, and order_many's of the exact scores, for the same inputs."""
+    """pool_orders' orders, and the textbook's, for the same inputs."""
     analyzer = rankers[0].analyzer
     matrix = pool_matrix(analyzer, tuple(item.text for item in pool))
     query_vector = query_weights(analyzer, matrix, query)
     pull, push = marked_positions([item.key for item in pool], feedback)
     weights = rocchio_weights(rankers)
     fast = pool_orders(weights, query_vector, matrix, pull, push)
-    return fast, order_many(pool_scores(weights, query_vector, matrix, pull, push))
+    return fast, [textbook(ranker, query, pool, feedback)[1] for ranker in rankers]
 
 
 @pytest.mark.parametrize("name", ["cranfield", "cacm"])
-def test_pool_orders_are_each_rankers_own_on_real_result_lists(name: str) -> None:
+def test_pool_orders_are_the_textbook_orders_on_real_result_lists(name: str) -> None:
     checked = 0
     rankers = [TfidfRocchioRanker(a, b, g) for a, b, g in WEIGHTS]
     for query, found, grades in _pools(name, 6):
@@ -158,7 +209,7 @@ _WORDS = [
 ]
 
 
-def test_pool_orders_equal_the_exact_orders_on_random_pools_with_ties() -> None:
+def test_pool_orders_equal_the_textbook_orders_on_random_pools_with_ties() -> None:
     # Texts drawn from ten words, so many candidates share a text (an exact tie of two
     # positive scores) or nearly do; marks and weights at random, the grid's edges included.
     rng = np.random.default_rng(13)
@@ -232,7 +283,7 @@ def test_exact_ties_keep_the_candidates_order() -> None:
         _ev(4, "boundary layer"),
     ]
     rankers = [TfidfRocchioRanker(1.0, 0.0, 0.0), TfidfRocchioRanker(1.0, 0.75, 0.15)]
-    scores = score_many(rankers, "wing", pool, {})
+    scores = np.array([ranker.score("wing", pool, {}) for ranker in rankers])
     # cos with q = (wing): tf-idf of "wing" over the document's norm; "boundary layer" 0.
     idf_wing = math.log(6 / 5) + 1.0
     idf_flutter = math.log(6 / 4) + 1.0
@@ -253,29 +304,25 @@ def test_scores_that_round_to_one_value_tie_by_the_candidates_order() -> None:
 
 def test_no_candidates_and_no_rankers() -> None:
     ranker = TfidfRocchioRanker()
-    assert score_many([ranker], "wing", [], {}).shape == (1, 0)
-    assert order_many(score_many([ranker], "wing", [], {})) == [[]]
-    assert score_many([], "wing", [_ev(0, "wing")], {}).shape == (0, 1)
+    assert ranker.score("wing", [], {}) == []
+    assert ranker.rank("wing", [], {}) == []
+    matrix = pool_matrix(ranker.analyzer, ("wing",))
+    assert pool_scores(rocchio_weights([]), {}, matrix, [], []).shape == (0, 1)
+    assert order_many(np.zeros((1, 0))) == [[]]
 
 
 def test_a_query_outside_the_candidates_vocabulary_keeps_their_order() -> None:
     pool = [_ev(n, title) for n, title in enumerate(["wing flutter", "boundary layer"])]
     rankers = [TfidfRocchioRanker(1.0, b, g) for b, g in itertools.product((0.0, 1.0), (0.0, 1.0))]
-    scores = score_many(rankers, "supersonic", pool, {pool[1].key: Label.IRRELEVANT})
-    assert scores.tolist() == [[0.0, 0.0]] * 4
-    assert order_many(scores) == [[0, 1]] * 4
-
-
-def test_rankers_with_different_analyzers_are_refused() -> None:
-    rankers = [TfidfRocchioRanker(), TfidfRocchioRanker(analyzer=Analyzer(stemmer=None))]
-    with pytest.raises(ValueError, match="one analyzer"):
-        score_many(rankers, "wing", [_ev(0, "wing")], {})
+    feedback = {pool[1].key: Label.IRRELEVANT}
+    assert [ranker.score("supersonic", pool, feedback) for ranker in rankers] == [[0.0, 0.0]] * 4
+    assert [ranker.rank("supersonic", pool, feedback) for ranker in rankers] == [pool] * 4
 
 
 @pytest.mark.parametrize("name", ["cranfield", "cacm"])
-def test_pool_orders_many_orders_every_feedback_as_pool_orders_alone(name: str) -> None:
+def test_pool_orders_many_orders_every_feedback_as_the_textbook(name: str) -> None:
     # One call for a candidate set under every feedback (each with its own rows) gives
-    # what each feedback gives alone, and each ranker's own ranking.
+    # what each feedback gives alone, and the textbook's order for each ranker.
     rankers = [TfidfRocchioRanker(a, b, g) for a, b, g in WEIGHTS]
     weights = rocchio_weights(rankers)
     checked = 0
@@ -297,8 +344,7 @@ def test_pool_orders_many_orders_every_feedback_as_pool_orders_alone(name: str) 
             ):
                 assert orders == pool_orders(w, query_vector, matrix, pull, push)
                 for row, order in zip(picked, orders, strict=True):
-                    ranked = rankers[row].rank(query, pool, feedback)
-                    assert [pool[i].key for i in order] == [item.key for item in ranked]
+                    assert order == textbook(rankers[row], query, pool, feedback)[1]
                     checked += 1
     assert checked > 500
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from evidence_bench.engine.base import Feedback
+import numpy as np
+
 from evidence_bench.engine.evidence_mode import EvidenceMode, PageSource, reading_copies
-from evidence_bench.engine.ranking import TfidfRocchioRanker, _normalized, _term_counts
+from evidence_bench.engine.ranking import PoolMatrix, TfidfRocchioRanker, pool_matrix, weighted
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, dedupe
@@ -145,24 +146,22 @@ def _text(item: Evidence) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _index(
+def _matrix(
     background: Background,
     mode: EvidenceMode,
     analyzer: Analyzer,
     keyed: tuple[tuple[str, str], ...],
-) -> tuple[dict[str, float], tuple[dict[str, float], ...]]:
-    """idf over the background and the candidates, and the candidates' L2-normalized
-    sublinear tf-idf vectors (as :func:`evidence_bench.engine.ranking._index` builds them)."""
-    counts = [_term_counts(analyzer, text) for _, text in keyed]
+) -> PoolMatrix:
+    """The candidates' tf-idf arrays (:func:`~evidence_bench.engine.ranking.pool_matrix`)
+    with idf over the background and the candidates."""
+    matrix = pool_matrix(analyzer, tuple(text for _, text in keyed))
     frequencies = background.frequencies(analyzer, mode, _text)
+    spelled, numbers = matrix.lexicon.spelled, matrix.numbers.tolist()
     idf = frequencies.idf(
-        (key, [term for term, _ in pairs]) for (key, _), pairs in zip(keyed, counts, strict=True)
+        (key, [spelled[numbers[column]] for column in columns])
+        for (key, _), columns in zip(keyed, matrix.document_columns, strict=True)
     )
-    documents = tuple(
-        _normalized({term: (1.0 + math.log(tf)) * idf[term] for term, tf in pairs})
-        for pairs in counts
-    )
-    return idf, documents
+    return weighted(matrix, np.array([idf[spelled[number]] for number in numbers]))
 
 
 @dataclass(frozen=True)
@@ -179,23 +178,7 @@ class BackgroundRocchioRanker(TfidfRocchioRanker):
         """The TF-IDF ranker's, with the idf source."""
         return {**super().effective_params(), "idf": "background"}
 
-    def score(self, query: str, candidates: Sequence[Evidence], feedback: Feedback) -> list[float]:
-        """cos(q', d) for each candidate, in the candidates' order."""
+    def matrix(self, candidates: Sequence[Evidence]) -> PoolMatrix:
+        """The candidates' tf-idf arrays, idf over the background and the candidates."""
         keyed = tuple((item.key, item.text) for item in candidates)
-        idf, documents = _index(self.background, self.mode, self.analyzer, keyed)
-        query_vector = _normalized(
-            {
-                term: (1.0 + math.log(tf)) * idf[term]
-                for term, tf in _term_counts(self.analyzer, query)
-                if term in idf
-            }
-        )
-        modified = self._rocchio(query_vector, candidates, documents, feedback)
-        norm = math.sqrt(sum(weight * weight for weight in modified.values()))
-        if norm == 0.0:
-            return [0.0] * len(candidates)
-        lookup = modified.get
-        return [
-            sum(weight * lookup(term, 0.0) for term, weight in document.items()) / norm
-            for document in documents
-        ]
+        return _matrix(self.background, self.mode, self.analyzer, keyed)

@@ -1,26 +1,19 @@
 """Local rankers: the provider's order, and TF-IDF with Rocchio relevance feedback.
 
-:class:`TfidfRocchioRanker` runs about 100k times in a parameter sweep on 20-60 candidates,
-so vectors are plain ``dict[str, float]``, term counts are cached per text and idf and
-document vectors per candidate set.
-
-A sweep asks many rankers (one per (alpha, beta, gamma)) to order the same candidates under
-the same feedback: :func:`score_many` scores them all at once with numpy, one row per
-ranker, and :func:`order_many` sorts every row. Both give exactly what :meth:`score` and
-:meth:`rank` give, to the last bit: each score is the same sequence of float operations in
-the same order (numpy's ``cumsum`` adds left to right, as Python's ``sum`` does; an absent
-term's product is 0.0, and adding 0.0 to a sum of non-negative terms changes nothing), and
-the 12-digit tie rule is applied by Python's own ``round`` wherever two scores are close
-enough for it to matter.
+TF-IDF Rocchio has one scorer, in matrix form: a candidate set's tf-idf vectors are the
+arrays of :class:`PoolMatrix` (:func:`pool_matrix`), and :func:`pool_scores` scores q' for
+many (alpha, beta, gamma) rows at once. :func:`pool_orders_many` orders the candidates for
+every row and feedback in one matrix product, exactly as sorting :func:`pool_scores`' scores
+by their 12-digit rounding does (its docstring says why); :class:`TfidfRocchioRanker` is a
+batch of one row.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -44,7 +37,7 @@ __all__ = [
     "pool_scores",
     "query_weights",
     "rocchio_weights",
-    "score_many",
+    "weighted",
 ]
 
 _Vector = dict[str, float]
@@ -81,47 +74,11 @@ class ProviderOrderRanker:
         return {}
 
 
-@lru_cache(maxsize=65536)
-def _term_counts(analyzer: Analyzer, text: str) -> tuple[tuple[str, int], ...]:
-    """Term frequencies of ``text``, first occurrence first; cached (a sweep reranks the
-    same snippets many times)."""
-    return tuple(Counter(analyzer(text)).items())
-
-
 def _normalized(vector: _Vector) -> _Vector:
     norm = math.sqrt(sum(weight * weight for weight in vector.values()))
     if norm == 0.0:
         return {}
     return {term: weight / norm for term, weight in vector.items()}
-
-
-def _centroid(vectors: Sequence[_Vector]) -> _Vector:
-    total: _Vector = {}
-    for vector in vectors:
-        for term, weight in vector.items():
-            total[term] = total.get(term, 0.0) + weight
-    return {term: weight / len(vectors) for term, weight in total.items()}
-
-
-@lru_cache(maxsize=1024)
-def _index(
-    analyzer: Analyzer, texts: tuple[str, ...]
-) -> tuple[dict[str, float], tuple[_Vector, ...]]:
-    """idf and L2-normalized tf-idf vectors of a candidate set; cached, because a sweep
-    reranks the same candidates under many feedback states. Callers must not mutate them."""
-    counts = [_term_counts(analyzer, text) for text in texts]
-    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1.
-    df: Counter[str] = Counter()
-    for pairs in counts:
-        df.update(term for term, _ in pairs)
-    n = len(texts)
-    idf = {term: math.log((n + 1) / (freq + 1)) + 1.0 for term, freq in df.items()}
-    # Sublinear tf: 1 + ln(tf).
-    documents = tuple(
-        _normalized({term: (1.0 + math.log(tf)) * idf[term] for term, tf in pairs})
-        for pairs in counts
-    )
-    return idf, documents
 
 
 @dataclass(frozen=True)
@@ -185,68 +142,38 @@ class TfidfRocchioRanker:
     def rank(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[Evidence]:
-        """The candidates sorted by :meth:`score`, descending; rank renumbered 1..n."""
-        scores = self.score(query, candidates, feedback)
-        order = sorted(range(len(candidates)), key=lambda i: (-round(scores[i], _TIE_DIGITS), i))
+        """The candidates sorted by :meth:`score` rounded to 12 digits, descending, ties in
+        the candidates' order (:func:`pool_orders`); rank renumbered 1..n."""
+        (order,) = pool_orders(*self._batch(query, candidates, feedback))
         return renumber([candidates[i] for i in order])
 
     def score(self, query: str, candidates: Sequence[Evidence], feedback: Feedback) -> list[float]:
-        """cos(q', d) for each candidate, in the candidates' order."""
-        idf, documents = _index(self.analyzer, tuple(item.text for item in candidates))
-        query_vector = _normalized(
-            {
-                term: (1.0 + math.log(tf)) * idf[term]
-                for term, tf in _term_counts(self.analyzer, query)
-                if term in idf
-            }
-        )
-        modified = self._rocchio(query_vector, candidates, documents, feedback)
-        norm = math.sqrt(sum(weight * weight for weight in modified.values()))
-        if norm == 0.0:
-            return [0.0] * len(candidates)
-        lookup = modified.get
-        return [
-            sum(weight * lookup(term, 0.0) for term, weight in document.items()) / norm
-            for document in documents
-        ]
+        """cos(q', d) for each candidate, in the candidates' order (:func:`pool_scores`)."""
+        scores: list[float] = pool_scores(*self._batch(query, candidates, feedback))[0].tolist()
+        return scores
 
-    def _rocchio(
-        self,
-        query_vector: _Vector,
-        candidates: Sequence[Evidence],
-        documents: Sequence[_Vector],
-        feedback: Feedback,
-    ) -> _Vector:
-        # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0.
-        modified = {term: self.alpha * weight for term, weight in query_vector.items()}
-        if not feedback:
-            return modified
-        pull: list[_Vector] = []
-        push: list[_Vector] = []
-        for item, document in zip(candidates, documents, strict=True):
-            label = feedback.get(item.key)
-            if label is None:
-                continue
-            if label.polarity > 0:
-                pull.append(document)
-            elif label.polarity < 0:
-                push.append(document)
-        for vectors, coefficient in ((pull, self.beta), (push, -self.gamma)):
-            if not vectors or coefficient == 0:
-                continue
-            for term, weight in _centroid(vectors).items():
-                modified[term] = modified.get(term, 0.0) + coefficient * weight
-        return {term: weight for term, weight in modified.items() if weight > 0.0}
+    def _batch(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> tuple[npt.NDArray[np.float64], _Vector, PoolMatrix, list[int], list[int]]:
+        """This ranker as a batch of one row: the arguments of :func:`pool_scores`."""
+        matrix = self.matrix(candidates)
+        pull, push = marked_positions([item.key for item in candidates], feedback)
+        weights = rocchio_weights([self])
+        return weights, query_weights(self.analyzer, matrix, query), matrix, pull, push
+
+    def matrix(self, candidates: Sequence[Evidence]) -> PoolMatrix:
+        """The candidates' tf-idf arrays, idf over the candidates (:func:`pool_matrix`)."""
+        return pool_matrix(self.analyzer, tuple(item.text for item in candidates))
 
 
 @dataclass(frozen=True, slots=True)
 class PoolMatrix:
-    """A candidate set's tf-idf vectors (those of :func:`_index`) as arrays, for
-    :func:`score_many`: ``dense[d, c]`` is document d's weight of the term in column c (a
-    column per term, in order of the terms' numbers in the analyzer's
-    :func:`~evidence_bench.engine.text.lexicon`; the last column, padding, is 0.0), and
-    ``idf[c]`` the term's idf. Which column holds a term decides no float: every sum runs
-    over documents or over one document's own terms, in their order.
+    """A candidate set's L2-normalized tf-idf vectors as arrays, for :func:`pool_scores`:
+    ``dense[d, c]`` is document d's weight of the term in column c (a column per term, in
+    order of the terms' numbers in the analyzer's :func:`~evidence_bench.engine.text.lexicon`;
+    the last column, padding, is 0.0), and ``idf[c]`` the term's idf. Which column holds a
+    term decides no float: every sum runs over documents or over one document's own terms,
+    in their order.
 
     The element arrays list every (document, term) pair, document by document and each
     document's terms in its vector's order (first occurrence); :attr:`terms` /
@@ -342,14 +269,13 @@ class PoolMatrix:
 
 @lru_cache(maxsize=4096)
 def _idf_table(n: int) -> npt.NDArray[np.float64]:
-    """The smoothed idf ``ln((N + 1) / (df + 1)) + 1`` (by ``math.log``, as :func:`_index`)
-    of every df from 0 to N = ``n``: a candidate set's idf values are looked up, not
-    computed per term."""
+    """The smoothed idf ``ln((N + 1) / (df + 1)) + 1`` (by ``math.log``) of every df from 0
+    to N = ``n``: a candidate set's idf values are looked up, not computed per term."""
     return np.array([math.log((n + 1) / (freq + 1)) + 1.0 for freq in range(n + 1)])
 
 
-#: ``1 + ln(tf)`` by ``math.log`` (as :func:`_index`) for tf = 0, 1, ...: looked up, not
-#: computed per (document, term); grown when a larger tf comes.
+#: ``1 + ln(tf)`` by ``math.log`` for tf = 0, 1, ...: looked up, not computed per
+#: (document, term); grown when a larger tf comes.
 _SUBLINEAR = np.array([0.0, *(1.0 + math.log(tf) for tf in range(1, 256))])
 
 
@@ -363,10 +289,8 @@ def _sublinear(tf: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:
 
 @lru_cache(maxsize=1024)
 def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
-    """The arrays of :class:`PoolMatrix` for ``texts``, every float as :func:`_index` computes
-    it: idf by ``math.log`` per term, ``(1 + ln tf) * idf`` per (document, term), and each
-    document's L2 norm summed over its terms in order (cumsum adds left to right, as
-    Python's ``sum`` does) before the division."""
+    """The arrays of :class:`PoolMatrix` for ``texts``: idf over ``texts``
+    (:func:`_idf_table`), then :func:`weighted`."""
     n = len(texts)
     terms = lexicon(analyzer)
     known = terms.texts
@@ -392,50 +316,33 @@ def pool_matrix(analyzer: Analyzer, texts: tuple[str, ...]) -> PoolMatrix:
     column_of = np.empty(len(df), dtype=np.intp)
     column_of[numbers] = np.arange(width)
     column = column_of[ids]
-    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1.
-    idf = _idf_table(n)[df[numbers]]
-    # Sublinear tf times idf, then L2-normalized per document (_normalized).
     lengths = np.array(sizes, dtype=np.intp)
     owner = np.repeat(np.arange(n), lengths)  # each element's document
     slot = np.arange(total) - (np.cumsum(lengths) - lengths)[owner]
-    tf = flat[1]
-    raw = _sublinear(tf) * idf[column]
-    squares = np.zeros((n, max(sizes)))
+    # Smoothed idf (scikit-learn's smooth_idf): ln((N + 1) / (df + 1)) + 1.
+    idf = _idf_table(n)[df[numbers]]
+    blank = np.zeros((n + 1, 1))
+    unweighted = PoolMatrix(
+        terms, numbers, idf, blank, owner, slot, column, np.zeros(0), flat[1], sizes
+    )
+    return weighted(unweighted, idf)
+
+
+def weighted(matrix: PoolMatrix, idf: npt.NDArray[np.float64]) -> PoolMatrix:
+    """``matrix``'s documents weighed with ``idf`` (one value per column): sublinear tf
+    ``(1 + ln tf) * idf`` per (document, term), L2-normalized per document, the squares
+    summed over its terms in order (cumsum adds left to right)."""
+    if not len(matrix.tf):  # no candidate holds a term
+        return replace(matrix, idf=idf)
+    n, owner, slot, column = len(matrix.sizes), matrix.owner, matrix.slot, matrix.column
+    raw = _sublinear(matrix.tf) * idf[column]
+    squares = np.zeros((n, max(matrix.sizes)))
     squares[owner, slot] = raw * raw
     norm = np.sqrt(np.cumsum(squares, axis=1)[:, -1])
     values = raw / norm[owner]
-    dense = np.zeros((n + 1, width + 1))
+    dense = np.zeros((n + 1, len(matrix.numbers) + 1))
     dense[owner, column] = values
-    return PoolMatrix(terms, numbers, idf, dense, owner, slot, column, values, tf, sizes)
-
-
-def score_many(
-    rankers: Sequence[TfidfRocchioRanker],
-    query: str,
-    candidates: Sequence[Evidence],
-    feedback: Feedback,
-) -> npt.NDArray[np.float64]:
-    """``rankers[i].score(query, candidates, feedback)`` as row i, bit for bit; every ranker
-    must share one analyzer.
-
-    Every float is computed as :meth:`TfidfRocchioRanker.score` computes it, in the same
-    order: q' = alpha·q + beta·mean(pull) − gamma·mean(push) term by term (an absent part
-    adds 0.0, which changes nothing), clamped at 0; its squared norm summed over the terms
-    in the order :meth:`TfidfRocchioRanker._rocchio` inserts them (q's, then the pulled
-    documents' new terms, then the pushed ones'; a term clamped away adds 0.0); and each
-    document's dot product summed over its own vector's terms in order.
-    """
-    analyzers = {ranker.analyzer for ranker in rankers}
-    if len(analyzers) > 1:
-        raise ValueError("score_many: the rankers must share one analyzer")
-    if not rankers or not candidates:
-        return np.zeros((len(rankers), len(candidates)))
-    analyzer = next(iter(analyzers))
-    matrix = pool_matrix(analyzer, tuple(item.text for item in candidates))
-    pull, push = marked_positions([item.key for item in candidates], feedback)
-    return pool_scores(
-        rocchio_weights(rankers), query_weights(analyzer, matrix, query), matrix, pull, push
-    )
+    return replace(matrix, idf=idf, padded_dense=dense, values=values, _built={})
 
 
 def rocchio_weights(rankers: Sequence[TfidfRocchioRanker]) -> npt.NDArray[np.float64]:
@@ -444,8 +351,8 @@ def rocchio_weights(rankers: Sequence[TfidfRocchioRanker]) -> npt.NDArray[np.flo
 
 
 def query_weights(analyzer: Analyzer, matrix: PoolMatrix, query: str) -> _Vector:
-    """The query's L2-normalized tf-idf vector in a candidate set's space, as
-    :meth:`TfidfRocchioRanker.score` builds it."""
+    """The query's L2-normalized tf-idf vector in a candidate set's space: sublinear tf
+    times the set's idf, over the query's terms that some candidate holds."""
     pairs = term_counts(analyzer, query)
     found = np.searchsorted(matrix.numbers, pairs[0])
     held = found < len(matrix.numbers)
@@ -488,16 +395,24 @@ def pool_scores(
     pull: list[int],
     push: list[int],
 ) -> npt.NDArray[np.float64]:
-    """:func:`score_many` on a candidate set's arrays; ``weights`` holds (alpha, beta,
-    gamma) per row, ``pull`` and ``push`` the marked documents' positions."""
+    """cos(q', d) of every candidate (a column) for each (alpha, beta, gamma) of ``weights``
+    (a row); ``pull`` and ``push`` are the marked documents' positions.
+
+    q' = alpha·q + beta·mean(pull) − gamma·mean(push) term by term (Rocchio 1971), clamped
+    at 0 (Salton & Buckley 1990). The floats are summed in one fixed order, which defines
+    the score to the last bit: each centroid over the marked documents in their order; the
+    squared norm of q' over its terms as they first appear (q's, then each pulled
+    document's, in its vector's order; a term clamped away adds 0.0); each document's dot
+    product over its own terms in its vector's order.
+    """
     rows, n = len(weights), matrix.dense.shape[0]
     query_columns = matrix.query_columns(query_vector)
     if not query_columns and not pull:  # q' has no positive weight in any row
         return np.zeros((rows, n))
     # Rocchio (1971): q' = alpha*q + beta*mean(pull) - gamma*mean(push), clamped at 0, a
     # column per term (the last: padding, always 0.0) and a ranker per row of the transposed
-    # q'. A term's weight is the same sum as _rocchio's: an absent part adds 0.0 (or -0.0),
-    # which leaves it as it was or turns a -0.0 into the 0.0 the clamp gives anyway.
+    # q'. An absent part adds 0.0 (or -0.0), which leaves a weight as it was or turns a -0.0
+    # into the 0.0 the clamp gives anyway.
     q = np.zeros(matrix.dense.shape[1])
     q[query_columns] = list(query_vector.values())
     part = np.multiply.outer(q, weights[:, 0])
@@ -506,25 +421,26 @@ def pool_scores(
     if push:
         part += np.multiply.outer(_centroid_part(matrix, push), -weights[:, 2])
     modified = np.where(part > 0.0, part, 0.0)
-    # |q'|: the squares summed in the order _rocchio inserts the terms: q's, then the pulled
+    # |q'|: the squares summed in the order the terms first appear: q's, then the pulled
     # documents' new ones in order. A term only the pushed documents hold is clamped to 0.0
     # and adds 0.0 wherever it falls, as does every other term.
     inserted = _inserted_columns(matrix, query_columns, pull)
     held = modified[inserted]
-    norm = np.sqrt(_sum_down(held * held))
-    # cos(q', d): each document's products summed over its own terms in its vector's order
-    # (_sum_down runs down axis 0), over every ranker at once.
     terms, weights_of = matrix.terms, matrix.weights
-    products = weights_of.T[:, :, None] * modified[terms.T]
-    sums = _sum_down(products).T
+    with np.errstate(over="ignore"):  # weights near 1e300 overflow to inf, as floats do
+        norm = np.sqrt(_sum_down(held * held))
+        # cos(q', d): each document's products summed over its own terms in its vector's
+        # order (_sum_down runs down axis 0), over every ranker at once.
+        products = weights_of.T[:, :, None] * modified[terms.T]
+        sums = _sum_down(products).T
     scores = np.zeros((rows, n))
     np.divide(sums, norm[:, None], out=scores, where=(norm != 0.0)[:, None])
     return scores
 
 
 def _inserted_columns(matrix: PoolMatrix, query_columns: list[int], pull: list[int]) -> list[int]:
-    """The columns where q' can be positive, in the order ``_rocchio`` inserts their terms:
-    the query's, then each pulled document's new ones in its vector's order."""
+    """The columns where q' can be positive, in the order their terms first appear: the
+    query's, then each pulled document's new ones in its vector's order."""
     if not pull:
         return query_columns
     documents = matrix.document_columns
@@ -682,7 +598,7 @@ def _safe_weights(packed: bytes) -> bool:
 
 
 def _centroid_part(matrix: PoolMatrix, rows: list[int]) -> npt.NDArray[np.float64]:
-    """:func:`_centroid` of the documents ``rows``, a column per term: each term summed in
+    """The centroid of the documents ``rows``, a column per term: each term summed in
     the documents' order (_sum_down; a document without the term adds 0.0) and divided by
     their number."""
     picked: npt.NDArray[np.float64] = matrix.dense[rows]
@@ -709,8 +625,8 @@ def _sum_down(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
-    """Each row's candidate indices as :meth:`TfidfRocchioRanker.rank` orders them: score
-    rounded to 12 digits, descending, ties by index.
+    """Each row's candidate indices by score rounded to 12 digits, descending, ties by
+    index.
 
     A stable sort of the raw scores gives that order except where two scores differ by less
     than the rounding can join; such a row is sorted with Python's ``round`` itself.

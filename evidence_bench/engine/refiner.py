@@ -19,7 +19,7 @@ from evidence_bench.engine.base import POLARITY, Feedback, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
 from evidence_bench.engine.params import part_key, require_count
 from evidence_bench.engine.ranking import PoolMatrix, marked_positions, pool_matrix
-from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
 __all__ = ["ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "surface_forms"]
@@ -163,6 +163,7 @@ class LexicalRefiner:
         texts = [document_text(item) for item in candidates]
         positive: dict[str, int] = {}
         negative: dict[str, int] = {}
+        spelled = lexicon(self.analyzer).spelled
         for item, text in zip(candidates, texts, strict=True):
             label = feedback.get(item.key)
             if label is None:
@@ -172,7 +173,9 @@ class LexicalRefiner:
                 continue
             summed = positive if polarity > 0 else negative
             get = summed.get
-            for term, count in _term_counts(self.analyzer, text).items():
+            numbers, tf = term_counts(self.analyzer, text).tolist()
+            for number, count in zip(numbers, tf, strict=True):
+                term = spelled[number]
                 summed[term] = get(term, 0) + count
         against = negative.get
         excluded = set(self.analyzer(query))
@@ -242,12 +245,6 @@ def surface_forms(
         else min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
         for term, counts in seen.items()
     }
-
-
-@lru_cache(maxsize=1 << 12)
-def _term_counts(analyzer: Analyzer, text: str) -> dict[str, int]:
-    """How often each term occurs in ``text`` (not to be changed: it is shared)."""
-    return dict(Counter(analyzer(text)))
 
 
 @lru_cache(maxsize=1 << 10)
