@@ -46,6 +46,8 @@ from evidence_bench.web.pages import PAGE_PATH, check_failure_rate, render_page
 from evidence_bench.web.snippets import SnippetIndex
 
 __all__ = [
+    "LISTEN_BACKLOG",
+    "MAX_REQUEST_BODY",
     "SEARCH_PATH",
     "BraveSimulator",
     "RunningSimulator",
@@ -67,6 +69,13 @@ MONTH_SECONDS = 2_592_000
 #: quota is not simulated, each answer reports one request used.
 UNLIMITED_RATE = 1000
 MONTHLY_QUOTA = 15_000
+
+#: Connections the kernel queues before ``accept``: socketserver's default of 5 drops
+#: clients of a burst (they wait out SYN retries), a run's workers and pages come in bursts.
+LISTEN_BACKLOG = 1024
+#: The largest request body read (and discarded: the search is a GET); a larger
+#: ``Content-Length`` is answered 413 without reading the body.
+MAX_REQUEST_BODY = 64 * 1024
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _BOOLEANS = {"true": True, "false": False}
@@ -223,6 +232,11 @@ class BraveSimulator:
         if page.stall:
             return SimResponse(0, {}, b"", stall=True)
         return SimResponse(page.status, {"Content-Type": page.content_type}, page.body)
+
+    def refusal(self, status: int, code: str, detail: str) -> SimResponse:
+        """Brave's error body for a request refused before it is parsed (400, 413); the
+        connection closes after it."""
+        return self._error(status, code, detail, {"component": "http"}, {"Connection": "close"})
 
     # -- authentication and rate limit -------------------------------------------------------
 
@@ -685,6 +699,7 @@ class RunningSimulator:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Stay quiet when a client hangs up; report anything else (a bug) as usual."""
@@ -708,12 +723,15 @@ class _Handler(BaseHTTPRequestHandler):
         params: dict[str, str] = {}
         for name, value in parse_qsl(split.query, keep_blank_values=True):
             params.setdefault(name, value)
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        if length > 0:
-            self.rfile.read(length)
+        declared = (self.headers.get("Content-Length") or "0").strip()
+        if not declared.isdigit():
+            self._refuse(400, "BAD_REQUEST", f"Content-Length {declared[:40]!r} is not a size.")
+            return
+        if int(declared) > MAX_REQUEST_BODY:
+            detail = f"Request body over {MAX_REQUEST_BODY} bytes."
+            self._refuse(413, "PAYLOAD_TOO_LARGE", detail)
+            return
+        self.rfile.read(int(declared))
         answer = self.simulator.handle(
             self.command, unquote(split.path), params, dict(self.headers.items())
         )
@@ -721,6 +739,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.simulator.page_stall_s)
             self.close_connection = True
             return
+        self._send(answer, send_body)
+
+    def _send(self, answer: SimResponse, send_body: bool = True) -> None:
         # send_response_only: no Date header, so recorded cassettes stay byte-stable.
         self.send_response_only(answer.status)
         for name, value in answer.headers.items():
@@ -729,6 +750,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if send_body:
             self.wfile.write(answer.body)
+
+    def _refuse(self, status: int, code: str, detail: str) -> None:
+        """Answer ``status`` with Brave's error body and close: the unread body (if any)
+        stays unread, so the connection cannot carry another request."""
+        self._send(self.simulator.refusal(status, code, detail))
+        self.close_connection = True
 
     def do_GET(self) -> None:
         self._answer()
