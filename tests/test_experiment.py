@@ -390,7 +390,7 @@ def test_recording_never_writes_the_key(
         (["policies.noisy.kind=psychic"], "policies.noisy.kind='psychic' is not known (valid:"),
         (["eval.measures=[nDCG@10,MRR]"], "unknown measure 'MRR'"),
         (["eval.primary_mode=half"], "eval.primary_mode='half' is not valid"),
-        (["experiment.rounds=0"], "experiment.rounds=0 must be at least 1"),
+        (["experiment.rounds=0"], "experiment.rounds=0 must be between 1 and 50"),
         (["replay.on_miss=pray"], "replay.on_miss='pray' is not valid (valid: error, simulate"),
     ],
 )

@@ -181,7 +181,7 @@ CASES = [
     _param("unknown policy key", lambda t: Invocation(smoke_args(t, "+policies.oracle.foo=1")),
            "policies.oracle.foo: unknown config key (valid: kind,"),
     _param("negative workers", lambda t: Invocation(smoke_args(t, "workers=-1")),
-           "workers=-1 must be 0 (one per core) or more"),
+           "workers=-1 must be between 0 and 256 (0: one per core)"),
     # item 8: the experiment's name is one directory under runs_dir
     _param("name escapes runs_dir", _escaped, "experiment.name='../../escaped' must be one"),
     _param("name escapes in a multirun", _escaped_multirun, "experiment.name='../../escaped'"),

@@ -82,7 +82,7 @@ def test_bad_input_on_the_command_line_is_one_line_and_a_non_zero_exit() -> None
     ("sweep", "message"),
     [
         ("experiment.queries=5,-1", "job 1 (experiment.queries=-1): experiment.queries=-1 "
-         "must be at least 1 (or null: all)"),
+         "must be between 1 and 1000000 (or null: all)"),
         ("ranker.beta=0.5,abc", "job 1 (ranker.beta=abc): Error merging override "
          "ranker.beta=abc: Value 'abc' of type 'str' could not be converted to Float"),
     ],

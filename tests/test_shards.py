@@ -71,7 +71,7 @@ def test_the_slices_put_together_are_the_queries_in_order(queries: int, shards: 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["shards=0"], "shards=0 must be at least 1"),
+        (["shards=0"], "shards=0 must be between 1 and 1000"),
         (["shards=2", "shard=2"], "shard=2 must be between 0 and 1 (shards=2)"),
         (["shard=1"], "shard=1 must be between 0 and 0 (shards=1)"),
         (["shards=3", "shard=-1"], "shard=-1 must be between 0 and 2 (shards=3)"),

@@ -327,11 +327,11 @@ def test_held_out_gains_match_an_independent_recomputation(tuned: Path) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("experiment.tune.folds=1", "experiment.tune.folds=1 must be a whole number >= 2"),
-        ("experiment.tune.trials=0", "experiment.tune.trials=0 must be a whole number >= 1"),
+        ("experiment.tune.folds=1", "experiment.tune.folds=1 must be between 2 and 100"),
+        ("experiment.tune.trials=0", "experiment.tune.trials=0 must be between 1 and 1000"),
         (
             "experiment.tune.startup_trials=0",
-            "experiment.tune.startup_trials=0 must be a whole number >= 1",
+            "experiment.tune.startup_trials=0 must be between 1 and 1000",
         ),
         ("experiment.tune.space.beta=[1,0]", "experiment.tune.space.beta=[1.0, 0.0] must be"),
         ("+experiment.tune.space.w_r=[0,1]", "experiment.tune.space.w_r: not a numeric"),
@@ -380,7 +380,7 @@ def test_the_cli_runs_a_tuning_experiment_and_fails_in_one_line(
     done = main_in_process(*args, capfd=capfd, monkeypatch=monkeypatch)
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        "evidence_bench: experiment.tune.folds=1 must be a whole number >= 2"
+        "evidence_bench: experiment.tune.folds=1 must be between 2 and 100"
     )
     done = cli(
         "run",

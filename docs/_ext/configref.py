@@ -237,12 +237,44 @@ def _confval(item: Field) -> list[str]:
     if item.read_by:
         read_by = " Read by " + ", ".join(f"``{name}``" for name in item.read_by) + "."
     doc = item.doc if item.doc.endswith(".") else f"{item.doc}."
+    bound = _bounds().get(item.key.replace("<label>", "*"))
+    bounded = f" Bounded: {bound.describe()}." if bound is not None else ""
     return [
         f".. confval:: {item.key}",
         "",
-        f"   ``{item.type}``, default ``{_show(item.default)}``. {doc}{read_by}",
+        f"   ``{item.type}``, default ``{_show(item.default)}``. {doc}{read_by}{bounded}",
         "",
     ]
+
+
+def _bounds() -> dict[str, Any]:
+    """``{key: Bound}`` of the knobs that multiply work (``experiment/bounds.py``)."""
+    from evidence_bench.experiment.bounds import BOUNDS
+
+    return {bound.key: bound for bound in BOUNDS}
+
+
+def _bounds_section() -> list[str]:
+    """Every bound in one list, the tuning keys (one ``experiment.tune`` key above) too."""
+    from evidence_bench.experiment import bounds
+
+    lines = ["Bounds", "------", ""]
+    lines += [
+        "Each of these keys multiplies what a run computes, holds or waits for; a value "
+        "outside its range is refused when the config is checked, before anything runs, "
+        "in one line naming the key and the range "
+        "(``experiment.rounds=1000000000 must be between 1 and 50``).",
+        "",
+    ]
+    lines += [f"- ``{b.key}``: {b.describe()}" for b in bounds.BOUNDS]
+    lines += [
+        f"- ``seeds``: at most {bounds.MAX_SEEDS} entries",
+        f"- ``policies``: at most {bounds.MAX_USERS} users",
+        f"- ``experiment.configs`` times the points of ``experiment.grid``: at most "
+        f"{bounds.MAX_ENGINE_CONFIGS} engine configs",
+        "",
+    ]
+    return lines
 
 
 def _select(group: Group, option: str) -> str:
@@ -290,7 +322,7 @@ def render(reference: Reference) -> list[str]:
                     lines += [".. code-block:: yaml", ""]
                     lines += [f"   {line}" if line else "" for line in option.body.splitlines()]
                     lines += [""]
-    return lines
+    return lines + _bounds_section()
 
 
 def setup(app: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 
 from evidence_bench.errors import ConfigurationError
+from evidence_bench.experiment.bounds import check_bounds
 
 __all__ = [
     "AnalyzerConf",
@@ -327,12 +328,11 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 def check_config(cfg: Mapping[str, Any]) -> None:
     """Refuse what the schemas let through: a key added with ``+`` that no schema has, a
-    negative ``workers``, an ``experiment.name`` that is not one safe path component."""
+    knob that multiplies work outside its bound (:mod:`~evidence_bench.experiment.bounds`),
+    an ``experiment.name`` that is not one safe path component."""
     if unknown := _unknown_key(cfg, RunConf, ""):
         raise ConfigurationError(unknown)
-    workers = cfg.get("workers", 0)
-    if not isinstance(workers, int) or workers < 0:
-        raise ConfigurationError(f"workers={workers} must be 0 (one per core) or more")
+    check_bounds(cfg)
     name = str((cfg.get("experiment") or {}).get("name"))
     if name != "???" and (not _SAFE_NAME.fullmatch(name) or ".." in name):
         raise ConfigurationError(

@@ -50,13 +50,6 @@ class TunePlan:
         return replace(self.default, config_id=config_id, ranker_params=ranker)
 
 
-def _whole(tune: Mapping[str, Any], key: str, least: int) -> int:
-    value = tune.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigurationError(f"{_KEY}.{key}={value!r} must be a whole number >= {least}")
-    return value
-
-
 def _space(tune: Mapping[str, Any], ranker: Mapping[str, Any]) -> SearchSpace:
     space = tune.get("space") or {}
     if not space:
@@ -112,9 +105,8 @@ def plan_tuning(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) 
             f"experiment {run.experiment!r} tunes with Optuna, which is not installed: "
             "pip install 'evidence_bench[tune]'"
         )
-    folds = _whole(tune, "folds", 2)
-    trials = _whole(tune, "trials", 1)
-    startup = _whole(tune, "startup_trials", 1)
+    # plan_run checked their bounds (experiment/bounds.py)
+    folds, trials, startup = (int(tune[key]) for key in ("folds", "trials", "startup_trials"))
     stage = str(tune.get("stage"))
     if stage not in BASELINES:
         raise ConfigurationError(
