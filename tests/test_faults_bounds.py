@@ -21,6 +21,8 @@ CASES = [
     ("experiment.rounds=51", "experiment.rounds=51 must be between 1 and 50"),
     ("experiment.rounds=0", "experiment.rounds=0 must be between 1 and 50"),
     ("experiment.depth=201", "experiment.depth=201 must be between 1 and 200"),
+    ("experiment.rounds=2.5", "experiment.rounds=2.5 must be a whole number between 1 and 50"),
+    ("workers=1.5", "workers=1.5 must be a whole number between 0 and 256 (0: one per core)"),
     (
         "experiment.queries=10000000",
         "experiment.queries=10000000 must be between 1 and 1000000 (or null: all)",

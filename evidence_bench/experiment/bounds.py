@@ -23,13 +23,15 @@ __all__ = ["BOUNDS", "MAX_ENGINE_CONFIGS", "MAX_SEEDS", "MAX_USERS", "Bound", "c
 @dataclass(frozen=True, slots=True)
 class Bound:
     """``key`` (dotted; ``*`` stands for every label of a mapping) takes ``low`` to ``high``,
-    both included; ``null`` too where ``nullable``; ``note`` says what an edge value means."""
+    both included; ``null`` too where ``nullable``; ``note`` says what an edge value means;
+    a whole number unless ``fractional``."""
 
     key: str
     low: float
     high: float
     note: str = ""
     nullable: bool = False
+    fractional: bool = False
 
     def describe(self) -> str:
         """The range as the error and the manual say it: ``between 1 and 50 (or null)``."""
@@ -50,7 +52,7 @@ BOUNDS: tuple[Bound, ...] = (
     Bound("experiment.tune.startup_trials", 1, 1000),
     Bound("query_set.limit", 1, 1_000_000, "or null: all", nullable=True),
     Bound("policies.*.depth", 1, _DEEPEST),
-    Bound("pages.timeout_s", 0.01, 300),
+    Bound("pages.timeout_s", 0.01, 300, fractional=True),
     Bound("record_rounds", 0, 50, "0: every round"),
     Bound("workers", 0, 256, "0: one per core"),
     Bound("shards", 1, 1000),
@@ -71,9 +73,11 @@ def check_bounds(cfg: Mapping[str, Any]) -> None:
         for key, value in _values(cfg, bound.key.split("."), ""):
             if value is None and bound.nullable:
                 continue
-            number = isinstance(value, int | float) and not isinstance(value, bool)
+            kinds = (int, float) if bound.fractional else (int,)
+            number = isinstance(value, kinds) and not isinstance(value, bool)
             if not number or not (bound.low <= value <= bound.high):  # NaN fails too
-                raise ConfigurationError(f"{key}={value!r} must be {bound.describe()}")
+                kind = "" if bound.fractional or number else "a whole number "
+                raise ConfigurationError(f"{key}={value!r} must be {kind}{bound.describe()}")
     seeds = cfg.get("seeds") or []
     if len(seeds) > MAX_SEEDS:
         raise ConfigurationError(f"seeds lists {len(seeds)} seeds; at most {MAX_SEEDS}")
