@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing
 import os
@@ -292,3 +293,31 @@ def test_processes_opening_a_new_cache_at_once_all_get_it(tmp_path: Path) -> Non
         assert errors.empty(), errors.get()
         with PageCache(path) as cache:
             assert len(cache) == 2
+
+
+@pytest.mark.parametrize(
+    ("tables", "named"),
+    [
+        (["CREATE TABLE notes (id INTEGER, body TEXT)"], "notes"),
+        (["CREATE TABLE docs (url TEXT)", "CREATE TABLE users (name TEXT)"], "users"),
+    ],
+)
+def test_another_applications_database_is_refused_untouched(
+    tmp_path: Path, tables: list[str], named: str
+) -> None:
+    """Another application's SQLite file: one line naming it and the foreign table, and the
+    file keeps its bytes (no WAL switch, no ``docs`` table added)."""
+    path = tmp_path / "app.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as other:
+        for statement in tables:
+            other.execute(statement)
+        other.commit()
+    before = path.read_bytes()
+    with pytest.raises(CacheError) as caught, PageCache(path) as cache:
+        cache.get("https://example.org/", now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert str(caught.value) == (
+        f"LiveFetch cache {path}: holds tables the cache does not own ({named}); "
+        "choose another cache path"
+    )
+    assert path.read_bytes() == before
+    assert not (tmp_path / "app.sqlite-wal").exists()

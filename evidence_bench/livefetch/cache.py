@@ -155,6 +155,7 @@ class PageCache:
                     # it. Two connections switching it at once get SQLITE_BUSY at once,
                     # without the busy timeout, so one thread of this cache does it, and
                     # waits out another process doing it too (_to_wal).
+                    self._refuse_foreign(connection)  # before anything writes to the file
                     self._to_wal(connection)
                     connection.execute(_SCHEMA)
                     self._ready = True
@@ -165,6 +166,20 @@ class PageCache:
         with self._lock:
             self._connections.append(connection)
         return connection
+
+    def _refuse_foreign(self, connection: sqlite3.Connection) -> None:
+        """A file holding tables other than ``docs`` belongs to another application: switching
+        it to WAL and adding ``docs`` would change it, so it is refused untouched."""
+        rows = connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        foreign = sorted(str(name) for (name,) in rows if name != "docs")
+        if foreign:
+            raise CacheError(
+                f"LiveFetch cache {self.path}: holds tables the cache does not own "
+                f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); "
+                "choose another cache path"
+            )
 
     def _to_wal(self, connection: sqlite3.Connection) -> None:
         """``PRAGMA journal_mode=WAL``, tried again while another process holds the file
