@@ -31,8 +31,6 @@ experiments: smoke, ci, rocchio_sweep, rocchio_tune, policy_compare, ranker_comp
 (conf/experiment/)
 """
 
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-
 
 def _fail(message: str, code: int = 1) -> None:
     from evidence_bench._printable import printable  # (a message can quote the web's text)
@@ -75,7 +73,7 @@ def _jobs(argv: list[str]) -> list[list[str]] | None:
         return None
 
 
-def _precheck(argv: list[str]) -> None:
+def _precheck(argv: list[str], config_dir: str | None = None) -> None:
     """Compose the config once before Hydra runs, so a bad override is one clear line
     (Hydra's own report is several lines and a stack hint), and plan it as a run would, for
     the values only the plan refuses. A multirun is checked job by job (~0.1 s each),
@@ -96,7 +94,9 @@ def _precheck(argv: list[str]) -> None:
         own = " ".join(a for a in job if a not in argv)
         where = "" if not multirun else f"job {number}{f' ({own})' if own else ''}: "
         try:
-            plain, _text = compose([arg for arg in job if not arg.lstrip("+~").startswith("hydra")])
+            plain, _text = compose(
+                [arg for arg in job if not arg.lstrip("+~").startswith("hydra")], config_dir
+            )
         except Exception as exc:
             _fail(where + _one_line(exc))
         try:
@@ -105,20 +105,46 @@ def _precheck(argv: list[str]) -> None:
             _fail(where + str(exc))
 
 
+def _config_dir(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without Hydra's ``--config-dir DIR`` (``-cd DIR``, ``--config-dir=DIR``),
+    and that DIR: the user's configs are searched before the shipped ones
+    (:func:`~evidence_bench.experiment.config.config_dirs`), where Hydra's own flag would
+    search them after."""
+    rest: list[str] = []
+    config_dir = None
+    args = iter(argv)
+    for arg in args:
+        if arg in ("--config-dir", "-cd"):
+            config_dir = next(args, None)
+            if config_dir is None:
+                _fail(f"{arg} needs a directory", 2)
+        elif arg.startswith("--config-dir="):
+            config_dir = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    return rest, config_dir
+
+
 def _hydra(task: Any, argv: list[str]) -> None:
     import hydra
 
-    from evidence_bench.experiment.config import register_configs
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.config import ROOT_CONFIG, config_dirs, register_configs
 
     register_configs()
-    if _run_once(task, argv):
+    argv, config_dir = _config_dir(argv)
+    try:
+        primary = str(config_dirs(config_dir)[0])
+    except EvidenceBenchError as exc:
+        _fail(str(exc), 2)
+    if _run_once(task, argv, primary):
         return
-    _precheck(argv)
+    _precheck(argv, config_dir)
     sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
-    hydra.main(config_path=CONF_DIR, config_name="config", version_base=None)(task)()
+    hydra.main(config_path=primary, config_name=ROOT_CONFIG, version_base=None)(task)()
 
 
-def _run_once(task: Any, argv: list[str]) -> bool:
+def _run_once(task: Any, argv: list[str], primary: str | None = None) -> bool:
     """Run ``task`` as ``hydra.main`` would for a plain run, composing its config once.
 
     ``hydra.main`` composes it twice (once to learn ``hydra.mode``, once to run) and
@@ -137,20 +163,21 @@ def _run_once(task: Any, argv: list[str]) -> bool:
     from hydra.types import RunMode
     from omegaconf import OmegaConf, open_dict
 
-    from evidence_bench.experiment.config import check_config
+    from evidence_bench.experiment.config import ROOT_CONFIG, check_config, config_dirs
 
     version.setbase(None)  # hydra.main(version_base=None)
+    primary = primary or str(config_dirs()[0])
     calling_file, calling_module = hydra_utils.detect_calling_file_or_module_from_task_function(
         task
     )
     task_name = hydra_utils.detect_task_name(calling_file, calling_module)
     search_path = hydra_utils.create_automatic_config_search_path(
-        calling_file, calling_module, CONF_DIR
+        calling_file, calling_module, primary
     )
     app = Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
     try:
         try:
-            cfg = app.compose_config("config", list(argv), run_mode=RunMode.RUN)
+            cfg = app.compose_config(ROOT_CONFIG, list(argv), run_mode=RunMode.RUN)
             if cfg.hydra.mode not in (None, RunMode.RUN):
                 return False
             check_config(  # the job's config, resolved, as _precheck checks it
@@ -181,9 +208,11 @@ def _run_job(app: Any, cfg: Any, task: Any) -> None:
     from hydra.core.utils import configure_log, run_job
     from hydra.types import HydraContext
 
+    from evidence_bench.experiment.config import ROOT_CONFIG
+
     configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
     callbacks = Callbacks(cfg)
-    callbacks.on_run_start(config=cfg, config_name="config")
+    callbacks.on_run_start(config=cfg, config_name=ROOT_CONFIG)
     ret = run_job(
         hydra_context=HydraContext(config_loader=app.config_loader, callbacks=callbacks),
         task_function=task,
@@ -192,7 +221,7 @@ def _run_job(app: Any, cfg: Any, task: Any) -> None:
         job_subdir_key=None,
         configure_logging=True,
     )
-    callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
+    callbacks.on_run_end(config=cfg, config_name=ROOT_CONFIG, job_return=ret)
     _ = ret.return_value  # a failed job raises here, as in Hydra.run
 
 
@@ -302,7 +331,9 @@ def _serve(argv: list[str]) -> None:
     name = args.get("collection", "cranfield")
     try:
         path = (
-            Path(name) if Path(name).is_dir() else resolve_path(f"collections/{name}", "collection")
+            Path(name)
+            if Path(name).is_dir()
+            else resolve_path(f"pkg://collections/{name}", "collection")
         )
         port = _integer(args, "port", "8765") or 0
         rate = _integer(args, "rate_limit", None)

@@ -46,9 +46,9 @@ def _seen(
     used = False
     real = entry._run_once
 
-    def run_once(task: Any, argv: list[str]) -> bool:
+    def run_once(task: Any, argv: list[str], *primary: str) -> bool:
         nonlocal used
-        used = once and real(task, argv)
+        used = once and real(task, argv, *primary)
         return used
 
     monkeypatch.setattr(entry, "_run_once", run_once)

@@ -13,26 +13,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evidence_bench._resources import PACKAGED, packaged
 from evidence_bench.collections.beir import Collection, load_collection
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 
 __all__ = ["QuerySet", "brave_query", "load_query_set", "resolve_path"]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
 
 def resolve_path(value: str, key: str) -> Path:
-    """A path from a config value: as given, else relative to the project root."""
-    path = Path(value).expanduser()
-    if path.is_absolute() or path.exists():
+    """A path from a config value: ``pkg://REL`` is the package's shipped data
+    (:mod:`evidence_bench._resources`), an absolute path is itself, and any other relative
+    path is against the working directory, never the package. A path that does not exist
+    is an error naming ``key``, but for ``*cassettes`` and ``runs_dir`` (``record`` and
+    ``run`` create them)."""
+    if value.startswith(PACKAGED):
+        path = packaged(value.removeprefix(PACKAGED))
+        if path.is_relative_to(Path.cwd()):  # a checkout's own: named as before, relative
+            path = path.relative_to(Path.cwd())
+    else:
+        path = Path(value).expanduser()
+    if path.exists() or key.endswith("cassettes") or key == "runs_dir":
         return path
-    rooted = PROJECT_ROOT / path
-    if rooted.exists():
-        return rooted
-    if key.endswith("cassettes"):
-        return path
-    raise ConfigurationError(f"{key}={value!r}: no such file or directory")
+    where = "" if path.is_absolute() else f" (in {Path.cwd()})"
+    raise ConfigurationError(f"{key}={value!r}: no such file or directory{where}")
 
 
 def brave_query(text: str) -> str:

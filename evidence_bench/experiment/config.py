@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.config_store import ConfigStore
 
+from evidence_bench._resources import packaged
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.experiment.bounds import check_bounds
 
 __all__ = [
+    "ROOT_CONFIG",
     "AnalyzerConf",
     "EvalConf",
     "ExperimentConf",
@@ -36,6 +39,7 @@ __all__ = [
     "TuneConf",
     "check_config",
     "compose",
+    "config_dirs",
     "register_configs",
 ]
 
@@ -315,12 +319,41 @@ def register_configs() -> None:
     """Register the root schema; ``conf/config.yaml`` names it first in its defaults.
 
     Groups need no schema of their own: every group lands in a typed field of
-    :class:`RunConf`, so their keys and types are checked there.
+    :class:`RunConf`, so their keys and types are checked there. The shipped root config
+    (``conf/config.yaml``) is registered too, as :data:`ROOT_CONFIG`, with the shipped
+    ``conf/`` on its search path: Hydra looks for its primary config only on the search path
+    it starts with, where a user's directory comes first (:func:`config_dirs`).
     """
-    ConfigStore.instance().store(name="run_schema", node=RunConf)
+    store = ConfigStore.instance()
+    store.store(name="run_schema", node=RunConf)
+    root = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8"))
+    root["hydra"]["searchpath"] = [f"file://{CONF_DIR}"]
+    store.store(name=ROOT_CONFIG, node=root)
 
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+#: The root config's name in the ConfigStore: every composition starts from it.
+ROOT_CONFIG = "evidence_bench"
+#: The shipped configs (the checkout's ``conf/``, package data in a wheel)
+CONF_DIR = packaged("conf")
+
+
+def config_dirs(config_dir: str | Path | None = None) -> tuple[Path, ...]:
+    """Where configs are looked up, the first that has one winning: the user's directory
+    (``config_dir``, else ``conf/`` in the working directory if there is one), then the
+    shipped one. So a user's experiments, query sets and policies sit beside the shipped
+    ones, can name them (``defaults: [/policy@policies.oracle: oracle]``) and can shadow them.
+    """
+    if config_dir is None:
+        user = Path("conf")
+        if not user.is_dir():
+            return (CONF_DIR,)
+    else:
+        user = Path(config_dir).expanduser()
+        if not user.is_dir():
+            raise ConfigurationError(f"--config-dir {config_dir}: no such directory")
+    user = user.resolve()
+    return (CONF_DIR,) if user == CONF_DIR else (user, CONF_DIR)
+
 
 #: An experiment's name is one directory under ``runs_dir``: a single, plain path component.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -364,18 +397,21 @@ def _unknown_key(cfg: Mapping[str, Any], schema: type, prefix: str) -> str:
     return ""
 
 
-def compose(overrides: list[str]) -> tuple[dict[str, Any], str]:
+def compose(
+    overrides: list[str], config_dir: str | Path | None = None
+) -> tuple[dict[str, Any], str]:
     """The resolved config for ``overrides``, as a plain dict and as YAML (for tests, scripts).
 
-    The same composition ``python -m evidence_bench run`` does, without Hydra's app runner.
+    The same composition ``python -m evidence_bench run`` does, without Hydra's app runner;
+    ``config_dir`` as for :func:`config_dirs`.
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
     register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
+    with initialize_config_dir(config_dir=str(config_dirs(config_dir)[0]), version_base=None):
+        cfg = hydra_compose(config_name=ROOT_CONFIG, overrides=overrides)
     plain = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(plain, dict)
     return {str(k): v for k, v in plain.items()}, OmegaConf.to_yaml(cfg, resolve=True)

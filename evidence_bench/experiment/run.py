@@ -19,11 +19,7 @@ from tqdm import tqdm
 
 from evidence_bench._lazy import module
 from evidence_bench._trim import old_objects_frozen, release_memory
-from evidence_bench.collections.queryset import (
-    PROJECT_ROOT,
-    QuerySet,
-    load_query_set,
-)
+from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.evaluation.statistics import first_met, group_codes
@@ -83,11 +79,20 @@ class RunOutcome:
         )
 
 
+#: The checkout the package runs from, if it does (else it is installed, and the commit
+#: recorded is that of the working directory's repository: the user's project)
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _git_cwd() -> Path:
+    return _CHECKOUT if (_CHECKOUT / ".git").exists() else Path.cwd()
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
-            cwd=PROJECT_ROOT,
+            cwd=_git_cwd(),
             capture_output=True,
             text=True,
             timeout=5,
@@ -103,7 +108,7 @@ def _git_dirty() -> bool | None:
     try:
         out = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=PROJECT_ROOT,
+            cwd=_git_cwd(),
             capture_output=True,
             text=True,
             timeout=5,
