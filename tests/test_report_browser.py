@@ -6,6 +6,7 @@ violation (something tried to load or run) or an error. Chromium logs both as ``
 
 from __future__ import annotations
 
+import runpy
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from report_fixtures import PAYLOAD_SCRIPT, write_run_dir
 from evidence_bench.report import render_report
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 FLAGS = (
     "--headless",
@@ -100,3 +102,13 @@ def test_screenshot_shows_the_report(chromium: str, report: Path, tmp_path: Path
     assert drawn > 0.03  # text, tables and charts, not a blank page
     greens = ((pixels[..., 1] > pixels[..., 0] + 0.15) & (pixels[..., 1] > 0.3)).mean()
     assert greens > 0.0005  # colour-coded changes and the verdict's accent were drawn
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_page_never_scrolls_sideways(chromium: str, report: Path, width: int) -> None:
+    """At a laptop's and a phone's width the document is no wider than the window: wide
+    tables and charts scroll inside their own box, long cells wrap or fold."""
+    widths = runpy.run_path(str(ROOT / "benchmarks" / "report_widths.py"), run_name="widths")
+    got = widths["measure"](chromium, report, width)
+    assert got["viewport"] == width
+    assert got["width"] <= width, got["wide"]

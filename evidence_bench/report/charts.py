@@ -596,7 +596,11 @@ def rounds_chart(
     ``rows``: stage means (config_id, policy, round, stage, measure, mean, ci_low, ci_high);
     ``configs``: (config_id, label) pairs, the first drawn with its confidence band.
     """
-    left, top, width, height, col_gap, row_gap = 74.0, 56.0, 150.0, 110.0, 52.0, 30.0
+    left, top, width, height, col_gap, row_gap = 74.0, 56.0, 300.0, 170.0, 56.0, 34.0
+    # at most three measures side by side (then the next band below), so a panel keeps a
+    # third of the page's width rather than a fifth
+    cols = max(1, min(3, len(measures)))
+    band_gap = 26.0
     c = _Canvas()
     all_rounds = sorted(int(r) for r in pd.unique(rows["round"]))
     xlim = (min(all_rounds, default=0) - 0.25, max(all_rounds, default=1) + 0.25)
@@ -640,13 +644,15 @@ def rounds_chart(
             shown += [r.mean for line, base in lines for r in (*line, *base)]
             ylim = _limits(shown)
             ticks = [t for t in _ticks(*ylim, 4) if ylim[0] <= t <= ylim[1]]
-            p = _panel(left + m * (width + col_gap), top + u * (height + row_gap), width,
-                       height, xlim, ylim)  # fmt: skip
+            strip, col = divmod(m, cols)
+            row = strip * len(policies) + u
+            p = _panel(left + col * (width + col_gap), top + row * (height + row_gap)
+                       + strip * band_gap, width, height, xlim, ylim)  # fmt: skip
             rounds = sorted({r.round for r in sub})
             last = u == len(policies) - 1
             _x_axis(c, p, [float(r) for r in rounds], [str(r) for r in rounds],
                     title="round" if last else None)  # fmt: skip
-            _y_axis(c, p, ticks, title=str(policy) if m == 0 else None, title_offset=50.0)
+            _y_axis(c, p, ticks, title=str(policy) if col == 0 else None, title_offset=50.0)
             if u == 0:
                 _title(c, p, measure)
             for k, (line, base) in enumerate(lines):
@@ -679,11 +685,16 @@ def rounds_chart(
         (label, _line_key(c, _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]))
         for k, (_, label) in enumerate(configs)
     ]
-    end = _legend(c, left, 16.0, entries[:3])
-    if len(entries) > 3:
-        end = max(end, _legend(c, left, 32.0, entries[3:]))
-    total_w = max(left + len(measures) * (width + col_gap) - col_gap + 12, end)
-    total_h = top + len(policies) * (height + row_gap) - row_gap + 40
+    dashed = _line_key(c, _CONFIG_COLOURS[0], marker=False, stroke_dasharray="4 3")
+    entries.append((f"dashed: {control}, the same ranker without feedback", dashed))
+    end = _legend(c, left, 16.0, entries[:2])
+    if len(entries) > 2:
+        end = max(end, _legend(c, left, 32.0, entries[2:]))
+    bands = -(-len(measures) // cols)
+    total_w = max(left + cols * (width + col_gap) - col_gap + 12, end)
+    total_h = (
+        top + bands * len(policies) * (height + row_gap) - row_gap + (bands - 1) * band_gap + 40
+    )
     title = f"Measures over rounds ({stage}; dashed: {control}, no feedback)"
     return _svg(c, total_w, total_h, title)
 

@@ -209,6 +209,35 @@ def _round0_views(analysis: Analysis) -> dict[str, list[dict[str, Any]]]:
     return views
 
 
+#: A summary of at most this many configurations shows them all at once.
+_ALL_SHOWN = 8
+#: Besides the best setting, the baselines and any significant loss, the summary opens with
+#: this many configurations of the next largest gains.
+_RUNNERS_UP = 3
+
+
+def _key_configs(analysis: Analysis) -> set[str] | None:
+    """The configurations the summary shows before "all": the best setting, the baselines,
+    every configuration with a significant loss, and the next largest gains (leading
+    measure, the verdict's round); None: show every one (a run of few)."""
+    s, best = analysis.summary, analysis.best
+    configs = set(s["config_id"])
+    if len(configs) <= _ALL_SHOWN or best is None:
+        return None
+    mine = s[s["measure"] == analysis.data.settings.primary_measure]
+    key = {best.config_id}
+    key |= set(mine.loc[mine["role"] == "baseline", "config_id"])
+    key |= set(mine.loc[mine["significant"] & (mine["gain_common"] < 0), "config_id"])
+    first = mine[(mine["round"] == best.round) & (mine["role"] != "baseline")]
+    ranked = (
+        first.groupby("config_id", sort=False)["gain_common"]
+        .mean()
+        .sort_values(ascending=False, kind="stable")
+    )
+    key |= set([str(c) for c in ranked.index if str(c) not in key][:_RUNNERS_UP])
+    return key if key < configs else None
+
+
 def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
     """Per measure, round and config: each user's feedback-stage rows (before, control,
     feedback, gain), and round 0 as the reference.
@@ -217,6 +246,7 @@ def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
     groupbys cost seconds on a sweep's thousand rows.
     """
     records = analysis.summary.to_dict("records")
+    key = _key_configs(analysis)
     start = _round0_views(analysis)
     measures = list(dict.fromkeys([*analysis.data.settings.measures, *start]))
     by_measure = {m: list(rows) for m, rows in groupby(records, key=itemgetter("measure"))}
@@ -231,7 +261,9 @@ def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
                     {"policy": policy, "stages": list(mine)}
                     for policy, mine in groupby(rows, key=itemgetter("policy"))
                 ]
-                groups.append(_config_group(str(config_id), rows, users))
+                group = _config_group(str(config_id), rows, users)
+                group["minor"] = key is not None and str(config_id) not in key
+                groups.append(group)
             rounds.append({"round": int(round_), "groups": groups})
         primary = measure == analysis.data.settings.primary_measure
         views.append(
@@ -394,12 +426,36 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
     return views
 
 
+def _grid_edges(analysis: Analysis) -> list[dict[str, Any]]:
+    """The swept parameters the best setting takes at an end of the grid: the best may lie
+    beyond it. A weight of 0 at the low end is a hard limit (Rocchio's weights are never
+    negative), so it is no edge."""
+    best, data = analysis.best, analysis.data
+    if best is None or not data.swept:
+        return []
+    configs = data.configs[data.configs["role"] != "baseline"].set_index("config_id")
+    if best.config_id not in configs.index:
+        return []
+    edges = []
+    for name in data.swept:
+        values = pd.to_numeric(configs[name], errors="coerce").dropna()
+        mine = pd.to_numeric(pd.Series([configs.at[best.config_id, name]]), errors="coerce")[0]
+        if len(values.unique()) < 3 or pd.isna(mine):
+            continue
+        if mine == values.max():
+            edges.append({"param": str(name), "value": float(mine), "side": "largest"})
+        elif mine == values.min() and mine != 0:
+            edges.append({"param": str(name), "value": float(mine), "side": "smallest"})
+    return edges
+
+
 def _best_view(analysis: Analysis) -> dict[str, Any] | None:
     best = analysis.best
     if best is None:
         return None
     before_stage, control_stage = BASELINES[best.stage]
     return {
+        "edges": _grid_edges(analysis),
         "config_id": best.config_id,
         "label": best.label,
         "stage": best.stage,
@@ -518,6 +574,9 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     context: dict[str, Any] = {
         "header": _header(analysis),
         "summaries": _summary_views(analysis),
+        "summary_hidden": len(set(analysis.summary["config_id"]) - key)
+        if (key := _key_configs(analysis)) is not None
+        else 0,
         "alpha": ALPHA,
         "baselines": BASELINES,
         "configs": data.configs.to_dict("records"),

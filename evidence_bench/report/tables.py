@@ -72,7 +72,8 @@ class Best:
     stage: str
     round: int
     #: Summary rows of the primary measure for this config and stage at ``round``, per user;
-    #: ``best_ci_low/high``: the selection-adjusted interval of ``gain_common``.
+    #: ``best_ci_low/high``: the selection-adjusted interval of ``gain_common``, ``best_p``
+    #: its p adjusted the same way (Bonferroni over the candidates).
     rows: pd.DataFrame
     last_round: int
     #: The same at the last round (later rounds build on earlier feedback, and lose the
@@ -351,6 +352,9 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
             m,
             spread=mine["gain_spread_common"],
         )
+        # the p that goes with those intervals: Bonferroni's over the same m candidates
+        # (Holm's step-down p can be significant where the simultaneous interval spans 0)
+        mine["best_p"] = np.minimum(1.0, m * mine["p_rand_common"])
         return mine
 
     chosen = rows(first)

@@ -184,7 +184,10 @@ def _share(variance: pd.DataFrame, stage: str, source: str) -> float | None:
 
 
 def validity_sentence(group: ValidityGroup) -> str:
-    """One sentence: is the best setting robust across users, seeds and modes?"""
+    """One sentence: does the best setting stay on top across users and seeds, and across
+    evaluation modes? Each part says its own answer and what it counted, so a mode
+    comparison at another measure (where frozen evaluation pins the primary one) does not
+    pass for a verdict on the users."""
     r = group.robustness
     if r is None or not (r.orderings or r.modes):
         return "Not answerable: no two orderings of the settings could be compared."
@@ -192,17 +195,26 @@ def validity_sentence(group: ValidityGroup) -> str:
     name = setting_name(group, r.setting)
     parts = []
     if r.orderings:
-        text = f"it comes first for {r.first} of {r.orderings} users and seeds"
-        if r.not_first:
+        if r.first == r.orderings:
+            text = f"it comes first for every user and seed ({r.first} of {r.orderings})"
+        else:
             shown = [side for _, _, side, _ in r.not_first[:3]]
             more = f" and {len(r.not_first) - 3} more" if len(r.not_first) > 3 else ""
-            text += f" (not for {', '.join(shown)}{more})"
+            text = (
+                f"it comes first for only {r.first} of {r.orderings} users and seeds "
+                f"(not for {', '.join(shown)}{more})"
+            )
         parts.append(text)
     if r.modes:
-        text = f"the modes agree on the top setting in {r.modes_agree} of {r.modes} comparisons"
-        if r.mode_changes:
+        if r.modes_agree == r.modes:
+            text = f"the evaluation modes agree on the top setting ({r.modes} of {r.modes})"
+        else:
             user, modes, measure, _, _ = r.mode_changes[0]
-            text += f" (not for {user} at {measure}, {modes})"
+            text = (
+                f"the evaluation modes disagree on the top setting in "
+                f"{r.modes - r.modes_agree} of {r.modes} comparisons "
+                f"(first: {user} at {measure}, {modes})"
+            )
         parts.append(text)
     if r.lowest is not None:
         low = r.lowest
@@ -216,10 +228,17 @@ def validity_sentence(group: ValidityGroup) -> str:
             f"configs explain {100 * config:.1f}% of the per-query gain's variance "
             f"and their interaction with the seed {100 * by_seed:.1f}%"
         )
-    verdict = "robust" if r.robust else "not robust"
-    return f"{where} best setting, {name}, is {verdict} across users, seeds and modes: " + (
-        "; ".join(parts) + "."
-    )
+    users_ok = r.first == r.orderings
+    modes_ok = r.modes_agree == r.modes
+    if users_ok and modes_ok:
+        answer = "stays on top across users, seeds and evaluation modes"
+    elif users_ok:
+        answer = "stays on top across users and seeds, not across evaluation modes"
+    elif modes_ok:
+        answer = "does not stay on top across users and seeds"
+    else:
+        answer = "does not stay on top across users, seeds or evaluation modes"
+    return f"{where} best setting, {name}, {answer}: " + "; ".join(parts) + "."
 
 
 def _num(value: Any) -> float | None:
