@@ -49,7 +49,7 @@ run: $(STAMP)
 ## among them (tests/test_gate.py runs `run +experiment=ci` and `check` against
 ## baselines/ci.yaml, as `make gate` does). The checks are one core each and the tests
 ## spread over every core (pytest-xdist), so all run side by side and no core waits for
-## the slowest; -O keeps each one's output together.
+## the slowest. No -O: pytest streams its progress as it runs (-O held it ~100 s).
 ##
 ## The manual and the tests wait for one `pytest --collect-only` (compiled), which lint and
 ## the type check do not need: it imports what the test modules import, so Python writes
@@ -59,7 +59,7 @@ run: $(STAMP)
 ## set: nothing would be written.
 COMPILED := $(if $(PYTHONDONTWRITEBYTECODE),,compiled)
 test: $(STAMP)
-	@$(MAKE) --no-print-directory -j4 -O lint typecheck docs unit COMPILED=$(COMPILED)
+	@$(MAKE) --no-print-directory -j4 lint typecheck docs unit COMPILED=$(COMPILED)
 
 check: test
 
