@@ -277,6 +277,7 @@ def _record(cfg: Any) -> None:
             deep=bool(plain.get("record_deep", True)),
             searches=bool(plain.get("record_searches", True)),
             page_timeout_s=float((plain.get("pages") or {}).get("timeout_s", 5.0)),
+            allow_private=bool((plain.get("pages") or {}).get("allow_private", False)),
         )
     except EvidenceBenchError as exc:
         _fail(str(exc))

@@ -84,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         "(livefetch.sqlite)",
     )
     parser.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="with --fetch: also fetch pages on loopback, private and link-local addresses "
+        "(refused by default as blocked_address; for a server of your own)",
+    )
+    parser.add_argument(
         "--interactive",
         action="store_true",
         help="mark results and rerank or expand them; type 'help' at the prompt",
@@ -105,10 +111,13 @@ def _render(results: Sequence[Evidence]) -> str:
     return printable("\n".join(lines) + "\n")
 
 
-def _fetch_pages(query: str, results: Sequence[Evidence], cache: str) -> PacketSet:
+def _fetch_pages(
+    query: str, results: Sequence[Evidence], cache: str, *, allow_private: bool = False
+) -> PacketSet:
     """Each result's page through LiveFetch (pages cached in ``cache``): no freshness
     filter, no new discovery."""
     from evidence_bench.livefetch import Candidate, LiveFetch, RetrievalIntent, StaticDiscovery
+    from evidence_bench.web.guard import AddressPolicy
 
     candidates = [
         Candidate(
@@ -121,7 +130,8 @@ def _fetch_pages(query: str, results: Sequence[Evidence], cache: str) -> PacketS
         for item in results
     ]
     intent = RetrievalIntent(query, max_results=max(len(results), 1), freshness_days=None)
-    with LiveFetch(StaticDiscovery(candidates), cache_path=cache) as lf:
+    policy = AddressPolicy(allow_private=allow_private)
+    with LiveFetch(StaticDiscovery(candidates), cache_path=cache, policy=policy) as lf:
         return lf.run_sync(intent)
 
 
@@ -253,9 +263,11 @@ def _main(argv: list[str] | None) -> int:
     if args.interactive and args.fetch:
         print(f"{PROG}: --fetch works only without --interactive", file=sys.stderr)
         return 2
-    if args.cache != parser.get_default("cache") and not args.fetch:
-        print(f"{PROG}: --cache works only with --fetch", file=sys.stderr)
-        return 2
+    for option, given in (("--cache", args.cache != parser.get_default("cache")),
+                          ("--allow-private", args.allow_private)):  # fmt: skip
+        if given and not args.fetch:
+            print(f"{PROG}: {option} works only with --fetch", file=sys.stderr)
+            return 2
     query = " ".join(args.query)
     try:
         # Both modes show the session's first ranking (the local ranker, no feedback yet),
@@ -267,7 +279,11 @@ def _main(argv: list[str] | None) -> int:
                 return 0
             return _interact(session, sys.stdin, sys.stdout, sys.stderr)
         results = session.ranking
-        fetched = _fetch_pages(query, results, args.cache) if args.fetch and results else None
+        fetched = (
+            _fetch_pages(query, results, args.cache, allow_private=args.allow_private)
+            if args.fetch and results
+            else None
+        )
     except EvidenceBenchError as exc:
         print(printable(f"{PROG}: {exc}"), file=sys.stderr)
         return 1

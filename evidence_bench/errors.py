@@ -9,8 +9,9 @@ caller (the CLI, the experiment runner) can catch one class and print one line::
     ├── FeedbackError             a mark names a position or URL the session does not hold
     ├── DataError                 a collection, qrels or run file line that cannot be read
     ├── RequestError              transport failures and timeouts (the request did not succeed)
-    │   └── ProviderStatusError   a non-2xx answer, with Brave's ``error.code`` and ``detail``
-    │       └── RateLimitError    429, with the seconds to wait from ``X-RateLimit-Reset``
+    │   ├── ProviderStatusError   a non-2xx answer, with Brave's ``error.code`` and ``detail``
+    │   │   └── RateLimitError    429, with the seconds to wait from ``X-RateLimit-Reset``
+    │   └── BlockedAddressError   a web address that is not the open web (loopback, private...)
     ├── ResponseFormatError       a body that is not JSON, or not Brave's shape
     ├── ReplayMissError           a request that no cassette holds (record mode none)
     ├── RegressionError           a quality gate that failed
@@ -31,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BlockedAddressError",
     "CacheError",
     "ConfigurationError",
     "DataError",
@@ -86,6 +88,11 @@ class DataError(EvidenceBenchError):
 
 class RequestError(EvidenceBenchError):
     """A request to the search provider did not succeed."""
+
+
+class BlockedAddressError(RequestError):
+    """A web-sourced URL leads to an address that is not the open web (loopback, private,
+    link-local, multicast, unspecified or reserved); refused before any byte is sent."""
 
 
 class ProviderStatusError(RequestError):

@@ -811,6 +811,7 @@ def test_fetch_evidence_opens_and_closes_its_own_client(monkeypatch) -> None:
             seen.append(request)
             return ok(brave_body([WIKI]))
 
+        kwargs.pop("transport", None)
         made.append(real_client(transport=httpx.MockTransport(handle), **kwargs))
         return made[-1]
 

@@ -106,7 +106,7 @@ def _args(recording: Path, tmp_path: Path, *extra: str) -> list[str]:
     return [
         "EU AI Act enforcement", "--mode", "news", "--max-results", "5",
         "--discovery-file", str(recording), "--cache", str(tmp_path / "lf.sqlite"),
-        "--as-of", "2026-12-01", *extra,
+        "--as-of", "2026-12-01", "--allow-private", *extra,
     ]  # fmt: skip
 
 
@@ -207,7 +207,7 @@ def brave_env(server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> s
 def test_evidence_fetcher_fetch_shows_each_results_date_and_quotes(
     brave_env: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert cli.main(["EU AI Act enforcement", "--fetch", "--limit", "3"]) == 0
+    assert cli.main(["EU AI Act enforcement", "--fetch", "--allow-private", "--limit", "3"]) == 0
     out = capsys.readouterr().out
     blocks = out.split("\n")
     assert "   date: 2026-11-28" in blocks
@@ -222,7 +222,9 @@ def test_evidence_fetcher_fetch_shows_each_results_date_and_quotes(
 def test_evidence_fetcher_fetch_json_adds_date_quotes_and_failure(
     brave_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["EU AI Act enforcement", "--fetch", "--format", "json"]) == 0
+    assert (
+        cli.main(["EU AI Act enforcement", "--fetch", "--allow-private", "--format", "json"]) == 0
+    )
     rows = {row["url"].rsplit("/", 1)[1]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["ai-act-case"]["published_at"] == "2026-11-28T14:05:00+00:00"
     assert rows["ai-act-case"]["quotes"][0].startswith("The European AI Office")
@@ -235,13 +237,19 @@ def test_evidence_fetcher_fetch_caches_where_cache_says_and_reads_it_back(
 ) -> None:
     cache = tmp_path / "elsewhere" / "pages.sqlite"
     cache.parent.mkdir()
-    assert cli.main(["EU AI Act enforcement", "--fetch", "--cache", str(cache)]) == 0
+    assert (
+        cli.main(["EU AI Act enforcement", "--fetch", "--allow-private", "--cache", str(cache)])
+        == 0
+    )
     first = capsys.readouterr().out
     assert cache.exists() and not (tmp_path / "livefetch.sqlite").exists()
     with sqlite3.connect(cache) as db:
         urls = {url.rsplit("/", 1)[1] for (url,) in db.execute("SELECT url FROM docs")}
     assert "ai-act-case" in urls and "missing" not in urls  # a failed page is not cached
-    assert cli.main(["EU AI Act enforcement", "--fetch", "--cache", str(cache)]) == 0
+    assert (
+        cli.main(["EU AI Act enforcement", "--fetch", "--allow-private", "--cache", str(cache)])
+        == 0
+    )
     assert capsys.readouterr().out == first
 
 
@@ -249,6 +257,7 @@ def test_evidence_fetcher_cache_without_fetch_is_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert cli.main(["q", "--cache", "x.sqlite"]) == 2
+    assert cli.main(["q", "--allow-private"]) == 2
     assert "--cache works only with --fetch" in capsys.readouterr().err
 
 
@@ -294,16 +303,29 @@ def test_evidence_fetcher_fetch_says_why_when_every_page_failed(
     """A PacketSet without packets is falsy (its length): when every page failed, the
     listing was the one without --fetch, no reason said, and the JSON had no fetch_failure."""
 
-    def all_failed(query: str, results: Any, cache: str) -> PacketSet:
+    def all_failed(query: str, results: Any, cache: str, **options: Any) -> PacketSet:
         failures = tuple(
             FetchFailure(item.url, FailureReason.TIMEOUT, "no answer in 15 s") for item in results
         )
         return PacketSet(packets=(), failures=failures)
 
     monkeypatch.setattr(cli, "_fetch_pages", all_failed)
-    assert cli.main(["EU AI Act enforcement", "--fetch", "--limit", "2"]) == 0
+    assert cli.main(["EU AI Act enforcement", "--fetch", "--allow-private", "--limit", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("   page not read: timeout (no answer in 15 s)") == 2
-    assert cli.main(["EU AI Act enforcement", "--fetch", "--limit", "2", "--format", "json"]) == 0
+    assert (
+        cli.main(
+            [
+                "EU AI Act enforcement",
+                "--fetch",
+                "--allow-private",
+                "--limit",
+                "2",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert [row["fetch_failure"]["reason"] for row in rows] == ["timeout", "timeout"]

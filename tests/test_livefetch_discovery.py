@@ -101,11 +101,12 @@ def test_ddgs_news_rows_become_candidates() -> None:
 def test_ddgs_timelimit_covers_the_freshness_window(days: float | None, limit: str | None) -> None:
     fake = FakeDDGS()
     DdgsDiscovery(client_factory=lambda: fake).discover(RetrievalIntent("q", freshness_days=days))
-    assert fake.calls[0][0] == "text" and fake.calls[0][2]["timelimit"] == limit
+    assert fake.calls[0][0] == "news" and fake.calls[0][2]["timelimit"] == limit
 
 
 def test_ddgs_web_rows_without_a_url_are_skipped() -> None:
-    candidates = DdgsDiscovery(client_factory=FakeDDGS).discover(RetrievalIntent("AI Act"))
+    intent = RetrievalIntent("AI Act", mode="web")
+    candidates = DdgsDiscovery(client_factory=FakeDDGS).discover(intent)
     assert [c.url for c in candidates] == ["https://wiki.example.org/AI_Act"]
 
 
@@ -115,7 +116,7 @@ def test_a_ddgs_failure_is_a_request_error() -> None:
             raise RuntimeError("Ratelimit: 202 from html.duckduckgo.com")
 
     with pytest.raises(RequestError, match="ddgs web search for 'q' failed: Ratelimit"):
-        DdgsDiscovery(client_factory=Failing).discover(RetrievalIntent("q"))
+        DdgsDiscovery(client_factory=Failing).discover(RetrievalIntent("q", mode="web"))
 
 
 def test_brave_discovery_uses_the_brave_provider() -> None:
@@ -130,7 +131,9 @@ def test_brave_discovery_uses_the_brave_provider() -> None:
 
     client = httpx.Client(transport=httpx.MockTransport(handler))
     provider = BraveProvider("test-key", base_url="http://127.0.0.1:9/res/v1", http_client=client)
-    candidates = BraveDiscovery(provider).discover(RetrievalIntent("heat slabs", max_results=8))
+    candidates = BraveDiscovery(provider).discover(
+        RetrievalIntent("heat slabs", mode="web", max_results=8)
+    )
     assert [c.url for c in candidates] == ["https://a.example.gov/heat", "https://b.example.org/x"]
     assert candidates[0].snippet == "About heat."
     assert candidates[0].published_at == datetime(2026, 11, 1, 10, 0, tzinfo=UTC)

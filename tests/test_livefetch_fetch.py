@@ -14,6 +14,7 @@ import pytest
 
 from evidence_bench.livefetch import FailureReason, FetchedPage, FetchFailure, PageFetcher
 from evidence_bench.livefetch.fetch import MAX_REDIRECTS, USER_AGENT
+from evidence_bench.web.guard import AddressPolicy
 
 HTML = "<html><body><p>Hello.</p></body></html>"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -200,7 +201,7 @@ def test_a_real_server_dripping_bytes_times_out_as_a_whole(dripping_server: str)
     timeout ends it."""
 
     async def go() -> FetchedPage | FetchFailure:
-        async with PageFetcher(timeout_s=0.6) as fetcher:
+        async with PageFetcher(timeout_s=0.6, policy=AddressPolicy(allow_private=True)) as fetcher:
             return await fetcher.fetch(dripping_server)
 
     result = asyncio.run(go())
@@ -239,6 +240,7 @@ def test_the_failure_reasons_are_a_closed_set() -> None:
     """Each one is produced by a test: in this file, or (undecodable, no_text) in
     test_livefetch_pipeline.py."""
     assert [reason.value for reason in FailureReason] == [
-        "timeout", "network", "http_status", "not_html", "too_large", "undecodable",
-        "redirects", "no_text", "invalid_url",
+        "timeout", "network", "blocked_address", "denied_domain", "http_status", "not_html",
+        "too_large", "content_encoding", "undecodable", "redirects", "no_text", "invalid_url",
+        "skipped",
     ]  # fmt: skip

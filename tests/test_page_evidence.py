@@ -275,7 +275,7 @@ def test_a_page_that_cannot_be_fetched_is_recorded_as_failed_not_raised() -> Non
 
     with httpx.Client(transport=httpx.MockTransport(handler)) as client:
         assert fetch_page(client, "https://ex.test/ok").failure is None
-        assert fetch_page(client, "https://ex.test/gz").error == "decoding"
+        assert fetch_page(client, "https://ex.test/gz").error == "content_encoding"
         assert fetch_page(client, "https://xn--/").error == "invalid_url"
         assert fetch_page(client, "http://[::1/").error == "invalid_url"
 

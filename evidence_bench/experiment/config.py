@@ -217,8 +217,13 @@ class PagesConf:
     #: non-HTML, chosen by a hash of the document id; recorded in the page cassette, and a
     #: run asking another share than its cassette's stops.
     failure_rate: float = 0.05
-    #: Seconds ``record`` waits for a page before recording a timeout.
+    #: Seconds ``record`` gives a page, connect, headers and body together, before
+    #: recording a timeout.
     timeout_s: float = 5.0
+    #: ``record`` from live Brave: also fetch pages on loopback, private and link-local
+    #: addresses (recorded as ``blocked_address`` otherwise); the simulator's own pages on
+    #: 127.0.0.1 are fetched either way.
+    allow_private: bool = False
 
 
 @dataclass

@@ -28,6 +28,7 @@ from evidence_bench.livefetch.discovery import (
 )
 from evidence_bench.livefetch.pipeline import LiveFetch, default_discovery
 from evidence_bench.livefetch.records import EvidencePacket, Mode, PacketSet, RetrievalIntent
+from evidence_bench.web.guard import AddressPolicy
 
 __all__ = ["main", "render_packet"]
 
@@ -88,8 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mode",
         choices=[mode.value for mode in Mode],
-        default="web",
-        help="web search, news search or RSS/Atom feeds (web)",
+        default=Mode.NEWS.value,
+        help="news search, web search or RSS/Atom feeds (news)",
     )
     parser.add_argument(
         "--max-results", type=_count, default=8, help=f"packets to print, 1-{MAX_RESULTS} (8)"
@@ -161,6 +162,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-cache", action="store_true", help="fetch every page afresh")
     parser.add_argument(
+        "--allow-private",
+        action="store_true",
+        help="also fetch pages and feeds on loopback, private and link-local addresses "
+        "(refused by default as blocked_address; for a server of your own)",
+    )
+    parser.add_argument(
         "--cache-max-age",
         type=_hours,
         default=24.0,
@@ -172,14 +179,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _discovery(args: argparse.Namespace, intent: RetrievalIntent) -> Discovery:
     inner: Discovery
+    policy = AddressPolicy(allow_private=args.allow_private)
     if intent.mode is Mode.RSS:
-        inner = FeedDiscovery(args.feed)
+        inner = FeedDiscovery(args.feed, policy=policy)
     elif args.discovery == "brave":
         inner = BraveDiscovery()
     elif args.discovery == "ddgs":
         inner = DdgsDiscovery()
     else:
-        inner = default_discovery(intent)
+        inner = default_discovery(intent, policy=policy)
     if args.discovery_file is None:
         return inner
     return RecordedDiscovery(args.discovery_file, inner, record_mode=args.record_mode)
@@ -245,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_path=None if args.no_cache else args.cache,
             cache_max_age=timedelta(hours=args.cache_max_age),
             as_of=args.as_of,
+            policy=AddressPolicy(allow_private=args.allow_private),
         ) as lf:
             packets = lf.run_sync(intent)
     except EvidenceBenchError as exc:

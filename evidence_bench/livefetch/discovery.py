@@ -50,6 +50,8 @@ from evidence_bench.livefetch.records import (
     Mode,
     RetrievalIntent,
 )
+from evidence_bench.web.fetch import Answer, Limits, fetch
+from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, GuardedTransport
 
 __all__ = [
     "BraveDiscovery",
@@ -62,6 +64,8 @@ __all__ = [
     "candidate_limit",
 ]
 
+#: The most a feed's body may hold, decoded (feeds of a few hundred entries are ~1 MB).
+MAX_FEED_BYTES = 5 * 1024 * 1024
 #: Candidates per wanted result (some pages fail or are too old), and the most in total.
 OVERSAMPLE = 3
 MAX_CANDIDATES = 30
@@ -233,9 +237,11 @@ def _entry_date(entry: Any) -> datetime | None:
 
 class FeedDiscovery:
     """The entries of RSS/Atom ``feeds`` that share a term with the query, most terms
-    first, then in feed order. Each feed is fetched with httpx (``transport`` for tests)
-    and parsed by feedparser; a feed that cannot be fetched or parsed is skipped and
-    listed in :attr:`failures` (the pipeline reports it beside the page failures)."""
+    first, then in feed order. Each feed is fetched by the guarded GET
+    (:func:`evidence_bench.web.fetch.fetch`: one deadline of ``timeout_s``, at most
+    :data:`MAX_FEED_BYTES` decoded, every hop under ``policy``; ``transport`` for tests)
+    and parsed by feedparser; a feed that cannot be fetched or parsed is skipped and listed
+    in :attr:`failures` (the pipeline reports it beside the page failures)."""
 
     name = "feeds"
 
@@ -245,13 +251,32 @@ class FeedDiscovery:
         *,
         timeout_s: float = 15.0,
         transport: httpx.BaseTransport | None = None,
+        policy: AddressPolicy = OPEN_WEB,
     ) -> None:
         if not feeds:
             raise ConfigurationError("rss discovery needs at least one feed URL")
         self.feeds = list(feeds)
         self.timeout_s = timeout_s
+        self.policy = policy
         self._transport = transport
         self.failures: list[FetchFailure] = []
+
+    def _fetch(self, client: httpx.Client, feed_url: str) -> Answer | None:
+        answer = fetch(
+            client,
+            feed_url,
+            limits=Limits(timeout_s=self.timeout_s, max_bytes=MAX_FEED_BYTES),
+            policy=self.policy,
+        )
+        if isinstance(answer, FetchFailure):
+            self.failures.append(FetchFailure(feed_url, answer.reason, f"feed: {answer.detail}"))
+            return None
+        if not 200 <= answer.status < 300:
+            self.failures.append(
+                FetchFailure(feed_url, FailureReason.HTTP_STATUS, f"feed: HTTP {answer.status}")
+            )
+            return None
+        return answer
 
     def discover(self, intent: RetrievalIntent) -> list[Candidate]:
         import feedparser
@@ -260,34 +285,17 @@ class FeedDiscovery:
         terms = set(tokenize(intent.query))
         found: list[tuple[int, int, Candidate]] = []
         with httpx.Client(
-            transport=self._transport,
-            timeout=self.timeout_s,
-            follow_redirects=True,
+            transport=self._transport or GuardedTransport(self.policy),
             headers={"User-Agent": USER_AGENT},
+            trust_env=False,
         ) as client:
             for feed_url in self.feeds:
-                try:
-                    response = client.get(feed_url)
-                except httpx.TimeoutException:
-                    self.failures.append(FetchFailure(feed_url, FailureReason.TIMEOUT, "feed"))
+                answer = self._fetch(client, feed_url)
+                if answer is None:
                     continue
-                except httpx.HTTPError as exc:
-                    self.failures.append(
-                        FetchFailure(feed_url, FailureReason.NETWORK, f"feed: {exc}")
-                    )
-                    continue
-                if not response.is_success:
-                    self.failures.append(
-                        FetchFailure(
-                            feed_url,
-                            FailureReason.HTTP_STATUS,
-                            f"feed: HTTP {response.status_code}",
-                        )
-                    )
-                    continue
+                # (its headers hold no Content-Encoding: the body is decoded already)
                 parsed = feedparser.parse(
-                    response.content,
-                    response_headers={"content-type": response.headers.get("Content-Type", "")},
+                    answer.body, response_headers={"content-type": answer.content_type}
                 )
                 if not parsed.entries:
                     self.failures.append(

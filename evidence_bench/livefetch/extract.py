@@ -23,8 +23,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evidence_bench.livefetch.records import ExtractedPage
+from evidence_bench.web.failure import FailureReason
 
-__all__ = ["MAX_HTML_CHARS", "ExtractedPage", "clip_text", "decode_html", "extract_page"]
+__all__ = [
+    "MAX_HTML_CHARS",
+    "ExtractedPage",
+    "clip_text",
+    "decode_html",
+    "extract_page",
+    "read_page",
+]
 
 #: Markup beyond this many characters is not parsed: a main text lies in the first
 #: megabytes, and parsing cost grows with the tree.
@@ -90,9 +98,14 @@ def _whatwg_1252(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error("evidence_bench.whatwg-1252", _whatwg_1252)
 
 
-def _plausible(text: str) -> bool:
-    """Decoded text is text: at most 1% C0 control characters (binary data has many)."""
-    return len(_CONTROL.findall(text[:100_000])) <= max(1, len(text[:100_000]) // 100)
+def _plausible(text: str, body: bytes) -> bool:
+    """Decoded text is text: at most 1% C0 control characters (binary data has many), and
+    markup whose bytes hold a ``<`` still holds one once decoded (a UTF-16 label on a UTF-8
+    body decodes without error into CJK mojibake, every ``<`` gone)."""
+    head = text[:100_000]
+    if len(_CONTROL.findall(head)) > max(1, len(head) // 100):
+        return False
+    return "<" in text[:4096] or b"<" not in body[:4096]
 
 
 def decode_html(body: bytes, content_type: str | None = None) -> str | None:
@@ -126,7 +139,7 @@ def decode_html(body: bytes, content_type: str | None = None) -> str | None:
             text = body.decode(codec, errors)
         except (UnicodeDecodeError, LookupError):
             continue
-        if _plausible(text):
+        if _plausible(text, body):
             return text.removeprefix("\ufeff")
     from charset_normalizer import from_bytes
 
@@ -137,7 +150,7 @@ def decode_html(body: bytes, content_type: str | None = None) -> str | None:
         text = body.decode(best.encoding)
     except (UnicodeDecodeError, LookupError):
         return None
-    return text if _plausible(text) else None
+    return text if _plausible(text, body) else None
 
 
 def clip_text(text: str, max_chars: int) -> str:
@@ -277,3 +290,15 @@ def extract_page(html: bytes | str, *, url: str, content_type: str | None = None
             published = None
     title = title or _markup_title(markup)
     return ExtractedPage(title=title, text=text, published_at=published, method=method)
+
+
+def read_page(
+    body: bytes, *, url: str, content_type: str | None = None
+) -> ExtractedPage | FailureReason:
+    """A fetched page's body decoded (:func:`decode_html`) and extracted
+    (:func:`extract_page`), or why not: ``undecodable`` or ``no_text``."""
+    text = decode_html(body, content_type)
+    if text is None:
+        return FailureReason.UNDECODABLE
+    page = extract_page(text, url=url)
+    return page if page.text else FailureReason.NO_TEXT

@@ -1,17 +1,18 @@
-"""Fetching candidate pages with ``httpx.AsyncClient``, within bounds, failures as records.
+"""LiveFetch's page fetches: the guarded GET (:func:`evidence_bench.web.fetch.afetch`),
+bounded in concurrency, and an HTML check before the body.
 
 Bounds: at most ``max_concurrency`` requests in flight overall and ``per_host`` to one
-host (politeness, and no host starves the others); ``timeout_s`` for each phase
-(connect, read, write, pool) and for the whole request, so a server that drips a byte a
-second still ends; at most ``max_redirects`` redirects; at most ``max_bytes`` of body,
-streamed, so an oversized page stops downloading at the cap (a ``Content-Length`` over it
-stops before any body). The answer must be HTML (``text/html`` or
-``application/xhtml+xml``; with no Content-Type, a body that starts like HTML). Every
-request says who sends it (:data:`USER_AGENT`).
+host (politeness, and no host starves the others); one deadline of ``timeout_s`` for the
+whole request; at most ``max_redirects`` redirects, each hop checked against the
+destination policy and ``admit`` (the intent's domain lists); at most ``max_bytes`` of
+decoded body. The answer must be HTML (``text/html`` or ``application/xhtml+xml``; with no
+Content-Type, a body that starts like HTML). Every request says who sends it
+(:data:`USER_AGENT`). Without ``transport``, requests go through
+:class:`~evidence_bench.web.guard.AsyncGuardedTransport` under ``policy``: loopback,
+private and link-local addresses are refused unless ``AddressPolicy(allow_private=True)``.
 
 :meth:`PageFetcher.fetch` never raises for one URL's trouble: it returns a
-:class:`FetchedPage` or a :class:`~evidence_bench.livefetch.records.FetchFailure` with its
-reason. httpx's errors are translated here, once.
+:class:`FetchedPage` or a :class:`~evidence_bench.web.failure.FetchFailure` with its reason.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
 
-from evidence_bench.livefetch.records import FailureReason, FetchFailure
+from evidence_bench.web.failure import FailureReason, FetchFailure
+from evidence_bench.web.fetch import Admit, Limits, afetch
+from evidence_bench.web.fetch import Answer as FetchedPage
+from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, AsyncGuardedTransport
 
 __all__ = [
     "HTML_TYPES",
@@ -34,6 +37,8 @@ __all__ = [
     "USER_AGENT",
     "FetchedPage",
     "PageFetcher",
+    "html_check",
+    "sniff_html",
 ]
 
 #: Who is asking, and where to read about it.
@@ -48,17 +53,7 @@ MAX_REDIRECTS = 5
 PER_HOST = 2
 
 _HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)", re.I | re.S)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedPage:
-    """An HTML answer: the URL asked for, the URL answered (after redirects), its body."""
-
-    url: str
-    final_url: str
-    status: int
-    content_type: str
-    body: bytes
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 
 
 def _media_type(content_type: str) -> str:
@@ -70,6 +65,24 @@ def _host(url: str) -> str:
         return (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
+
+
+def html_check(response: httpx.Response) -> FetchFailure | None:
+    """Before the body: a 2xx status and an HTML (or no) Content-Type."""
+    url = str(response.request.url)
+    if not response.is_success:
+        return FetchFailure(url, FailureReason.HTTP_STATUS, f"HTTP {response.status_code}")
+    media = _media_type(response.headers.get("Content-Type", ""))
+    if media and media not in HTML_TYPES:
+        return FetchFailure(url, FailureReason.NOT_HTML, f"Content-Type {media}")
+    return None
+
+
+def sniff_html(page: FetchedPage) -> FetchFailure | None:
+    """After the body: a page without a Content-Type must start like HTML."""
+    if not _media_type(page.content_type) and not _HTML_START.match(page.body[:1024]):
+        return FetchFailure(page.url, FailureReason.NOT_HTML, "no Content-Type, body not HTML")
+    return None
 
 
 class PageFetcher:
@@ -86,24 +99,23 @@ class PageFetcher:
         max_bytes: int = MAX_BYTES,
         user_agent: str = USER_AGENT,
         transport: httpx.AsyncBaseTransport | None = None,
+        policy: AddressPolicy = OPEN_WEB,
+        admit: Admit | None = None,
     ) -> None:
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
+        self.limits = Limits(timeout_s=timeout_s, max_bytes=max_bytes, max_redirects=max_redirects)
+        self.policy = policy
+        self._admit = admit
         self._overall = asyncio.Semaphore(max_concurrency)
         self._per_host_limit = per_host
         self._hosts: defaultdict[str, asyncio.Semaphore] = defaultdict(
             lambda: asyncio.Semaphore(self._per_host_limit)
         )
         self._client = httpx.AsyncClient(
-            transport=transport,
-            timeout=httpx.Timeout(timeout_s),
-            follow_redirects=True,
-            max_redirects=max_redirects,
-            headers={
-                "User-Agent": user_agent,
-                "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
-            },
-            limits=httpx.Limits(max_connections=max_concurrency),
+            transport=transport or AsyncGuardedTransport(policy, max_connections=max_concurrency),
+            headers={"User-Agent": user_agent, "Accept": _ACCEPT},
+            trust_env=False,
         )
 
     async def __aenter__(self) -> PageFetcher:
@@ -117,61 +129,15 @@ class PageFetcher:
 
     async def fetch(self, url: str) -> FetchedPage | FetchFailure:
         """The page at ``url``, or why not."""
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:  # "Invalid IPv6 URL"
-            return FetchFailure(url, FailureReason.INVALID_URL, str(exc))
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            return FetchFailure(url, FailureReason.INVALID_URL, "not an http(s) URL")
         async with self._overall, self._hosts[_host(url)]:
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    return await self._fetch(url)
-            except TimeoutError:
-                return FetchFailure(
-                    url, FailureReason.TIMEOUT, f"no complete answer in {self.timeout_s:g} s"
-                )
-            except httpx.TimeoutException as exc:
-                return FetchFailure(url, FailureReason.TIMEOUT, type(exc).__name__)
-            except httpx.TooManyRedirects as exc:
-                return FetchFailure(url, FailureReason.REDIRECTS, str(exc))
-            except (httpx.InvalidURL, UnicodeError) as exc:  # (a host IDNA refuses: xn--)
-                return FetchFailure(url, FailureReason.INVALID_URL, str(exc) or type(exc).__name__)
-            except (httpx.TransportError, httpx.DecodingError) as exc:
-                detail = str(exc) or type(exc).__name__
-                return FetchFailure(url, FailureReason.NETWORK, detail.splitlines()[0])
-
-    async def _fetch(self, url: str) -> FetchedPage | FetchFailure:
-        async with self._client.stream("GET", url) as response:
-            if not response.is_success:
-                return FetchFailure(url, FailureReason.HTTP_STATUS, f"HTTP {response.status_code}")
-            content_type = response.headers.get("Content-Type", "")
-            media = _media_type(content_type)
-            if media and media not in HTML_TYPES:
-                return FetchFailure(url, FailureReason.NOT_HTML, f"Content-Type {media}")
-            length = response.headers.get("Content-Length", "")
-            if length.isdigit() and int(length) > self.max_bytes:
-                return FetchFailure(
-                    url,
-                    FailureReason.TOO_LARGE,
-                    f"Content-Length {length} > {self.max_bytes} bytes",
-                )
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > self.max_bytes:
-                    return FetchFailure(
-                        url, FailureReason.TOO_LARGE, f"body over {self.max_bytes} bytes"
-                    )
-                chunks.append(chunk)
-            body = b"".join(chunks)
-            if not media and not _HTML_START.match(body[:1024]):
-                return FetchFailure(url, FailureReason.NOT_HTML, "no Content-Type, body not HTML")
-            return FetchedPage(
-                url=url,
-                final_url=str(response.url),
-                status=response.status_code,
-                content_type=content_type,
-                body=body,
+            answer = await afetch(
+                self._client,
+                url,
+                limits=self.limits,
+                policy=self.policy,
+                admit=self._admit,
+                check=html_check,
             )
+        if isinstance(answer, FetchFailure):
+            return FetchFailure(url, answer.reason, answer.detail)
+        return sniff_html(answer) or answer

@@ -44,7 +44,7 @@ from evidence_bench.livefetch.discovery import (
     Discovery,
     FeedDiscovery,
 )
-from evidence_bench.livefetch.extract import clip_text, decode_html, extract_page
+from evidence_bench.livefetch.extract import clip_text, read_page
 from evidence_bench.livefetch.fetch import (
     MAX_BYTES,
     MAX_REDIRECTS,
@@ -63,6 +63,7 @@ from evidence_bench.livefetch.records import (
     RetrievalIntent,
     ScoreBreakdown,
 )
+from evidence_bench.web.guard import OPEN_WEB, AddressPolicy
 
 __all__ = ["LiveFetch", "default_discovery"]
 
@@ -84,22 +85,49 @@ def _host(url: str) -> str:
         return ""
 
 
-def default_discovery(intent: RetrievalIntent, feeds: Sequence[str] = ()) -> Discovery:
+def default_discovery(
+    intent: RetrievalIntent, feeds: Sequence[str] = (), *, policy: AddressPolicy = OPEN_WEB
+) -> Discovery:
     """Brave for web when ``BRAVE_SEARCH_API_KEY`` is set, else ddgs (keyless); ddgs for
-    news; the given feeds for rss."""
+    news; the given feeds for rss (fetched under ``policy``)."""
     if intent.mode is Mode.RSS:
-        return FeedDiscovery(feeds)
+        return FeedDiscovery(feeds, policy=policy)
     if intent.mode is Mode.WEB and os.environ.get("BRAVE_SEARCH_API_KEY", "").strip():
         return BraveDiscovery()
     return DdgsDiscovery()
 
 
+def _admitted(intent: RetrievalIntent, url: str) -> str | None:
+    """Why ``url``'s host is off the intent's domain lists, or None (an entry covers its
+    subdomains). Checked on the candidate and on every redirect hop."""
+    host = _host(url)
+    if intent.deny_domains and _on_list(host, intent.deny_domains):
+        return f"{host} is on the deny list"
+    if intent.allow_domains and not _on_list(host, intent.allow_domains):
+        return f"{host} is not on the allow list"
+    return None
+
+
+def _probe(host: str) -> Evidence:
+    """A result on ``host``, for its trust T."""
+    return Evidence(title="", url=f"https://{host}/", snippet="", source="livefetch", domain=host)
+
+
+_READ_DETAIL = {
+    FailureReason.UNDECODABLE: "no text encoding fits",
+    FailureReason.NO_TEXT: "no main text found",
+    FailureReason.TIMEOUT: "extraction ran out of time",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class _Page:
-    """A candidate with its page: fetched now or read from the cache."""
+    """A candidate with its page: fetched now or read from the cache; ``hosts``: every
+    host its redirects passed through (the last served the text)."""
 
     candidate: Candidate
     doc: CachedDoc
+    hosts: tuple[str, ...]
 
 
 class LiveFetch:
@@ -108,9 +136,11 @@ class LiveFetch:
 
     ``discovery`` defaults to :func:`default_discovery` per intent (``feeds`` for mode
     rss). ``cache_path=None`` disables the SQLite cache; a cached page younger than
-    ``cache_max_age`` is used without a request. ``transport`` replaces httpx's network
-    transport for page fetches (``httpx.MockTransport`` in tests). The class attributes
-    bound every run; a subclass may change them.
+    ``cache_max_age`` is used without a request. ``transport`` replaces the guarded
+    network transport for page fetches (``httpx.MockTransport`` in tests). ``policy``: the
+    destination policy of every page and feed request; the default refuses loopback,
+    private and link-local addresses (``AddressPolicy(allow_private=True)`` for a server of
+    one's own). The class attributes bound every run; a subclass may change them.
     """
 
     #: Page requests in flight at once (overall; ``per_host`` bounds each host).
@@ -137,8 +167,10 @@ class LiveFetch:
         max_redirects: int = MAX_REDIRECTS,
         max_bytes: int = MAX_BYTES,
         user_agent: str = USER_AGENT,
+        policy: AddressPolicy = OPEN_WEB,
     ) -> None:
         self.discovery = discovery
+        self.policy = policy
         self.feeds = tuple(feeds)
         self.cache = (
             PageCache(cache_path, max_age=cache_max_age) if cache_path is not None else None
@@ -195,7 +227,7 @@ class LiveFetch:
             raise ConfigurationError("this LiveFetch is closed; open a new one")
         now = _utc(self._clock())
         as_of = self.as_of or now
-        discovery = self.discovery or default_discovery(intent, self.feeds)
+        discovery = self.discovery or default_discovery(intent, self.feeds, policy=self.policy)
         found = await asyncio.to_thread(discovery.discover, intent)
         failures: list[FetchFailure] = list(getattr(discovery, "failures", ()))
         candidates, excluded = self._admit(intent, found)
@@ -208,6 +240,8 @@ class LiveFetch:
                 max_redirects=self._max_redirects,
                 max_bytes=self._max_bytes,
                 user_agent=self._user_agent,
+                policy=self.policy,
+                admit=functools.partial(_admitted, intent),
             ) as fetcher:
                 outcomes = await asyncio.gather(
                     *(self._page(candidate, fetcher, pool, now) for candidate in candidates)
@@ -249,10 +283,7 @@ class LiveFetch:
             if url in seen:
                 continue
             seen.add(url)
-            host = _host(url)
-            if (intent.deny_domains and _on_list(host, intent.deny_domains)) or (
-                intent.allow_domains and not _on_list(host, intent.allow_domains)
-            ):
+            if _admitted(intent, url) is not None:
                 excluded.append(url)
                 continue
             kept.append(dataclasses.replace(candidate, url=url))
@@ -272,18 +303,18 @@ class LiveFetch:
                 None, functools.partial(cache.get, candidate.url, now=now)
             )
             if hit is not None:
-                return _Page(candidate, hit)
+                return _Page(candidate, hit, (_host(candidate.url),))
         fetched = await fetcher.fetch(candidate.url)
         if isinstance(fetched, FetchFailure):
             return fetched
-        text = decode_html(fetched.body, fetched.content_type)
-        if text is None:
-            return FetchFailure(candidate.url, FailureReason.UNDECODABLE, "no text encoding fits")
         page = await loop.run_in_executor(
-            pool, lambda: extract_page(text, url=fetched.final_url, content_type=None)
+            pool,
+            functools.partial(
+                read_page, fetched.body, url=fetched.final_url, content_type=fetched.content_type
+            ),
         )
-        if not page.text:
-            return FetchFailure(candidate.url, FailureReason.NO_TEXT, "no main text found")
+        if isinstance(page, FailureReason):
+            return FetchFailure(candidate.url, page, _READ_DETAIL[page])
         doc = CachedDoc(
             url=candidate.url,
             content_sha256=hashlib.sha256(page.text.encode("utf-8")).hexdigest(),
@@ -292,9 +323,12 @@ class LiveFetch:
             title=page.title or candidate.title,
             text=page.text,
         )
-        if cache is not None:
+        hosts = tuple(dict.fromkeys(_host(hop) for hop in fetched.hops))
+        if cache is not None and hosts == (_host(candidate.url),):
+            # (a page served by another host than the candidate's is not kept under the
+            # candidate's URL: a later hit would carry the candidate host's trust)
             await loop.run_in_executor(None, cache.put, doc)
-        return _Page(candidate, doc)
+        return _Page(candidate, doc, hosts)
 
     @staticmethod
     def _published(page: _Page) -> datetime | None:
@@ -320,6 +354,9 @@ class LiveFetch:
         texts = {page.doc.url: clip_text(page.doc.text, self.MAX_CHARS) for page in pages}
         evidence = []
         for page in pages:
+            # T of the least trusted host on the way: an open redirect on a trusted host
+            # lends no trust to the page it leads to
+            domain = min(page.hosts, key=lambda host: ranker.trust_of(_probe(host)))
             published = self._published(page)
             evidence.append(
                 Evidence(
@@ -328,7 +365,7 @@ class LiveFetch:
                     snippet=texts[page.doc.url],
                     source="livefetch",
                     page_age=_utc(published).replace(tzinfo=None) if published else None,
-                    domain=_host(page.doc.url),
+                    domain=domain,
                 )
             )
         by_url = {page.doc.url: page for page in pages}
@@ -340,7 +377,7 @@ class LiveFetch:
             packets.append(
                 EvidencePacket(
                     url=page.doc.url,
-                    domain=_host(page.doc.url),
+                    domain=page.hosts[-1],
                     title=page.doc.title,
                     text=text,
                     published_at=_utc(published) if published else None,

@@ -1,5 +1,6 @@
 """LiveFetch's records: what is asked (:class:`RetrievalIntent`), what comes back
-(:class:`EvidencePacket`, :class:`FetchFailure`, together a :class:`PacketSet`), and the
+(:class:`EvidencePacket`, :class:`FetchFailure`, together a :class:`PacketSet`; the failure
+vocabulary is the web layer's, :mod:`evidence_bench.web.failure`), and the
 seams between the stages (:class:`Candidate` from discovery, :class:`ExtractedPage` from
 extraction). All are frozen: a packet is a citation, and a citation does not change.
 """
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
 from evidence_bench.errors import ConfigurationError
+from evidence_bench.web.failure import FailureReason, FetchFailure
 
 __all__ = [
     "Candidate",
@@ -46,48 +48,15 @@ class Mode(enum.StrEnum):
             raise ConfigurationError(f"mode must be one of {valid}, got {value!r}") from None
 
 
-class FailureReason(enum.StrEnum):
-    """Why a candidate URL gave no packet: a closed set, so a caller can count by reason."""
-
-    #: No answer within ``LiveFetch.TIMEOUT_S`` (connect, read or the whole request).
-    TIMEOUT = "timeout"
-    #: The connection could not be made or broke (DNS, refused, reset, TLS).
-    NETWORK = "network"
-    #: The server answered with a status other than 2xx (after redirects).
-    HTTP_STATUS = "http_status"
-    #: The answer's Content-Type is not HTML (a PDF, JSON, an image...).
-    NOT_HTML = "not_html"
-    #: The body is larger than the fetcher's cap (the download stops at the cap).
-    TOO_LARGE = "too_large"
-    #: The body cannot be decoded as text in any plausible encoding (binary data).
-    UNDECODABLE = "undecodable"
-    #: More redirects than the fetcher's cap, or a redirect loop.
-    REDIRECTS = "redirects"
-    #: The page decoded, but neither extractor found any text in it.
-    NO_TEXT = "no_text"
-    #: The candidate's address is not an http(s) URL.
-    INVALID_URL = "invalid_url"
-
-
-@dataclass(frozen=True, slots=True)
-class FetchFailure:
-    """A candidate that gave no packet, with its reason; ``detail`` says more ("HTTP 404")."""
-
-    url: str
-    reason: FailureReason
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"url": self.url, "reason": self.reason.value, "detail": self.detail}
-
-
 @dataclass(frozen=True, slots=True)
 class RetrievalIntent:
-    """What to retrieve. ``freshness_days=None`` disables the hard freshness filter (pages
-    without a date always pass it); domain entries match a host and its subdomains."""
+    """What to retrieve. ``mode`` is news search unless set (the LiveFetch design's default:
+    evidence for a question about now); ``freshness_days=None`` disables the hard freshness
+    filter (pages without a date always pass it); domain entries match a host and its
+    subdomains, on every redirect hop too."""
 
     query: str
-    mode: Mode = Mode.WEB
+    mode: Mode = Mode.NEWS
     max_results: int = 8
     freshness_days: float | None = 14
     need_quotes: bool = True

@@ -37,11 +37,14 @@ from evidence_bench.evidence import (
     normalize_text,
     validate_query,
 )
+from evidence_bench.web.fetch import Answer, Limits, Refused, get
+from evidence_bench.web.guard import ANY_ADDRESS, GuardedTransport
 
 __all__ = [
     "API_KEY_ENV",
     "BASE_URL_ENV",
     "DEFAULT_BASE_URL",
+    "MAX_ANSWER_BYTES",
     "MAX_COUNT",
     "MAX_OFFSET",
     "BraveProvider",
@@ -57,6 +60,11 @@ MAX_COUNT = 20
 MAX_OFFSET = 9
 
 _MASK = "****"
+#: The most a Brave answer may hold, decoded (20 results with extra snippets are ~100 KB).
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+#: Brave's endpoint is the user's own setting (or the simulator on 127.0.0.1), not a
+#: web-sourced URL: no address is refused; the deadline and the cap still hold.
+_ANY_ADDRESS = ANY_ADDRESS
 #: Parameters the provider sets itself; ``params`` may not override them.
 _RESERVED_PARAMS = ("q", "count", "offset", "extra_snippets")
 _T = TypeVar("_T")
@@ -209,7 +217,8 @@ class BraveProvider:
             raise QueryError(f"limit must be at least 1, got {limit}")
         if self._client is not None:
             return self._search(self._client, text, limit)
-        with httpx.Client(timeout=self._timeout) as client:
+        transport = GuardedTransport(_ANY_ADDRESS)  # holds the deadline on every read
+        with httpx.Client(timeout=self._timeout, transport=transport, trust_env=False) as client:
             return self._search(client, text, limit)
 
     def _search(self, client: HttpClient, query: str, limit: int) -> list[Evidence]:
@@ -245,13 +254,29 @@ class BraveProvider:
                 self._sleep(wait)
                 retry += 1
 
+    def _send(self, client: httpx.Client, params: Mapping[str, str]) -> httpx.Response:
+        """The answer by the guarded GET: one deadline of ``timeout`` for all of it, at most
+        :data:`MAX_ANSWER_BYTES` decoded, one content coding; no redirect followed."""
+        # The URL httpx would build from ``params`` (its query is urlencode's, as httpx's
+        # QueryParams writes it); a client's own params come first.
+        url = f"{self._endpoint}?{urlencode(params)}"
+        limits = Limits(timeout_s=self._timeout, max_bytes=MAX_ANSWER_BYTES, max_redirects=0)
+        try:
+            answer = get(client, url, limits=limits, policy=_ANY_ADDRESS, headers=self._headers)
+        except Refused as exc:
+            raise ResponseFormatError(
+                f"Brave's answer from {self._endpoint} was refused: {self._redact(exc.detail)}"
+            ) from None
+        assert isinstance(answer, Answer)  # (no check was asked)
+        request = httpx.Request("GET", url)
+        return httpx.Response(
+            answer.status, headers=answer.headers, content=answer.body, request=request
+        )
+
     def _request(self, client: HttpClient, params: Mapping[str, str]) -> Mapping[str, object]:
         try:
-            if isinstance(client, _HTTPX_CLIENT) and not client.params:
-                # The URL httpx would build from ``params`` (its query is urlencode's, as
-                # httpx's QueryParams writes it), parsed once instead of twice.
-                url = httpx.URL(f"{self._endpoint}?{urlencode(params)}")
-                response = client.get(url, headers=self._headers, timeout=self._httpx_timeout)
+            if isinstance(client, _HTTPX_CLIENT):
+                response = self._send(client, params)
             else:
                 response = client.get(
                     self._endpoint, params=params, headers=self._headers, timeout=self._timeout

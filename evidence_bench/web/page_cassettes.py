@@ -9,8 +9,12 @@ as for the search cassettes. Replay opens no socket.
 
 The format is JSON rather than vcrpy's, because vcrpy records answers only and a page that
 times out has none; every fetch is recorded with what the reader needs (status, content
-type, body) or the error that ended it (``timeout``, ``connect``, ``too_large``,
-``redirects``, ``decoding``, ``invalid_url``). The same hygiene as the search cassettes:
+type, body) or the :class:`~evidence_bench.web.failure.FailureReason` that ended it
+(``timeout``, ``network``, ``blocked_address``, ``too_large``, ``redirects``,
+``content_encoding``, ``invalid_url``; older cassettes' ``connect`` and ``decoding`` read as
+``network`` and ``content_encoding``). Pages are fetched by the guarded GET
+(:func:`evidence_bench.web.fetch.fetch`): one deadline per page, the body capped as it is
+decoded, every redirect hop under the destination policy. The same hygiene as the search cassettes:
 only the content type of the response headers is kept, no request header is kept at all,
 and every form of the API key is replaced by
 :data:`~evidence_bench.web.cassettes.KEY_PLACEHOLDER` in every body before anything is
@@ -49,6 +53,9 @@ from evidence_bench.web.cassettes import (
     refuse_secrets,
     secret_forms,
 )
+from evidence_bench.web.failure import FailureReason, FetchFailure
+from evidence_bench.web.fetch import Limits, fetch
+from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -84,14 +91,18 @@ class PageRecord:
     error: str = ""
 
     @property
-    def failure(self) -> str | None:
-        """Why the page gives no text (``timeout``, ``http 404``, ``non_html``, …), or None."""
+    def failure(self) -> FailureReason | None:
+        """Why the page gives no text (``timeout``, ``http_status``, ``not_html``, …), or
+        None."""
         if self.error:
-            return self.error
+            try:
+                return FailureReason.parse(self.error)
+            except ValueError:  # a word of a later version: the page failed all the same
+                return FailureReason.NETWORK
         if not 200 <= self.status < 300:
-            return f"http {self.status}"
+            return FailureReason.HTTP_STATUS
         if self.content_type.split(";")[0].strip().lower() not in _HTML_TYPES:
-            return "non_html"
+            return FailureReason.NOT_HTML
         return None
 
     def text(self) -> str | None:
@@ -130,33 +141,29 @@ def _record(entry: object, where: str) -> PageRecord:
     return PageRecord(entry["url"], status, str(entry.get("content_type", "")), body)
 
 
-def fetch_page(client: httpx.Client, url: str) -> PageRecord:
-    """GET ``url`` through ``client``: at most :data:`MAX_REDIRECTS` redirects and
-    :data:`MAX_BODY_BYTES`; a timeout, transport or decoding failure or an address httpx
-    refuses is recorded, never raised (one page must not cost the pages fetched before it)."""
+def fetch_page(
+    client: httpx.Client,
+    url: str,
+    *,
+    timeout_s: float = 5.0,
+    policy: AddressPolicy = ANY_ADDRESS,
+) -> PageRecord:
+    """GET ``url`` through ``client`` by the guarded GET: at most :data:`MAX_REDIRECTS`
+    redirects, :data:`MAX_BODY_BYTES` decoded, ``timeout_s`` for the whole request, every
+    hop under ``policy`` (the default admits the simulator's own addresses; ``record``
+    passes the run's policy for the open web). A failure is recorded, never raised (one
+    page must not cost the pages fetched before it)."""
     key = canonical_url(url)
-    try:
-        with client.stream(
-            "GET", url, headers={"User-Agent": USER_AGENT}, follow_redirects=True
-        ) as response:
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_BODY_BYTES:
-                    return PageRecord(key, response.status_code, error="too_large")
-            return PageRecord(
-                key, response.status_code, response.headers.get("content-type", ""), bytes(body)
-            )
-    except httpx.TimeoutException:
-        return PageRecord(key, error="timeout")
-    except httpx.TooManyRedirects:
-        return PageRecord(key, error="redirects")
-    except httpx.TransportError:
-        return PageRecord(key, error="connect")
-    except httpx.DecodingError:  # a body its Content-Encoding cannot decode
-        return PageRecord(key, error="decoding")
-    except (httpx.InvalidURL, UnicodeError):  # (IDNA refuses a host: xn--)
-        return PageRecord(key, error="invalid_url")
+    answer = fetch(
+        client,
+        url,
+        limits=Limits(timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES, max_redirects=MAX_REDIRECTS),
+        policy=policy,
+        headers={"User-Agent": USER_AGENT},
+    )
+    if isinstance(answer, FetchFailure):
+        return PageRecord(key, error=answer.reason.value)
+    return PageRecord(key, answer.status, answer.content_type, answer.body)
 
 
 #: httpx's own socket transport, as imported: vcrpy's recorder patches
@@ -195,11 +202,21 @@ class LoopbackRouter(DirectTransport):
 
 
 class LivePages:
-    """A page source that fetches each URL once through ``client`` and keeps the record
-    (``record`` writes :attr:`records` to the page cassette)."""
+    """A page source that fetches each URL once through ``client`` (:func:`fetch_page`,
+    ``timeout_s`` and ``policy``) and keeps the record (``record`` writes :attr:`records`
+    to the page cassette)."""
 
-    def __init__(self, client: httpx.Client, known: Mapping[str, PageRecord] | None = None):
+    def __init__(
+        self,
+        client: httpx.Client,
+        known: Mapping[str, PageRecord] | None = None,
+        *,
+        timeout_s: float = 5.0,
+        policy: AddressPolicy = ANY_ADDRESS,
+    ):
         self._client = client
+        self._timeout_s = timeout_s
+        self._policy = policy
         self.records: dict[str, PageRecord] = dict(known or {})
         self._texts: dict[str, str | None] = {}
 
@@ -207,7 +224,9 @@ class LivePages:
         key = canonical_url(url)
         if key not in self._texts:
             if key not in self.records:
-                self.records[key] = fetch_page(self._client, url)
+                self.records[key] = fetch_page(
+                    self._client, url, timeout_s=self._timeout_s, policy=self._policy
+                )
             self._texts[key] = self.records[key].text()
         return self._texts[key]
 
@@ -352,7 +371,7 @@ class PageStore:
                 self._misses[key] = fetch_page(self._client, url)
             return self._misses[key]
         if self.on_miss is OnMiss.SKIP or self.on_miss is OnMiss.SIMULATE:
-            return PageRecord(key, error="skipped")
+            return PageRecord(key, error=FailureReason.SKIPPED.value)
         raise ReplayMissError(
             f"no recorded page for {url} in {self.path} (record mode none); "
             f"record it with: {self._hint}"
