@@ -164,7 +164,7 @@ def overrides(collection: Path, tmp_path: Path, *extra: str) -> list[str]:
         f"runs_dir={tmp_path / 'runs'}",
         "experiment.depth=10",
         "pages.failure_rate=0.25",
-        "pages.timeout_s=0.3",
+        "pages.timeout_s=1.0",
         "workers=1",
         "progress=false",
         "report=false",
@@ -179,7 +179,7 @@ def recorded_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("recorded")
     collection = write_tiny_collection(root / "tiny")
     cfg, _ = compose(overrides(collection, root))
-    summary = record(plan_run(cfg), provider="simulator", rounds=0, page_timeout_s=0.3)
+    summary = record(plan_run(cfg), provider="simulator", rounds=0, page_timeout_s=1.0)
     assert summary.pages and summary.page_failures
     return root
 
@@ -298,7 +298,7 @@ def test_recording_at_another_failure_rate_records_the_pages_afresh(
     header that says 0.5, which replay at 0.5 would then accept."""
     cfg, _ = compose(overrides(recorded, tmp_path, "pages.failure_rate=0.5"))
     summary = record(
-        plan_run(cfg), provider="simulator", rounds=0, searches=False, page_timeout_s=0.3
+        plan_run(cfg), provider="simulator", rounds=0, searches=False, page_timeout_s=1.0
     )
     path = tmp_path / "cassettes" / PAGES_NAME
     assert summary.afresh == [
