@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pandas as pd
 import pytest
@@ -66,7 +67,10 @@ def test_a_degraded_ranker_fails_on_gated_cells_naming_the_queries_that_dropped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     degraded = run_ci(tmp_path, "ranker=provider_order")
-    assert main([str(degraded), "--baseline", str(BASELINE)]) == 1
+    junit = tmp_path / "gate.xml"
+    assert main([str(degraded), "--baseline", str(BASELINE), "--junit", str(junit)]) == 1
+    suite = ET.parse(junit).getroot()[0]
+    assert int(suite.get("failures", "0")) > 0 and len(suite) == int(suite.get("tests", "0"))
     out, _err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0].startswith("FAIL: ") and len(lines) <= 60  # the verdict, then the rest

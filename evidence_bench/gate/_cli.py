@@ -83,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
         "--update", action="store_true", help="write the baseline from this run instead"
     )
     parser.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write the gated checks as JUnit XML to FILE (one testcase per gated cell)",
+    )
+    parser.add_argument(
         "--verbose",
         action="store_true",
         help="list every check (OK and REPORTED too), not only the FAILs and IMPROVEMENTs",
@@ -154,6 +160,10 @@ def _check(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline)
     run = read_run(args.run_dir)
     checks = compare(run, baseline)
+    if args.junit is not None:
+        from evidence_bench.gate._junit import write_junit
+
+        write_junit(args.junit, checks, suite=str(args.baseline))
     failed = sum(c.status == "FAIL" for c in checks)
     improved = sum(c.status == "IMPROVED" for c in checks)
     gated = sum(c.role is Role.GATED for c in checks)
