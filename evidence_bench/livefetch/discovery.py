@@ -406,7 +406,7 @@ class RecordedDiscovery:
             near = f"; closest recorded: {', '.join(map(repr, closest))}" if closest else ""
             raise ReplayMissError(
                 f"no recorded discovery for {key!r} in {self.path} (record mode none){near}; "
-                "record it with record_mode=new_episodes"
+                "record it with --record-mode new_episodes (record_mode='new_episodes' in Python)"
             )
         candidates = self.inner.discover(intent)
         recordings[key] = {

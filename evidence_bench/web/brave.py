@@ -157,8 +157,8 @@ class BraveProvider:
         key = (api_key or os.environ.get(API_KEY_ENV) or "").strip()
         if not key:
             raise ConfigurationError(
-                f"no Brave API key: pass api_key or set {API_KEY_ENV} "
-                "(get one at https://api-dashboard.search.brave.com)"
+                f"no Brave API key: set {API_KEY_ENV} (in Python, or pass api_key=; "
+                "get one at https://api-dashboard.search.brave.com)"
             )
         if not _HEADER_SAFE.fullmatch(key):  # never echo it: it is a secret
             raise ConfigurationError(
