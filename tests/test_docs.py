@@ -103,7 +103,8 @@ def test_every_evidence_fetcher_option_has_help_text() -> None:
     documented = _extension("cliref").options(parser)
     flags = {flag for action in parser._actions for flag in action.option_strings}
     assert flags == {
-        "-h", "--help", "--format", "--limit", "--fetch", "--cache", "--interactive"
+        "-h", "--help", "--format", "--limit", "--fetch", "--cache", "--allow-private",
+        "--interactive",
     }  # fmt: skip
     assert [signature for signature, _ in documented] == [
         "-h, --help",
@@ -112,6 +113,7 @@ def test_every_evidence_fetcher_option_has_help_text() -> None:
         "--limit LIMIT",
         "--fetch",
         "--cache PATH",
+        "--allow-private",
         "--interactive",
     ]
     for signature, text in documented:
