@@ -208,7 +208,7 @@ def episode_alone(
     """``run_episode`` of one replayed query (:class:`~evidence_bench.experiment.runner.
     ReplayedQuery`) for one engine's (config, ranker, control, refiner) and one user, with no
     memo: the reference the runner's shared episodes are compared with."""
-    from evidence_bench.protocol.episode import run_episode
+    from evidence_bench.experiment.episodes import run_episode
 
     _, ranker, control, refiner = parts
     return run_episode(

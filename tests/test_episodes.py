@@ -1,12 +1,13 @@
-"""A query's episodes planned round by round (:mod:`evidence_bench.experiment.episodes`) give
-exactly what ``run_episode`` gives each (config, user) alone, with no memo: every score,
-mark, ranking, round record and count, on real Cranfield and CACM queries replayed from
-their cassettes and on toy lists with ties, skipped searches and no deep list. The
-reference is the episode protocol itself (``run_episode``), not a copy of the planner."""
+"""The episode protocol (:mod:`evidence_bench.experiment.episodes`) shares what a query's
+episodes have in common without changing any: a query's episodes run together give exactly
+what each (config, user) gives alone, a batch of one with a memo of its own (every score,
+mark, ranking, round record and count), on real Cranfield and CACM queries replayed from
+their cassettes and on toy lists with ties, skipped searches and no deep list. A part the
+memo does not know to be pure is called for every step of every episode, as a session calls
+it. (What each stage holds and scores is worked by hand in tests/test_frozen.py.)"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -20,9 +21,8 @@ from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.engine.vector_rocchio import VectorRocchioRanker
 from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment import episodes as episodes_module
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.episodes import PlannedEpisode, PlannerWarning, plan_episodes
+from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes, run_episode
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.runner import (
@@ -31,7 +31,7 @@ from evidence_bench.experiment.runner import (
     replay_query,
     replay_worker,
 )
-from evidence_bench.protocol.episode import Judgments, run_episode
+from evidence_bench.protocol.episode import Judgments
 from evidence_bench.users.policies import Mark, NoisyPolicy, OraclePolicy
 from evidence_bench.web.cassettes import SkippedRequest
 from tests.conftest import episode_as_run, parts_of, shared_episodes
@@ -107,55 +107,46 @@ def test_a_planned_rounds_detail_is_its_record_as_json(name: str, tmp_path: obje
     assert weighed == (name == "cacm_term_rocchio")
 
 
-@pytest.mark.parametrize("plan_fails", [False, True])
 def test_the_documents_are_listed_in_the_order_one_episode_after_another_asks(
-    plan_fails: bool, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    tmp_path: object,
 ) -> None:
     """``documents.jsonl`` lists each query's documents in the order first searched: the
-    planned episodes leave the provider's answers in the order the one-by-one path asks, and
-    so does a plan that fails after its searches (the query is then run one by one)."""
+    episodes run together leave the provider's answers in the order their episodes, run one
+    after another, ask them."""
     cfg, _ = compose([*RUNS["cranfield"], f"runs_dir={tmp_path}", "progress=false"])
     plan = plan_run(cfg)
     worker = replay_worker(plan)
     query_id = next(iter(worker.query_set.queries))  # one whose order depends on it
-    orders = []
-    for planned in (True, False):
-        with httpx.Client(transport=worker.store.transport(query_id)) as client:
-            replayed = replay_query(worker, query_id, client)
-            if not planned:  # a provider the plan does not cover: episodes one by one
-                replayed.provider = _Asking(replayed.provider)  # type: ignore[assignment]
-            with monkeypatch.context() as patch, contextlib.ExitStack() as stack:
-                if plan_fails:  # every search of both rounds asked, then a failure
-                    patch.setattr(episodes_module._Planner, "_pattern", _fails_in_round_2)
-                    if planned:  # the plan's own failure is said, not only slow
-                        stack.enter_context(pytest.warns(PlannerWarning, match="planning step"))
-                out = query_output(worker, replayed, worker.engines, plan)
-        orders.append(list(out.documents))
-    assert orders[0] == orders[1]
-    assert len(orders[0]) > len(replayed.initial)
-
-
-_PATTERN = episodes_module._Planner._pattern
-
-
-def _fails_in_round_2(self: Any, round_: int, *rest: Any) -> Any:
-    if round_ == 2:
-        raise RuntimeError("a planning step that fails")
-    return _PATTERN(self, round_, *rest)
-
-
-class _Asking:
-    """A provider that is not a MemoProvider (so the runner runs episodes one by one), with
-    its answers."""
-
-    def __init__(self, inner: MemoProvider) -> None:
-        self.inner = inner
-
-    def search(self, query: str, *, limit: int) -> list[Evidence]:
-        return self.inner.search(query, limit=limit)
-
-    def answers(self) -> object:
-        return self.inner.answers()
+    with httpx.Client(transport=worker.store.transport(query_id)) as client:
+        replayed = replay_query(worker, query_id, client)
+        together = list(query_output(worker, replayed, worker.engines, plan).documents)
+    with httpx.Client(transport=worker.store.transport(query_id)) as client:
+        replayed = replay_query(worker, query_id, client)
+        for _, ranker, control, refiner in worker.engines:
+            for user_name, user in worker.users:
+                run_episode(
+                    query_id=query_id,
+                    query=replayed.query,
+                    initial=replayed.initial,
+                    deep=replayed.deep,
+                    provider=replayed.provider,
+                    ranker=ranker,
+                    control=control,
+                    refiner=refiner,
+                    user=user,
+                    judgments=replayed.judgments,
+                    measures=plan.measures,
+                    modes=plan.modes,
+                    rounds=plan.rounds,
+                    depth=plan.depth,
+                    seed=plan.user_seed(user_name),
+                    policy=plan.episode_policy(user_name),
+                )
+        alone = list(
+            dict.fromkeys(item.key for answer in replayed.provider.answers() for item in answer)
+        )
+    assert together == alone
+    assert len(together) > len(replayed.initial)
 
 
 # --- toy lists ------------------------------------------------------------------------------
@@ -228,7 +219,6 @@ def test_toy_lists_with_ties_and_skipped_searches(skip: str | None, deep: bool |
         rounds=3,
         depth=4,
     )
-    assert planned is not None
     alone = [
         run_episode(
             query_id="q1",
@@ -258,35 +248,96 @@ def test_toy_lists_with_ties_and_skipped_searches(skip: str | None, deep: bool |
     assert len(planned.searches) == 3 * len(alone)
 
 
-def test_a_case_the_plan_does_not_cover_is_left_to_run_episode() -> None:
-    memo = QueryMemo("wing flow", [parse_measure("P@2")])
+class _Counted(TfidfRocchioRanker):
+    """A TF-IDF Rocchio ranker of a type the memo does not know to be pure (a user's own):
+    it counts its calls, by query and feedback."""
 
-    class Other(TfidfRocchioRanker):  # not a type the memo knows to be pure
-        pass
+    calls: list[tuple[str, int]]
 
-    common = {
-        "memo": memo,
+    def rank(self, query: str, candidates: Sequence[Evidence], feedback: Any) -> list[Evidence]:
+        self.calls.append((query, len(feedback)))
+        return super().rank(query, candidates, feedback)
+
+
+def _counted(alpha: float, beta: float, gamma: float) -> _Counted:
+    ranker = _Counted(alpha, beta, gamma)
+    object.__setattr__(ranker, "calls", [])
+    return ranker
+
+
+def test_a_part_not_known_to_be_pure_is_called_for_every_step_of_every_episode() -> None:
+    measures = [parse_measure("P@2"), parse_measure("AP")]
+    users = [("oracle", OraclePolicy(depth=2)), ("noisy", NoisyPolicy(depth=3, seed=5))]
+    common: dict[str, Any] = {
         "query_id": "q1",
-        "initial": INITIAL,
-        "deep": None,
-        "provider": MemoProvider(_Toy()),
-        "users": [(memo.user("oracle", OraclePolicy()), 0, "oracle")],
+        "initial": INITIAL[:4],
+        "deep": _Toy().search("wing flow", limit=20),
         "judgments": Judgments(GRADES, prepare(GRADES)),
-        "modes": ("full",),
-        "rounds": 1,
+        "modes": ("full", "residual", "frozen"),
+        "rounds": 2,
         "depth": 4,
     }
-    plain = (memo.ranker(TfidfRocchioRanker()), memo.ranker(TfidfRocchioRanker()))
-    refiner = memo.refiner(LexicalRefiner())
-    assert plan_episodes(query="wing flow", engines=[(*plain, refiner)], **common) is not None
-    other = memo.ranker(Other())
-    assert plan_episodes(query="wing flow", engines=[(other, plain[1], refiner)], **common) is None
-    # a query the session would strip: the memo's rankers answer only its own query
-    assert plan_episodes(query=" wing flow", engines=[(*plain, refiner)], **common) is None
-    # a search that fails (not skipped) leaves the query to run_episode, which raises it
-    broken: dict[str, object] = {**common, "provider": MemoProvider(_Broken())}
-    with pytest.warns(PlannerWarning, match="RuntimeError: no answer"):
-        assert plan_episodes(query="wing flow", engines=[(*plain, refiner)], **broken) is None
+
+    def planned(query: str, ranker: TfidfRocchioRanker, control: TfidfRocchioRanker) -> Any:
+        memo = QueryMemo(query, measures)
+        return plan_episodes(
+            memo=memo,
+            query=query,
+            provider=MemoProvider(_Toy()),
+            engines=[(memo.ranker(ranker), memo.ranker(control), memo.refiner(LexicalRefiner()))],
+            users=[(memo.user(name, user), 7, name) for name, user in users],
+            **common,
+        )
+
+    ranker, control = _counted(1.0, 4.0, 1.0), _counted(1.0, 0.0, 0.0)
+    called = planned("wing flow", ranker, control)
+    pure = planned(
+        "wing flow", TfidfRocchioRanker(1.0, 4.0, 1.0), TfidfRocchioRanker(1.0, 0.0, 0.0)
+    )
+    assert called.episodes == pure.episodes  # the same rankings, called or shared
+    assert called.searches == pure.searches
+    # Each episode: the session's first ranking; per round rerank, shuffled and the
+    # expansion's ranking (the session's query, the user's labels; shuffled: as many).
+    rounds = common["rounds"]
+    assert len(ranker.calls) == len(users) * (1 + 3 * rounds)
+    assert ranker.calls[0] == ("wing flow", 0)
+    # the control: round 0's, then per round control and deep control
+    assert len(control.calls) == len(users) * (1 + 2 * rounds)
+    assert {feedback for _, feedback in control.calls} == {0}
+    # a query the session strips: the session's ranker reads it stripped, the controls not
+    ranker, control = _counted(1.0, 4.0, 1.0), _counted(1.0, 0.0, 0.0)
+    stripped = planned(" wing flow", ranker, control)
+    asked = [query for query, _ in ranker.calls]  # the shuffled control reads the query
+    assert asked.count(" wing flow") == len(users) * rounds
+    assert asked.count("wing flow") == len(users) * (1 + 2 * rounds)
+    assert {query for query, _ in control.calls} == {" wing flow"}
+    assert [e.rankings for e in stripped.episodes] == [e.rankings for e in pure.episodes]
+
+
+def test_a_failure_is_the_first_failing_episodes_own() -> None:
+    """A search that fails (not skipped) ends the query with its own error, not a fallback."""
+    memo = QueryMemo("wing flow", [parse_measure("P@2")])
+    with pytest.raises(RuntimeError, match="no answer"):
+        plan_episodes(
+            memo=memo,
+            query_id="q1",
+            query="wing flow",
+            initial=INITIAL,
+            deep=None,
+            provider=MemoProvider(_Broken()),
+            engines=[
+                (
+                    memo.ranker(TfidfRocchioRanker()),
+                    memo.ranker(TfidfRocchioRanker()),
+                    memo.refiner(LexicalRefiner()),
+                )
+            ],
+            users=[(memo.user("oracle", OraclePolicy()), 0, "oracle")],
+            judgments=Judgments(GRADES, prepare(GRADES)),
+            modes=("full",),
+            rounds=1,
+            depth=4,
+        )
 
 
 class _Broken:
@@ -341,3 +392,60 @@ def test_rounds_without_usable_feedback_are_counted_once_each(
             control = result.rankings[(round_, "control")]
             assert result.rankings[(round_, "rerank")] == control
             assert result.rankings[(round_, "shuffled")] == control
+
+
+def _by_letters(*letters: str) -> list[Evidence]:
+    return [
+        Evidence(title=n, url=f"https://example.org/{n}", snippet="", rank=i)
+        for i, n in enumerate(letters, start=1)
+    ]
+
+
+def _alone(ranker: Any, initial: list[Evidence], rounds: int = 0) -> Any:
+    grades = {"https://example.org/a": 1, "https://example.org/c": 2}
+    return run_episode(
+        query_id="q",
+        query="wing",
+        initial=initial,
+        deep=None,
+        provider=_Toy(),
+        ranker=ranker,
+        control=ProviderOrderRanker(),
+        refiner=LexicalRefiner(),
+        user=OraclePolicy(depth=1),
+        judgments=Judgments(grades, prepare(grades)),
+        measures=[parse_measure("P@2"), parse_measure("RR")],
+        modes=("full", "residual"),
+        rounds=rounds,
+        depth=3,
+        seed=0,
+        policy="oracle",
+    )
+
+
+def test_each_distinct_evaluation_is_one_row() -> None:
+    # by hand: [b, a, c] against {a: 1, c: 2} has one relevant document in the top 2 (P@2
+    # 1/2), the first at rank 2 (RR 1/2); round 0 scores initial and control (the same list)
+    # in both modes (nothing examined yet): four scores, one row
+    result = _alone(ProviderOrderRanker(), _by_letters("b", "a", "c"))
+    assert result.scored == [
+        (0, "initial", "full"), (0, "control", "full"),
+        (0, "initial", "residual"), (0, "control", "residual"),
+    ]  # fmt: skip
+    (row,) = set(result.evaluations)
+    assert result.values[row].tolist() == [0.5, 0.5]
+    assert result.scores[0] == (0, "initial", "full", "P@2", 0.5)
+
+
+class _Twice:
+    """A ranker that lists its first candidate twice."""
+
+    name = "twice"
+
+    def rank(self, query: str, candidates: Sequence[Evidence], feedback: Any) -> list[Evidence]:
+        return [*candidates, candidates[0]]
+
+
+def test_a_ranking_that_lists_a_document_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="appears more than once"):
+        _alone(_Twice(), _by_letters("b", "a", "c"), rounds=1)

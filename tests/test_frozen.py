@@ -21,8 +21,6 @@ from hypothesis import strategies as st
 from evidence_bench.engine.base import Feedback, RefinedQuery
 from evidence_bench.evaluation.frozen import fixed_in_frozen, frozen_prefix
 from evidence_bench.evaluation.measures import (
-    Measure,
-    QueryJudgments,
     evaluate,
     parse_measure,
     prepare,
@@ -30,12 +28,12 @@ from evidence_bench.evaluation.measures import (
 )
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.evidence import Evidence
-from evidence_bench.experiment import runner
+from evidence_bench.experiment import episodes
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.memo import QueryMemo
+from evidence_bench.experiment.episodes import run_episode
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.protocol import episode
-from evidence_bench.protocol.episode import Judgments, frozen_order, run_episode
+from evidence_bench.protocol.episode import EpisodeResult, Judgments, frozen_order
+from evidence_bench.protocol.stages import PARTNERS
 from evidence_bench.report import analyze, load_run, render_report, summary_table
 from evidence_bench.report.data import RunData
 from evidence_bench.users.policies import Mark, OraclePolicy, UserPolicy
@@ -187,23 +185,11 @@ def _scripted_episode(
     depth: int,
     rounds: int,
     measures: Sequence[str],
-) -> tuple[episode.EpisodeResult, dict[tuple[int, str, str], list[str]], list[list[str]]]:
-    """Run a real episode over scripted parts; also return every list it evaluated, by
-    (round, stage, mode), and what the user was shown in each round (by document name)."""
-    evaluated: dict[tuple[int, str, str], list[str]] = {}
-    score = episode._score
-
-    def recording(
-        result: episode.EpisodeResult,
-        pending: Sequence[tuple[int, str, str, Sequence[str], QueryJudgments]],
-        measures_: Sequence[Measure],
-        memo: QueryMemo | None = None,
-    ) -> None:
-        for round_, stage, mode, ranking, _ in pending:
-            evaluated[(round_, stage, mode)] = [key.rsplit("/", 1)[1] for key in ranking]
-        score(result, pending, measures_, memo)
-
-    monkeypatch.setattr(episode, "_score", recording)
+) -> tuple[EpisodeResult, dict[tuple[int, str, str], list[str]], list[list[str]]]:
+    """Run a real episode over scripted parts; also return each list the frozen mode reads,
+    by (round, stage, mode): the stage's ranking with every document examined so far where
+    it was shown (``frozen_order``), cut to its partner's length; and what the user was
+    shown in each round (by document name)."""
     by_key = {_key(n): g for n, g in grades.items()}
     user = Watching(OraclePolicy(depth=depth, unjudged="skip"))  # the scripts count labels
     result = run_episode(
@@ -224,6 +210,17 @@ def _scripted_episode(
         seed=0,
         policy="oracle",
     )
+    evaluated: dict[tuple[int, str, str], list[str]] = {}
+    for round_ in range(1, rounds + 1):
+        pinned: dict[str, int] = {}
+        for seen, key, _, rank in result.feedback:
+            if seen <= round_:
+                pinned.setdefault(key, rank)
+        lists = {s: frozen_order(k, pinned) for (r, s), k in result.rankings.items() if r == round_}
+        for stage, keys in lists.items():
+            partner = PARTNERS.get(stage)
+            cut = keys[: len(lists[partner])] if partner in lists else keys
+            evaluated[(round_, stage, "frozen")] = [key.rsplit("/", 1)[1] for key in cut]
     return result, evaluated, user.shown
 
 
@@ -238,7 +235,7 @@ def _pytrec(
 
 
 def _check_values(
-    result: episode.EpisodeResult,
+    result: EpisodeResult,
     expected: Mapping[tuple[int, str], list[str]],
     grades: Mapping[str, int],
     measures: Sequence[str],
@@ -356,8 +353,10 @@ def test_three_rounds_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {k: v for k, v in frozen_lists.items() if k[0] > 0} == expected
     _check_values(result, expected, grades, measures)
     # The full and residual modes still see the rankings themselves.
-    assert evaluated[(3, "rerank", "full")] == list("zydcbxa")
-    assert evaluated[(3, "rerank", "residual")] == ["z"]
+    rerank = [key.rsplit("/", 1)[1] for key in result.rankings[(3, "rerank")]]
+    assert rerank == list("zydcbxa")
+    examined = {key.rsplit("/", 1)[1] for _, key, _, _ in result.feedback}
+    assert [name for name in rerank if name not in examined] == ["z"]
 
 
 # --- the fixed-cell rule, by hand -----------------------------------------------------------
@@ -477,12 +476,11 @@ def _run(runs_dir: Path, *extra: str) -> Path:
 @pytest.fixture(scope="module")
 def cranfield_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The first 8 Cranfield queries, every user, three rounds: as run, and with the user
-    shown the unfrozen ranking (``frozen_order`` replaced by the ranking itself, the display
-    before full freezing; episodes one by one, ``run_episode``, which calls it)."""
+    shown the unfrozen ranking (the protocol's ``frozen_order`` replaced by the ranking
+    itself, the display before full freezing)."""
     frozen = _run(tmp_path_factory.mktemp("frozen"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(episode, "frozen_order", lambda ranking, pinned: list(ranking))
-        patch.setattr(runner, "plan_episodes", lambda **_: None)
+        patch.setattr(episodes, "frozen_order", lambda ranking, pinned: list(ranking))
         unfrozen = _run(tmp_path_factory.mktemp("unfrozen"))
     return frozen, unfrozen
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.ranking import TfidfRocchioRanker, marked_positions
-from evidence_bench.evaluation.measures import parse_measure, prepare
+from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.memo import QueryMemo, _Pool
 from evidence_bench.experiment.runner import replay_worker
@@ -68,12 +68,8 @@ def test_rankings_are_shared_by_content_and_renumbered() -> None:
     assert memo.pool(moved) is not memo.pool(first)
 
 
-def test_measures_are_computed_once_per_ranking_and_judgments() -> None:
+def test_a_residual_is_prepared_once_per_examined_set() -> None:
     memo = QueryMemo("q", [parse_measure("P@2"), parse_measure("RR")])
-    judgments = prepare({"a": 1, "c": 2})
-    # P@2 of [b, a, c] is 1/2; RR is 1/2 (first relevant at rank 2)
-    assert memo.evaluate(["b", "a", "c"], judgments) == [("P@2", 0.5), ("RR", 0.5)]
-    assert memo.evaluate(["b", "a", "c"], judgments) is memo.evaluate(("b", "a", "c"), judgments)
     residual = memo.residual({"a": 1, "c": 2}, {"a"})
     assert residual.grades == {"c": 2}
     assert memo.residual({"a": 1, "c": 2}, {"a"}) is residual

@@ -12,9 +12,7 @@ import pandas as pd
 import pytest
 
 from evidence_bench.errors import DataError
-from evidence_bench.evaluation.measures import parse_measure, prepare
 from evidence_bench.experiment.config import compose
-from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
 from evidence_bench.experiment.runner import (
@@ -26,23 +24,6 @@ from evidence_bench.experiment.runner import (
 from evidence_bench.experiment.store import QueryRowsBuilder, TableBuilder
 from evidence_bench.protocol.episode import EpisodeResult
 from tests.conftest import episode_as_run
-
-
-def test_each_distinct_evaluation_gets_one_id_and_one_row() -> None:
-    memo = QueryMemo("q", [parse_measure("P@2"), parse_measure("RR")])
-    full = prepare({"a": 1, "c": 2})
-    residual = prepare({"c": 2})
-    # by hand: [b, a, c] has a relevant document at 2 of the top 2 (P@2 1/2) first at
-    # rank 2 (RR 1/2); [a, c]: both relevant (1, 1); against the residual qrels {c},
-    # [b, a, c] finds none in the top 2 (0) and c at rank 3 (1/3)
-    ids = memo.evaluate_ids([(["b", "a", "c"], full), (["a", "c"], full), (("b", "a", "c"), full)])
-    assert ids == [0, 1, 0]
-    first = memo.values
-    assert first.tolist() == [[0.5, 0.5], [1.0, 1.0]]
-    assert memo.evaluate_ids([(["a", "c"], full), (["b", "a", "c"], residual)]) == [1, 2]
-    assert memo.values.tolist() == [[0.5, 0.5], [1.0, 1.0], [0.0, 1 / 3]]
-    assert first.tolist() == [[0.5, 0.5], [1.0, 1.0]]  # a view of rows that do not change
-    assert memo.evaluate_many([(["a", "c"], full)]) == [[("P@2", 1.0), ("RR", 1.0)]]
 
 
 def test_a_query_s_rankings_list_their_keys_in_the_order_first_held() -> None:
@@ -59,13 +40,6 @@ def test_a_query_s_rankings_list_their_keys_in_the_order_first_held() -> None:
         assert built.ranking_items.tolist() == [0, 1, 2, 1, 3]
         assert built.ranking_offsets.tolist() == [0, 2, 4, 5]
         assert built.run_ranking.tolist() == [2]
-
-
-def test_a_duplicate_document_gets_no_id() -> None:
-    memo = QueryMemo("q", [parse_measure("P@2")])
-    with pytest.raises(ValueError):
-        memo.evaluate_ids([(["a", "a"], prepare({"a": 1}))])
-    assert memo.evaluate_ids([(["a"], prepare({"a": 1}))]) == [0]
 
 
 def test_an_episode_gives_its_scores_as_rows_whatever_their_ids() -> None:

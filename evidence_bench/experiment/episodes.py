@@ -1,12 +1,11 @@
-"""A query's episodes run round by round over every (engine config, user), each step once.
+"""The episode protocol: a query's episodes, round by round, over every (engine, user).
 
-:func:`~evidence_bench.protocol.episode.run_episode` runs one episode, and the runner used
-to run a query's 48 (config, user) episodes one after another, sharing the engine's work
-through a :class:`~evidence_bench.experiment.memo.QueryMemo`. What was left was the glue,
-repeated in every episode: a session, the frozen view, the marks, each stage's list in each
-mode, each ranking's lookup among the evaluations. :func:`plan_episodes` runs the same
-protocol (:mod:`evidence_bench.protocol.episode`'s docstring) for all of a query's episodes
-at once, round by round, and computes each step once for what it depends on:
+:mod:`evidence_bench.protocol.episode`'s docstring says what an episode is: the user's
+rounds, the stages and controls, the evaluation modes. :func:`plan_episodes` runs them for
+all of a query's (engine config, user) pairs at once; one episode is a batch of one
+(:func:`run_episode`). Each step is computed once for what it depends on, where its
+components are known to be pure (:meth:`QueryMemo.plannable`: TF-IDF Rocchio and
+provider-order rankers, the lexical and term-Rocchio refiners, the shipped users):
 
 - a user's view of a list and its marks, by (the user's state: examined, pinned, labels;
   the list displayed): in round 1 one per user for every config;
@@ -14,26 +13,26 @@ at once, round by round, and computes each step once for what it depends on:
   rankings before any is read, so the memo scores each (candidates, feedback) in one call
   for the rows that round needs (:meth:`QueryMemo.prefetch`);
 - a refined query and what its search added by (refiner, candidates, feedback), the
-  equal-depth lists by their length; each search is asked once, and the runner then
-  numbers the provider's answers in the order episodes one after another ask them
-  (:attr:`Planned.searches`: the order ``documents.jsonl`` lists documents in);
+  equal-depth lists by their length; each search is asked once where the provider answers a
+  repeated search alike (``repeats``), and :attr:`Planned.searches` lists them in the order
+  episodes one after another ask them (the order ``documents.jsonl`` lists documents in);
 - a stage's lists by (ranking, partner, the user's state), shaped for every mode at the
   end at once: the rankings as codes of the query's keys, what each state examined as a
   mask, each mode's list a few array operations on them (:meth:`_Planner._evaluate`);
 - the measures of every distinct (grades, judgments) row of those lists in one
   :func:`~evidence_bench.evaluation.measures.evaluate_grades` batch.
 
-It covers the parts whose outputs the memo knows to be pure
-(:meth:`QueryMemo.plannable`: TF-IDF Rocchio and provider-order rankers, the lexical and
-term-Rocchio refiners, the shipped users) and a provider that answers a repeated search
-alike (the runner's ``MemoProvider``); the runner runs any other query's episodes with
-``run_episode``. Each result equals ``run_episode``'s (tests/test_episodes.py); so does
-every error, since a query whose plan raises is run again episode by episode.
+Any other ranker, refiner or user (a user's own, through Hydra's ``_target_``) is not known
+to be pure: its episodes run one at a time, each a batch of one, and it is called for every
+step of its episode, in the order a session calls it (:class:`~evidence_bench.engine.
+session.SearchSession`: the user's marks; rerank, control, shuffled; the expansion's
+refined query, search and ranking; the equal-depth control), its results never shared.
+Errors are the ones the first episode to meet one raises: where a batch of many fails, its
+episodes run again one at a time, in plan order.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -44,8 +43,13 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence_bench.engine.base import Label, Ranker, RefinedQuery, Refiner, SearchProvider
-from evidence_bench.errors import EvidenceBenchError
-from evidence_bench.evaluation.measures import QueryJudgments, evaluate_grades, evaluate_many
+from evidence_bench.errors import ConfigurationError, FeedbackError
+from evidence_bench.evaluation.measures import (
+    Measure,
+    QueryJudgments,
+    evaluate_grades,
+    evaluate_many,
+)
 from evidence_bench.evidence import Evidence, canonical_url, dedupe, validate_query
 from evidence_bench.experiment.memo import QueryMemo, _Pool
 from evidence_bench.protocol.episode import (
@@ -59,7 +63,7 @@ from evidence_bench.protocol.stages import PARTNERS, STAGES
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.cassettes import SkippedRequest
 
-__all__ = ["Planned", "PlannedEpisode", "PlannerWarning", "plan_episodes"]
+__all__ = ["Planned", "PlannedEpisode", "plan_episodes", "run_episode"]
 
 #: One examined document of a round: (round, key, label, rank), as EpisodeResult.feedback.
 _Row = tuple[int, str, str, int]
@@ -101,17 +105,25 @@ class _StageKeys(dict[int, dict[int, list[tuple[int, str]]]]):
         return found
 
 
-class _Fallback(Exception):
-    """A case the plan does not cover: the query is run episode by episode instead."""
-
-
 @dataclass(slots=True, eq=False)
 class _Ranked:
-    """One distinct ranking of the query: its keys (what every later step reads of it)."""
+    """One distinct ranking of the query: its keys (what every later step reads of it), and
+    its results where a user or a ranker not known to be pure reads them: ``items``, or
+    ``source``'s (a pool and an order of it) when first asked for."""
 
     index: int
     keys: list[str]
     top: list[str] | None = None
+    items: list[Evidence] | None = None
+    source: tuple[_Pool, Sequence[int]] | None = None
+
+    def evidence(self) -> list[Evidence]:
+        """The ranking's results, rank renumbered as the ranker gave them."""
+        if self.items is None:
+            assert self.source is not None
+            pool, order = self.source
+            self.items = pool.shared_ranking(order)
+        return self.items
 
     def head(self) -> list[str]:
         """The first 10 keys (a round record's lists), one list per ranking."""
@@ -144,6 +156,8 @@ class _State:
     #: the ranking displayed (its index) -> the round the user has on it
     steps: dict[int, _Step] = field(default_factory=dict)
     dealt: _Labels | None = None
+    #: each examined document as it was first shown (a user not known to be pure reads it)
+    shown: dict[str, Evidence] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -158,9 +172,10 @@ class _Step:
 
 @dataclass(slots=True, eq=False)
 class _Expansion:
-    """One refined query, and the candidates after its search (None: skipped)."""
+    """One refined query (None: refining was skipped), and the candidates after its search
+    (None: skipped)."""
 
-    refined: RefinedQuery
+    refined: RefinedQuery | None
     limit: int
     pool: _Pool | None
     added: int
@@ -172,6 +187,8 @@ class _User:
     seed: int
     policy: str
     start: _State
+    #: the memo knows it to be pure: its marks are shared by every state and list alike
+    pure: bool = True
 
 
 @dataclass(slots=True, eq=False)
@@ -179,16 +196,29 @@ class _Episode:
     ranker: Ranker
     control: Ranker
     refiner: Refiner
-    rule: Hashable
-    control_rule: Hashable
-    refiner_key: Hashable
+    #: each part's key among the memo's pure ones; None: not known to be pure (called
+    #: for every step, never shared)
+    rule: Hashable | None
+    control_rule: Hashable | None
+    refiner_key: Hashable | None
     user: _User
-    state: _State
-    displayed: _Ranked
-    pool: _Pool
-    result: PlannedEpisode
+    state: _State = field(init=False)
+    displayed: _Ranked = field(init=False)
+    pool: _Pool = field(init=False)
+    result: PlannedEpisode = field(init=False)
     shapes: list[int] = field(default_factory=list)
     searches: list[tuple[str, int]] = field(default_factory=list)
+    #: this round's stages so far, and its rerank (_first_stages, _last_stages)
+    stages: list[_Ranked] = field(default_factory=list)
+    breakdown: list[dict[str, Any]] | None = None
+    #: the expansion's ranking where it was ranked in _expand (parts not known to be pure)
+    expanded: _Ranked | None = None
+
+    @property
+    def pure(self) -> bool:
+        """Every part is one the memo knows to be pure."""
+        known = (self.rule, self.control_rule, self.refiner_key)
+        return self.user.pure and all(key is not None for key in known)
 
 
 def plan_episodes(
@@ -205,43 +235,77 @@ def plan_episodes(
     modes: Sequence[str],
     rounds: int,
     depth: int,
-) -> Planned | None:
-    """Every (engine, user) episode of one query, engine by engine and user by user, as
-    :func:`~evidence_bench.protocol.episode.run_episode` gives each (see the module
-    docstring); None where the plan does not cover them (run them one by one).
+    repeats: bool = True,
+) -> Planned:
+    """Every (engine, user) episode of one query from the provider's ``initial`` results,
+    engine by engine and user by user (see the module docstring).
 
     ``engines``: each config's (ranker, control, refiner) as ``memo`` gave them
     (:meth:`QueryMemo.ranker`, :meth:`QueryMemo.refiner`); ``users``: each user as the memo
-    gave it (:meth:`QueryMemo.user`) with its ``seed`` and ``policy`` for the shuffled control;
-    ``provider`` must answer a repeated search alike (it is asked once per distinct search).
+    gave it (:meth:`QueryMemo.user`) with its ``seed`` (the run's) and ``policy`` (its name
+    in the run), which seed the shuffled control. ``deep`` is the provider's list for the
+    original query fetched deeper than ``initial`` (at least as long as any expanded list
+    can grow), for the equal-depth controls; None leaves them out. ``repeats``: the provider
+    answers a repeated search alike, so each distinct search is asked once.
     """
-    if not all(QueryMemo.plannable(*parts) for parts in engines) or not all(
-        QueryMemo.plannable_user(user) for user, _, _ in users
-    ):
-        return None
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        return None  # the session refuses it: run_episode says so
+        raise ConfigurationError(f"limit must be an integer >= 1, got {depth!r}")
+    jobs = [(engine, user) for engine in engines for user in users]
+    parts = (memo, query_id, query, initial, deep, provider, judgments, depth, repeats)
     try:
-        if validate_query(query) != query:
-            return None
-        planner = _Planner(memo, query_id, query, initial, deep, provider, judgments, depth)
-        return planner.run(engines, users, modes, rounds)
-    except (_Fallback, SkippedRequest, EvidenceBenchError):  # run_episode meets it again,
-        return None  # in its own order, and raises it with its own message
-    except Exception as exc:  # not expected: said, so that a planner bug is not only slow
-        warnings.warn(
-            f"query {query_id!r}: the episode planner failed ({type(exc).__name__}: {exc}); "
-            "its episodes ran one by one",
-            PlannerWarning,
-            stacklevel=2,
-        )
-        return None
+        return _Planner(*parts).run(jobs, modes, rounds)
+    except Exception:
+        if len(jobs) < 2:
+            raise
+    # The batch failed: the first episode to fail, one at a time in plan order, says why.
+    for job in jobs:
+        _Planner(*parts).run([job], modes, rounds)
+    raise AssertionError("plan_episodes: a batch failed where its episodes one by one did not")
 
 
-class PlannerWarning(RuntimeWarning):
-    """The planner met an error it does not expect and left the query to
-    :func:`~evidence_bench.protocol.episode.run_episode` (the numbers are the same; the
-    test suite turns it into an error)."""
+def run_episode(
+    *,
+    query_id: str,
+    query: str,
+    initial: Sequence[Evidence],
+    deep: Sequence[Evidence] | None,
+    provider: SearchProvider,
+    ranker: Ranker,
+    control: Ranker,
+    refiner: Refiner,
+    user: UserPolicy,
+    judgments: Judgments,
+    measures: Sequence[Measure],
+    modes: Sequence[str],
+    rounds: int,
+    depth: int,
+    seed: int,
+    policy: str,
+) -> EpisodeResult:
+    """One episode: :func:`plan_episodes` of one engine and one user (a batch of one), with
+    a memo of its own."""
+    memo = QueryMemo(query, measures)
+    planned = plan_episodes(
+        memo=memo,
+        query_id=query_id,
+        query=query,
+        initial=initial,
+        deep=deep,
+        provider=provider,
+        engines=[(memo.ranker(ranker), memo.ranker(control), memo.refiner(refiner))],
+        users=[(memo.user(policy, user), seed, policy)],
+        judgments=judgments,
+        modes=modes,
+        rounds=rounds,
+        depth=depth,
+        repeats=False,
+    )
+    return planned.episodes[0]
+
+
+#: One episode to plan: its engine's (ranker, control, refiner) and its user's (user, seed,
+#: policy).
+_Job = tuple[tuple[Ranker, Ranker, Refiner], tuple[UserPolicy, int, str]]
 
 
 class _Planner:
@@ -257,8 +321,12 @@ class _Planner:
         provider: SearchProvider,
         judgments: Judgments,
         depth: int,
+        repeats: bool,
     ) -> None:
         self.memo, self.query_id, self.query = memo, query_id, query
+        #: the query as the session holds it (validated), which its ranker and refiner read
+        self.session_query = validate_query(query)
+        self.repeats = repeats
         self.initial, self.deep, self.provider = initial, deep, provider
         self.judgments, self.depth = judgments, depth
         self.rankings: list[_Ranked] = []
@@ -268,7 +336,8 @@ class _Planner:
         self.empty = self._new_labels({})
         self.states: list[_State] = []
         self._steps = 0
-        self._canonical: set[str] = set()  # marked keys known to be canonical URLs
+        self._canonical: dict[str, str] = {}  # each marked key's canonical URL
+        self._held: dict[int, frozenset[str]] = {}  # each pool's keys, by content
         self._prefixes: dict[int, _Ranked] = {}
         self._deep: dict[tuple[Hashable, int], tuple[_Ranked, _Ranked]] = {}
         self._deep_pools: dict[int, _Pool] = {}
@@ -286,48 +355,82 @@ class _Planner:
 
     # --- the plan -------------------------------------------------------------------------
 
-    def run(
-        self,
-        engines: Sequence[tuple[Ranker, Ranker, Refiner]],
-        users: Sequence[tuple[UserPolicy, int, str]],
-        modes: Sequence[str],
-        rounds: int,
-    ) -> Planned:
+    def run(self, jobs: Sequence[_Job], modes: Sequence[str], rounds: int) -> Planned:
+        """Every episode of ``jobs``: those whose parts are all pure in one batch, then each
+        other one alone; their results in the order of ``jobs``."""
         memo = self.memo
         codes = [
             _RESIDUAL if mode == "residual" else _FROZEN if mode == "frozen" else _AS_IS
             for mode in modes
         ]
-        start = [_User(user, seed, policy, self._start()) for user, seed, policy in users]
-        shown = self._ranked_list([item.key for item in self.initial])
-        candidates = memo.pool(dedupe(self.initial))
-        initial_pool = memo.pool(self.initial)
-        names = tuple(str(measure) for measure in memo.measures)
+        plain = self.session_query == self.query  # the memo's parts answer its query only
+        users: dict[int, _User] = {}  # the pure users, one each, every config sharing it
         episodes: list[_Episode] = []
-        for ranker, control, refiner in engines:
-            rule, control_rule = memo.order_token(ranker), memo.order_token(control)
-            refiner_key = getattr(refiner, "key", None)
-            first_control = self._rank(control, control_rule, initial_pool, self.empty)
-            for user in start:
-                result = PlannedEpisode(measures=names)
-                episode = _Episode(
-                    ranker, control, refiner, rule, control_rule, refiner_key, user,
-                    user.start, shown, candidates, result,
-                )  # fmt: skip
-                as_is = [  # before any feedback every mode scores the lists as they are
-                    self._item(shown, None, user.start) * _SHAPES + _AS_IS,
-                    self._item(first_control, None, user.start) * _SHAPES + _AS_IS,
-                ]
-                for mode in modes:
-                    result.scored += [(0, "initial", mode), (0, "control", mode)]
-                    episode.shapes += as_is
-                result.rankings[(0, "initial")] = shown.keys
-                result.rankings[(0, "control")] = first_control.keys
-                episodes.append(episode)
+        for (ranker, control, refiner), (user, seed, policy) in jobs:
+            pure = plain and QueryMemo.plannable_user(user)
+            if not pure or id(user) not in users:
+                found = _User(user, seed, policy, self._start(), pure=pure)
+                if pure:
+                    users[id(user)] = found
+            else:
+                found = users[id(user)]
+            episodes.append(
+                _Episode(
+                    ranker,
+                    control,
+                    refiner,
+                    memo.order_token(ranker) if plain else None,
+                    memo.order_token(control) if plain else None,
+                    getattr(refiner, "key", None) if plain and memo.pure_refiner(refiner) else None,
+                    found,
+                )
+            )
+        self._episodes([e for e in episodes if e.pure], modes, codes, rounds)
+        for episode in episodes:
+            if not episode.pure:
+                self._episodes([episode], modes, codes, rounds)
+        # Every list of every stage in every mode, scored in one batch: an episode's
+        # evaluation ids are rows of that matrix.
+        values, rows = self._evaluate(_RESIDUAL in codes, _FROZEN in codes)
+        for episode in episodes:
+            episode.result.evaluations = rows[episode.shapes].tolist()
+            episode.result.values = values
+        return Planned(
+            [episode.result for episode in episodes],
+            [search for episode in episodes for search in episode.searches],
+        )
+
+    def _episodes(
+        self, episodes: Sequence[_Episode], modes: Sequence[str], codes: Sequence[int], rounds: int
+    ) -> None:
+        """Run ``episodes`` together, round by round: each phase asks for the rankings the
+        next reads, scored together; for an episode alone, its parts are called in the
+        order a session calls them."""
+        if not episodes:
+            return
+        names = tuple(str(measure) for measure in self.memo.measures)
+        shown = self._ranked_list([item.key for item in self.initial], list(self.initial))
+        candidates = self.memo.pool(dedupe(self.initial))
+        initial_pool = self.memo.pool(self.initial)
+        for episode in episodes:
+            result = episode.result = PlannedEpisode(measures=names)
+            episode.state, episode.displayed, episode.pool = episode.user.start, shown, candidates
+            if episode.rule is None:  # the session's first ranking, as a session starts
+                self._rank(episode.ranker, None, candidates, self.empty, self.session_query)
+            control = episode.control
+            first_control = self._rank(control, episode.control_rule, initial_pool, self.empty)
+            as_is = [  # before any feedback every mode scores the lists as they are
+                self._item(shown, None, episode.state) * _SHAPES + _AS_IS,
+                self._item(first_control, None, episode.state) * _SHAPES + _AS_IS,
+            ]
+            for mode in modes:
+                result.scored += [(0, "initial", mode), (0, "control", mode)]
+                episode.shapes += as_is
+            result.rankings[(0, "initial")] = shown.keys
+            result.rankings[(0, "control")] = first_control.keys
         for round_ in range(1, rounds + 1):
-            # Each phase asks for the rankings the next one reads, scored together.
             before = [episode.displayed for episode in episodes]
-            steps = [self._display(e.state, e.displayed, e.user, round_) for e in episodes]
+            steps = [self._display(e, round_) for e in episodes]
             for episode, step in zip(episodes, steps, strict=True):
                 episode.state = step.after
             self._prefetch(
@@ -339,6 +442,8 @@ class _Planner:
                     (e.ranker, e.rule, e.pool, self._dealt(e.state, e.user, round_)),
                 )
             )
+            for episode in episodes:
+                self._first_stages(episode, round_)
             expansions = [self._expand(e, e.pool, e.state) for e in episodes]
             self._prefetch(
                 wanted
@@ -358,16 +463,32 @@ class _Planner:
                 episodes, before, steps, expansions, strict=True
             ):
                 self._round(episode, round_, shown_before, step, expansion, modes, codes)
-        # Every list of every stage in every mode, scored in one batch: an episode's
-        # evaluation ids are rows of that matrix.
-        values, rows = self._evaluate(_RESIDUAL in codes, _FROZEN in codes)
-        for episode in episodes:
-            episode.result.evaluations = rows[episode.shapes].tolist()
-            episode.result.values = values
-        return Planned(
-            [episode.result for episode in episodes],
-            [search for episode in episodes for search in episode.searches],
+
+    def _first_stages(self, episode: _Episode, round_: int) -> None:
+        """A round's stages before its expansion, in the order a session's episode asks for
+        them: rerank (counted where its feedback was not usable), control, shuffled, and
+        the ranker's breakdown of its scores where it gives one."""
+        result, state, pool = episode.result, episode.state, episode.pool
+        rerank = self._rank(
+            episode.ranker, episode.rule, pool, state.feedback, self.session_query, result
         )
+        episode.expanded = None
+        dealt = self._dealt(state, episode.user, round_)
+        episode.stages = [
+            self._prefix(len(pool.keys)),
+            self._rank(episode.control, episode.control_rule, pool, self.empty),
+            self._rank(episode.ranker, episode.rule, pool, dealt),
+            rerank,
+        ]
+        episode.breakdown = None
+        breakdown = getattr(episode.ranker, "score_breakdown", None)
+        if breakdown is not None:  # rankers that can explain their scores (LiveFetch)
+            candidates = list(pool.objects)
+            try:
+                rows = breakdown(self.query, candidates, state.feedback.labels)[:10]
+            except FeedbackError:
+                rows = breakdown(self.query, candidates, {})[:10]
+            episode.breakdown = [dict(row) for row in rows]
 
     def _round(
         self,
@@ -379,44 +500,41 @@ class _Planner:
         modes: Sequence[str],
         codes: Sequence[int],
     ) -> None:
-        """One round of one episode, as run_episode's loop body: the user's ``step`` on
-        ``before`` and the ``expansion`` are done, the rankings it reads are scored."""
+        """The rest of one round of one episode: the user's ``step`` on ``before``, its first
+        stages and the ``expansion`` are done; the expanded list and the equal-depth control
+        are ranked, and every stage's lists queued for scoring."""
         result = episode.result
         state = step.after
         result.feedback += step.rows
         result.round_marks.append(step.rows)
-        pool = episode.pool
-        rerank = self._rank(episode.ranker, episode.rule, pool, state.feedback)
-        dealt = self._dealt(state, episode.user, round_)
-        # the stages in run_episode's order (STAGES)
-        stages: list[_Ranked] = [
-            self._prefix(len(pool.keys)),
-            self._rank(episode.control, episode.control_rule, pool, self.empty),
-            self._rank(episode.ranker, episode.rule, pool, dealt),
-            rerank,
-        ]
-        episode.searches.append((expansion.refined.query, expansion.limit))
-        expanded: _Ranked | None = None
-        if expansion.pool is None:
+        stages = episode.stages
+        rerank = stages[3]
+        if expansion.refined is not None:
+            episode.searches.append((expansion.refined.query, expansion.limit))
+        expanded = episode.expanded
+        if expansion.pool is not None and expanded is None and episode.rule is not None:
+            expanded = self._rank(episode.ranker, episode.rule, expansion.pool, state.feedback)
+        if expansion.pool is not None:
+            episode.pool = expansion.pool
+        if expanded is None:
             result.skipped_expand += 1
             episode.displayed = rerank
         else:
-            expanded = self._rank(episode.ranker, episode.rule, expansion.pool, state.feedback)
             stages.append(expanded)
             if self.deep is not None:
                 stages += self._equal_depth(
                     episode.control, episode.control_rule, len(expanded.keys)
                 )
             episode.displayed = expanded
-            episode.pool = expansion.pool
-        result.rounds.append(self._record(round_, step, before, rerank, expansion, expanded))
+        record = self._record(round_, step, before, rerank, expansion, expanded, episode.breakdown)
+        result.rounds.append(record)
         named = self._stage_keys[round_][len(stages)]
         rankings = result.rankings
         for key, ranked in zip(named, stages, strict=True):
             rankings[key] = ranked.keys
 
-        # Every stage in every mode (run_episode's loop over modes, then stages), as the
-        # numbers of the lists to score: one lookup per stage for all modes at once.
+        # Every stage in every mode (the modes, then the stages), as the numbers of the
+        # lists to score: one lookup per stage for all modes at once.
         skip = _RESIDUAL in codes and self._residual(state).num_relevant == 0
         pattern = self._pattern(round_, [stage for _, stage in named], modes, codes, skip)
         result.scored += pattern[0]
@@ -458,38 +576,54 @@ class _Planner:
         self._labels.append(made)
         return made
 
-    def _display(self, state: _State, displayed: _Ranked, user: _User, round_: int) -> _Step:
-        """The user's round on ``displayed`` held in the frozen frame, and the state after.
-        The memo's users read only the displayed results' keys
-        (:meth:`QueryMemo.judge_keys`), so the frame is a list of keys."""
-        step = state.steps.get(displayed.index)
+    def _display(self, episode: _Episode, round_: int) -> _Step:
+        """The user's round on the displayed list held in the frozen frame, and the state
+        after. A pure user reads only the displayed results' keys
+        (:meth:`QueryMemo.judge_keys`), so its frame is a list of keys and its step is
+        shared by every episode with that state and list; any other user is shown the
+        results, each examined one as it was first shown."""
+        state, displayed, user = episode.state, episode.displayed, episode.user
+        step = state.steps.get(displayed.index) if user.pure else None
         if step is not None:
             return step
         frozen = frozen_order(displayed.keys, state.pinned) if state.pinned else displayed.keys
         position = {key: index for index, key in enumerate(frozen, start=1)}
-        marks = self.memo.judge_keys(
-            user.user, self.query_id, round_, frozen, self.judgments.grades, state.examined
-        )
+        grades = self.judgments.grades
+        shown: list[Evidence] = []
+        if user.pure:
+            marks = self.memo.judge_keys(
+                user.user, self.query_id, round_, frozen, grades, state.examined
+            )
+        else:
+            by_key = {item.key: item for item in displayed.evidence()}
+            by_key.update(state.shown)
+            shown = [by_key[key] for key in frozen]
+            marks = user.user.judge(
+                query_id=self.query_id,
+                round=round_,
+                displayed=shown,
+                judgments=grades,
+                examined=set(state.examined),
+            )
         pinned = dict(state.pinned)
         labels = dict(state.feedback.labels)
+        examined_as = dict(state.shown)
         rows: list[_Row] = []
         record: list[tuple[str, str]] = []
-        canonical = self._canonical
         for mark in marks:
             key, label = mark.key, mark.label
             at = position[key]
             pinned[key] = at
+            if shown:
+                examined_as[key] = shown[at - 1]
             text = LABEL_TEXT[label]
             rows.append((round_, key, text, at))
             record.append((key, text))
-            if label is not None:
-                if key not in canonical:
-                    if canonical_url(key) != key:
-                        raise _Fallback  # the session would file it under another key
-                    canonical.add(key)
-                labels[key] = label
+            if label is not None:  # filed as the session files it: by canonical URL
+                labels[self._candidate(episode.pool, key)] = label
         examined = state.examined.union([mark.key for mark in marks])
         after = _State(len(self.states), examined, pinned, self._new_labels(labels))
+        after.shown = examined_as
         self.states.append(after)
         positions = pinned.values()
         if not pinned:
@@ -501,8 +635,23 @@ class _Planner:
         ):
             after.prefix = sorted(pinned, key=pinned.__getitem__)
         self._steps += 1
-        step = state.steps[displayed.index] = _Step(self._steps - 1, after, rows, record)
+        step = _Step(self._steps - 1, after, rows, record)
+        if user.pure:
+            state.steps[displayed.index] = step
         return step
+
+    def _candidate(self, pool: _Pool, key: str) -> str:
+        """The canonical URL a mark on ``key`` is filed under, which must be a candidate's
+        (:meth:`~evidence_bench.engine.session.SearchSession.mark`)."""
+        canonical = self._canonical.get(key)
+        if canonical is None:
+            canonical = self._canonical[key] = canonical_url(key)
+        held = self._held.get(pool.content)
+        if held is None:
+            held = self._held[pool.content] = frozenset(pool.keys)
+        if canonical not in held:
+            raise FeedbackError(f"no result with URL {key!r} among the {len(pool.keys)} candidates")
+        return canonical
 
     def _dealt(self, state: _State, user: _User, round_: int) -> _Labels:
         """The shuffled control's labels for ``state`` (a state belongs to one user)."""
@@ -528,8 +677,8 @@ class _Planner:
 
     # --- the engine's side ----------------------------------------------------------------
 
-    def _ranked_list(self, keys: list[str]) -> _Ranked:
-        ranked = _Ranked(len(self.rankings), keys)
+    def _ranked_list(self, keys: list[str], items: list[Evidence] | None = None) -> _Ranked:
+        ranked = _Ranked(len(self.rankings), keys, items=items)
         self.rankings.append(ranked)
         return ranked
 
@@ -538,13 +687,39 @@ class _Planner:
         ranked = self._interned.get(key)
         if ranked is None:
             keys = pool.keys
-            ranked = _Ranked(len(self.rankings), [keys[i] for i in order])
+            ranked = _Ranked(len(self.rankings), [keys[i] for i in order], source=(pool, order))
             self.rankings.append(ranked)
             self._interned[key] = ranked
         return ranked
 
-    def _rank(self, ranker: Ranker, rule: Hashable, pool: _Pool, feedback: _Labels) -> _Ranked:
-        """``ranker.rank(query, pool, feedback)``, one lookup per (rule, pool, feedback)."""
+    def _rank(
+        self,
+        ranker: Ranker,
+        rule: Hashable | None,
+        pool: _Pool,
+        feedback: _Labels,
+        query: str | None = None,
+        counted: PlannedEpisode | None = None,
+    ) -> _Ranked:
+        """``ranker.rank(query, pool, feedback)``, one lookup per (rule, pool, feedback); a
+        ranker not known to be pure (``rule`` None) is called. ``query``: the session's
+        (the ranker's own rankings), else the query as given (the controls'). With
+        ``counted``, where the ranker says the feedback is not usable (a FeedbackError) it
+        ranks without it and the episode counts the round (the session's ranker; its
+        controls are called as they are)."""
+        if rule is None:
+            candidates = list(pool.objects)
+            asked = self.query if query is None else query
+            if not feedback.labels and counted is None:
+                results = ranker.rank(asked, candidates, {})
+            else:
+                try:
+                    results = ranker.rank(asked, candidates, feedback.labels)
+                except FeedbackError:
+                    if counted is not None:
+                        counted.no_usable_feedback += 1
+                    results = ranker.rank(asked, candidates, {})
+            return self._ranked_list([item.key for item in results], list(results))
         key = (rule, pool.content, feedback.index)
         ranked = self._by_rule.get(key)
         if ranked is None:
@@ -553,8 +728,9 @@ class _Planner:
         return ranked
 
     def _prefix(self, length: int) -> _Ranked:
-        """The provider's own order of its first ``length`` results (run_episode's
-        ``_provider_order``)."""
+        """The provider's own order of its first ``length`` results (the list before feedback
+        at the depth the candidates have reached), or of the initial ones where no deeper
+        list was fetched."""
         ranked = self._prefixes.get(length)
         if ranked is None:
             deep, initial = self.deep, self.initial
@@ -564,16 +740,19 @@ class _Planner:
             )
         return ranked
 
-    def _equal_depth(self, control: Ranker, rule: Hashable, length: int) -> tuple[_Ranked, _Ranked]:
+    def _equal_depth(
+        self, control: Ranker, rule: Hashable | None, length: int
+    ) -> tuple[_Ranked, _Ranked]:
         """``deep_initial`` and ``deep_control`` at ``length``."""
-        key = (rule, length)
-        found = self._deep.get(key)
+        found = self._deep.get((rule, length)) if rule is not None else None
         if found is None:
             assert self.deep is not None
-            found = self._deep[key] = (
+            found = (
                 self._ranked_list([item.key for item in self.deep[:length]]),
                 self._rank(control, rule, self._deep_pool(length), self.empty),
             )
+            if rule is not None:
+                self._deep[(rule, length)] = found
         return found
 
     def _deep_pool(self, length: int) -> _Pool:
@@ -584,7 +763,7 @@ class _Planner:
             pool = self._deep_pools[length] = self.memo.pool(self.deep[:length])
         return pool
 
-    def _prefetch(self, wanted: Iterable[tuple[Ranker, Hashable, _Pool, _Labels]]) -> None:
+    def _prefetch(self, wanted: Iterable[tuple[Ranker, Hashable | None, _Pool, _Labels]]) -> None:
         """Have the memo score every (ranker, rule, pool, feedback) not ranked yet together
         (:meth:`QueryMemo.prefetch`), each once (a round's episodes ask many alike)."""
         known = self._by_rule
@@ -592,29 +771,53 @@ class _Planner:
         distinct = []
         for ranker, rule, pool, feedback in wanted:
             key = (rule, pool.content, feedback.index)
-            if key not in known and key not in asked:
+            if rule is not None and key not in known and key not in asked:
                 asked.add(key)
                 distinct.append((ranker, pool, feedback.labels, feedback.items))
         self.memo.prefetch(distinct)
 
     def _expand(self, episode: _Episode, pool: _Pool, state: _State) -> _Expansion:
-        """The session's expand: the refined query, its search, the candidates after it."""
+        """The session's expand: the refined query, its search, the candidates after it
+        (and, for a ranker not known to be pure, their ranking, as the session asks for it
+        next); a skipped request (refining, searching or that ranking) skips the expansion.
+        Shared by (refiner, candidates, feedback) where the refiner is pure and the
+        provider answers a repeated search alike."""
+        shared = episode.refiner_key is not None and self.repeats
         key = (episode.refiner_key, pool.content, state.feedback.index)
-        expansion = self._expansions.get(key)
+        expansion = self._expansions.get(key) if shared else None
         if expansion is None:
-            feedback = state.feedback
-            refined = self.memo.refine_pool(episode.refiner, pool, feedback.labels, feedback.items)
-            limit = refined.limit or self.depth
-            grown: _Pool | None = None
-            added = 0
+            expansion = self._search(episode, pool, state.feedback)
+            if shared:
+                self._expansions[key] = expansion
+        if episode.rule is None and expansion.pool is not None:
             try:
-                found = self.provider.search(refined.query, limit=limit)
+                episode.expanded = self._rank(
+                    episode.ranker,
+                    None,
+                    expansion.pool,
+                    state.feedback,
+                    self.session_query,
+                )
             except SkippedRequest:
-                pass
-            else:
-                grown, added = self._grow(pool, found)
-            expansion = self._expansions[key] = _Expansion(refined, limit, grown, added)
+                episode.expanded = None
         return expansion
+
+    def _search(self, episode: _Episode, pool: _Pool, feedback: _Labels) -> _Expansion:
+        refiner = episode.refiner
+        try:
+            if episode.refiner_key is not None:
+                refined = self.memo.refine_pool(refiner, pool, feedback.labels, feedback.items)
+            else:
+                refined = refiner.refine(self.session_query, list(pool.objects), feedback.labels)
+        except SkippedRequest:
+            return _Expansion(None, 0, None, 0)
+        limit = refined.limit or self.depth
+        try:
+            found = self.provider.search(refined.query, limit=limit)
+        except SkippedRequest:
+            return _Expansion(refined, limit, None, 0)
+        grown, added = self._grow(pool, found)
+        return _Expansion(refined, limit, grown, added)
 
     def _grow(self, pool: _Pool, found: Sequence[Evidence]) -> tuple[_Pool, int]:
         """The candidates after a search answered ``found`` (SearchSession.expand)."""
@@ -635,8 +838,10 @@ class _Planner:
         rerank: _Ranked,
         expansion: _Expansion,
         expanded: _Ranked | None,
+        breakdown: list[dict[str, Any]] | None,
     ) -> dict[str, Any]:
-        """The round's record (run_episode's), one per distinct content of it."""
+        """The round's record: its marks, the lists shown before and after, the refined
+        query; one per distinct content of it (a breakdown's record is the episode's own)."""
         key = (
             step.index,
             before.index,
@@ -644,7 +849,7 @@ class _Planner:
             id(expansion),
             -1 if expanded is None else expanded.index,
         )
-        record = self._records.get(key)
+        record = self._records.get(key) if breakdown is None else None
         if record is None:
             record = {
                 "round": round_,
@@ -656,8 +861,11 @@ class _Planner:
                 "added": 0,
                 "after_expand": None,
             }
+            if breakdown is not None:
+                record["breakdown"] = breakdown
             if expanded is not None:
                 refined = expansion.refined
+                assert refined is not None
                 weights = getattr(refined, "weights", None)
                 if weights:  # refiners that weigh terms (term Rocchio) explain their choice
                     record["term_weights"] = [[term, weight] for term, weight in weights]
@@ -667,7 +875,8 @@ class _Planner:
                     added=expansion.added,
                     after_expand=expanded.head(),
                 )
-            self._records[key] = record
+            if breakdown is None:
+                self._records[key] = record
         return record
 
     # --- evaluation -----------------------------------------------------------------------
@@ -704,8 +913,8 @@ class _Planner:
 
         The rankings become one code matrix over the query's keys and the examined
         documents one mask per state, so each shape is a few array operations; a grade
-        matrix holds the same grades, in the same ranks, as the lists ``run_episode``
-        scores (zero past each list's end), so the values are its floats, bit for bit.
+        matrix holds the same grades, in the same ranks, as the lists
+        it stands for (zero past each list's end), so the values are its floats, bit for bit.
         """
         measures = self.memo.measures
         items = self._items
@@ -800,7 +1009,7 @@ class _Planner:
         self, item: list[int], code: dict[str, int], grade: npt.NDArray[Any], span: int
     ) -> npt.NDArray[Any]:
         """The frozen grades of one item whose state's pins are not positions 1..p."""
-        ranking, partner, number = item
+        ranking, partner, number, _ = item  # (ranking, partner, state, partner item)
         state = self.states[number]
         keys = frozen_order(self.rankings[ranking].keys, state.pinned)
         if partner >= 0:

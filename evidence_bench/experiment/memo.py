@@ -13,14 +13,15 @@ every step whose inputs coincide:
   gives), every feedback on one candidate set in one matrix product;
 - a refined query by (the refiner's effective params, the candidates, the feedback);
 - a user's marks by (the user, the round, the keys displayed, the keys examined before);
-- a ranking's measures by (its keys, the judgments), a residual's judgments by the keys
-  examined, the shuffled control's labels by (user, round, marks, examined).
+- a residual's judgments by the keys examined, the shuffled control's labels by (user,
+  round, marks, examined).
 
-Each is a pure function of those inputs (rankers, refiners and users are deterministic, and
-every random draw is seeded by what it is about), so an episode run with a memo gives
-exactly the rows it gives without one. Only the parts whose purity is known are memoized
-(the TF-IDF and provider-order rankers, the lexical and term-Rocchio refiners, the shipped
-user policies); any other ranker or refiner is called as it is.
+Each is a pure function of those inputs (these rankers, refiners and users are
+deterministic, and every random draw is seeded by what it is about), so an episode run
+with a memo gives exactly the rows it gives without one. Only the parts whose purity is
+known are memoized (the TF-IDF and provider-order rankers, the lexical and term-Rocchio
+refiners, the shipped user policies); any other ranker, refiner or user is called as it is
+(:mod:`evidence_bench.experiment.episodes`).
 
 A memo lives for one query: candidate lists are told apart by content (every field of each
 result but its ``rank``), and the objects a memo has seen are kept alive with it so that
@@ -32,9 +33,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
-
-import numpy as np
-import numpy.typing as npt
 
 from evidence_bench.engine.base import (
     POLARITY,
@@ -61,7 +59,6 @@ from evidence_bench.engine.text import Analyzer
 from evidence_bench.evaluation.measures import (
     Measure,
     QueryJudgments,
-    evaluate_many,
     prepare,
 )
 from evidence_bench.evidence import Evidence
@@ -202,13 +199,8 @@ class QueryMemo:
         self._families: dict[Analyzer, _Family] = {}
         self._refined: dict[tuple[Hashable, int, _FeedbackKey], RefinedQuery] = {}
         self._marks: dict[tuple[Hashable, ...], list[Mark]] = {}
-        self._judgments: dict[int, QueryJudgments] = {}  # kept alive: their ids are keys
-        #: each distinct (judgments, ranking) scored -> its evaluation id (row of ``values``)
+        #: the measures' names, in order
         self.names = tuple(str(measure) for measure in self.measures)
-        self._ids: dict[tuple[int, tuple[str, ...]], int] = {}
-        self._matrix: npt.NDArray[np.float64] = np.empty((0, len(self.measures)))
-        self._count = 0
-        self._pairs: dict[int, list[tuple[str, float]]] = {}
         self._residual: dict[frozenset[str], QueryJudgments] = {}
         self._shuffled: dict[tuple[Hashable, ...], dict[str, Label]] = {}
         self._shown = _DisplayedKeys()
@@ -367,12 +359,19 @@ class QueryMemo:
         return type(user) is _MemoUser
 
     @staticmethod
-    def order_token(ranker: Ranker) -> Hashable:
+    def pure_refiner(refiner: object) -> bool:
+        """Whether ``refiner`` (as :meth:`refiner` gave it) answers :meth:`refine_pool`."""
+        return type(refiner) is _MemoRefiner
+
+    @staticmethod
+    def order_token(ranker: Ranker) -> Hashable | None:
         """One key per distinct ordering rule among the plannable rankers: rankers with one
-        token order any pool alike under any feedback."""
+        token order any pool alike under any feedback; None: a ranker not known to be pure."""
         if isinstance(ranker, _MemoTfidf):
             return (id(ranker.family), ranker.row)
-        return "provider_order"
+        if isinstance(ranker, _MemoProviderOrder):
+            return "provider_order"
+        return None
 
     def order(
         self, ranker: Ranker, pool: _Pool, feedback: Feedback, marks: _FeedbackKey
@@ -520,68 +519,7 @@ class QueryMemo:
             )
         return marks
 
-    # --- evaluation -----------------------------------------------------------------------
-
-    @property
-    def values(self) -> npt.NDArray[np.float64]:
-        """The query's distinct evaluations so far: row ``i`` holds the measures (in
-        :attr:`measures`' order) of the ``i``-th distinct (ranking, judgments) scored, the id
-        :meth:`evaluate_ids` gave it. A view; a later evaluation leaves its rows as they are."""
-        return self._matrix[: self._count]
-
-    def evaluate_ids(self, pending: Sequence[tuple[Sequence[str], QueryJudgments]]) -> list[int]:
-        """The evaluation id (row of :attr:`values`) of every (ranking, judgments), the ones
-        not seen yet scored in one :func:`evaluate_many` batch (the same floats as
-        ``evaluate``, bit for bit)."""
-        ids = []
-        known = self._ids
-        new: dict[tuple[int, tuple[str, ...]], int] = {}
-        rankings: list[Sequence[str]] = []
-        graded: list[QueryJudgments] = []
-        for ranking, judgments in pending:
-            self._judgments.setdefault(id(judgments), judgments)
-            key = (id(judgments), tuple(ranking))
-            found = known.get(key)
-            if found is None:
-                found = new.get(key)
-                if found is None:
-                    found = new[key] = self._count + len(rankings)
-                    rankings.append(ranking)
-                    graded.append(judgments)
-            ids.append(found)
-        if rankings:
-            self._append(evaluate_many(rankings, graded, self.measures))
-            known.update(new)
-        return ids
-
-    def _append(self, rows: npt.NDArray[np.float64]) -> None:
-        end = self._count + len(rows)
-        if end > len(self._matrix):  # grown by doubling: earlier views keep their rows
-            grown = np.empty((max(end, 2 * len(self._matrix), 64), len(self.measures)))
-            grown[: self._count] = self._matrix[: self._count]
-            self._matrix = grown
-        self._matrix[self._count : end] = rows
-        self._count = end
-
-    def evaluate(
-        self, ranking: Sequence[str], judgments: QueryJudgments
-    ) -> list[tuple[str, float]]:
-        """``evaluate(ranking, judgments, measures)`` as (measure, value) pairs, in order."""
-        (found,) = self.evaluate_ids([(ranking, judgments)])
-        pairs = self._pairs.get(found)
-        if pairs is None:
-            values = self._matrix[found].tolist()
-            pairs = self._pairs[found] = list(zip(self.names, values, strict=True))
-        return pairs
-
-    def evaluate_many(
-        self, pending: Sequence[tuple[Sequence[str], QueryJudgments]]
-    ) -> list[list[tuple[str, float]]]:
-        """:meth:`evaluate` of every (ranking, judgments), the ones not seen yet scored in one
-        batch (:meth:`evaluate_ids`)."""
-        ids = self.evaluate_ids(pending)
-        rows = self._matrix[ids].tolist()
-        return [list(zip(self.names, row, strict=True)) for row in rows]
+    # --- judgments ------------------------------------------------------------------------
 
     def residual(self, grades: Mapping[str, int], examined: Set[str]) -> QueryJudgments:
         """The judgments of the documents not examined (the residual mode's qrels)."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import numpy as np
 
 from evidence_bench._trim import collector_paused, release_memory
 from evidence_bench.collections.queryset import QuerySet, load_query_set
@@ -37,7 +38,6 @@ from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
 from evidence_bench.engine.evidence_mode import PageSource
 from evidence_bench.engine.ranking import pool_matrix
 from evidence_bench.errors import (
-    DataError,
     EvidenceBenchError,
     RequestError,
     ResponseFormatError,
@@ -57,12 +57,11 @@ from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
 from evidence_bench.experiment.store import (
     EpisodeRound,
-    MarkRow,
     QueryRows,
     QueryRowsBuilder,
     query_rows,
 )
-from evidence_bench.protocol.episode import EpisodeResult, Judgments, run_episode
+from evidence_bench.protocol.episode import EpisodeResult, Judgments
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
 from evidence_bench.web.cassettes import (
@@ -355,108 +354,43 @@ def query_episodes(
     modes: Sequence[str] | None = None,
     memo: QueryMemo | None = None,
 ) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
-    """Every (engine config, user) episode of one query, in plan order; they share the
-    steps whose inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`:
-    ``memo``, or a new one). With a :class:`MemoProvider` and parts the memo knows to be
-    pure they are run together, round by round
-    (:func:`~evidence_bench.experiment.episodes.plan_episodes`), else one after another
-    (:func:`~evidence_bench.protocol.episode.run_episode`); the results are the same."""
+    """Every (engine config, user) episode of one query, in plan order
+    (:func:`~evidence_bench.experiment.episodes.plan_episodes`); they share the steps whose
+    inputs coincide (:class:`~evidence_bench.experiment.memo.QueryMemo`: ``memo``, or a new
+    one). A :class:`MemoProvider` is asked each distinct search once, its answers numbered
+    in the order one episode after another asks them."""
     if memo is None:
         memo = QueryMemo(query, plan.measures)
+    if memo.measures != tuple(plan.measures):
+        raise ValueError("query_episodes: the memo was made for other measures")
     shared = [
         (engine, memo.ranker(ranker), memo.ranker(control), memo.refiner(refiner))
         for engine, ranker, control, refiner in engines
     ]
     judged = [(name, memo.user(name, user)) for name, user in users]
-    if memo.measures == tuple(plan.measures) and isinstance(provider, MemoProvider):
-        asked = provider.asked()
-        planned = plan_episodes(
-            memo=memo,
-            query_id=query_id,
-            query=query,
-            initial=initial,
-            deep=deep,
-            provider=provider,
-            engines=[(ranker, control, refiner) for _, ranker, control, refiner in shared],
-            users=[
-                (user, plan.user_seed(name), plan.episode_policy(name)) for name, user in judged
-            ],
-            judgments=judgments,
-            modes=plan.modes if modes is None else modes,
-            rounds=plan.rounds if rounds is None else rounds,
-            depth=plan.depth,
-        )
-        if planned is not None:
-            provider.reorder([*asked, *planned.searches])
-            results = iter(planned.episodes)
-            for engine, *_ in shared:
-                for user_name, _ in judged:
-                    yield engine, user_name, next(results)
-            return
-        # Not planned (or the plan raised, after asking some searches in its order): one
-        # episode after another, and the answers renumbered in the order these ask them.
-        logged = _Logged(provider)
-        yield from _one_by_one(shared, judged, plan, query_id, query, judgments, logged, initial,
-                               deep, rounds=rounds, modes=modes, memo=memo)  # fmt: skip
-        provider.reorder([*asked, *logged.asked])
-        return
-    yield from _one_by_one(shared, judged, plan, query_id, query, judgments, provider, initial,
-                           deep, rounds=rounds, modes=modes, memo=memo)  # fmt: skip
-
-
-class _Logged:
-    """A provider that notes every (query, limit) it is asked, in order."""
-
-    def __init__(self, provider: SearchProvider) -> None:
-        self.provider = provider
-        self.asked: list[tuple[str, int]] = []
-
-    def search(self, query: str, *, limit: int) -> list[Evidence]:
-        self.asked.append((query, limit))
-        return self.provider.search(query, limit=limit)
-
-
-def _one_by_one(
-    shared: Sequence[tuple[EngineConfig, Ranker, Ranker, Refiner]],
-    judged: Sequence[tuple[str, UserPolicy]],
-    plan: RunPlan,
-    query_id: str,
-    query: str,
-    judgments: Judgments,
-    provider: SearchProvider,
-    initial: Sequence[Evidence],
-    deep: Sequence[Evidence] | None,
-    *,
-    rounds: int | None,
-    modes: Sequence[str] | None,
-    memo: QueryMemo,
-) -> Iterator[tuple[EngineConfig, str, EpisodeResult]]:
-    """The episodes of :func:`query_episodes`, one after another (``run_episode``)."""
-    for engine, ranker, control, refiner in shared:
-        for user_name, user in judged:
-            yield (
-                engine,
-                user_name,
-                run_episode(
-                    query_id=query_id,
-                    query=query,
-                    initial=initial,
-                    deep=deep,
-                    provider=provider,
-                    ranker=ranker,
-                    control=control,
-                    refiner=refiner,
-                    user=user,
-                    judgments=judgments,
-                    measures=plan.measures,
-                    modes=plan.modes if modes is None else modes,
-                    rounds=plan.rounds if rounds is None else rounds,
-                    depth=plan.depth,
-                    seed=plan.user_seed(user_name),
-                    policy=plan.episode_policy(user_name),
-                    memo=memo,
-                ),
-            )
+    repeats = isinstance(provider, MemoProvider)
+    asked = provider.asked() if isinstance(provider, MemoProvider) else []
+    planned = plan_episodes(
+        memo=memo,
+        query_id=query_id,
+        query=query,
+        initial=initial,
+        deep=deep,
+        provider=provider,
+        engines=[(ranker, control, refiner) for _, ranker, control, refiner in shared],
+        users=[(user, plan.user_seed(name), plan.episode_policy(name)) for name, user in judged],
+        judgments=judgments,
+        modes=plan.modes if modes is None else modes,
+        rounds=plan.rounds if rounds is None else rounds,
+        depth=plan.depth,
+        repeats=repeats,
+    )
+    if isinstance(provider, MemoProvider):
+        provider.reorder([*asked, *planned.searches])
+    results = iter(planned.episodes)
+    for engine, *_ in shared:
+        for user_name, _ in judged:
+            yield engine, user_name, next(results)
 
 
 @dataclass
@@ -554,32 +488,21 @@ def _query_output(
     )
     rows = QueryRowsBuilder(query_id)
     shared = _SharedRounds(rows, doc_id)
-    values = None  # the planned episodes' (all of a query's, or none), else the memo's
+    values = np.empty((0, len(memo.measures)))  # a query without episodes scores nothing
     for engine, user_name, result in episodes:
+        assert isinstance(result, PlannedEpisode)
         pair = rows.pair(engine.config_id, user_name)
         out.skipped_expands += result.skipped_expand
         out.no_usable_feedback += result.no_usable_feedback
         rows.scores(pair, result.scored, result.evaluations)
-        if isinstance(result, PlannedEpisode):
-            values = result.values
-        if isinstance(result, PlannedEpisode) and result.rounds:
+        values = result.values  # shared by the query's episodes
+        if result.rounds:
             rows.add_episode(pair, query, shared.entries(result))
-            for (round_, stage), keys in result.rankings.items():
-                rows.run(pair, round_, stage, keys)
-            continue
-        marks: dict[int, list[MarkRow]] = {}
-        for round_, key, label, rank in result.feedback:
-            marks.setdefault(round_, []).append((doc_id(key) or key, label, key, rank))
-        records = [_episode_round(r, doc_id) for r in result.rounds]
-        rows.episode(pair, query, records, marks)
-        if marks:  # every mark belongs to a round of its episode
-            raise DataError(
-                f"query {query_id!r}: feedback for config {engine.config_id}, policy "
-                f"{user_name}, round {next(iter(marks))} belongs to no episode round"
-            )
+        else:  # an episode without rounds keeps a row (round 0, no detail)
+            rows.episode(pair, query, [], {})
         for (round_, stage), keys in result.rankings.items():
             rows.run(pair, round_, stage, keys)
-    out.rows = rows.build(memo.names, memo.values if values is None else values)
+    out.rows = rows.build(memo.names, values)
     for answer in replayed.provider.answers():
         for item in answer:
             out.documents.setdefault(item.key, item)

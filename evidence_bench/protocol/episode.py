@@ -1,5 +1,9 @@
 """One simulated episode: a user gives feedback over rounds; every stage is evaluated.
 
+This module holds the protocol's definition and its records;
+:func:`evidence_bench.experiment.episodes.plan_episodes` runs it (one episode is a batch of
+one: :func:`~evidence_bench.experiment.episodes.run_episode`).
+
 For each round r = 1..R the user examines the displayed list (the provider's order at
 round 1, then the last ranking), the session records the marks, ``show`` reranks
 (stage ``rerank``) and ``expand`` retrieves with the refined query (stage ``expand``).
@@ -47,26 +51,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.base import Feedback, Label, Ranker, Refiner, SearchProvider
-from evidence_bench.engine.session import SearchSession
-from evidence_bench.errors import FeedbackError
-from evidence_bench.evaluation.measures import Measure, QueryJudgments, evaluate_many, prepare
-from evidence_bench.evidence import Evidence
-from evidence_bench.protocol.stages import PARTNERS
+from evidence_bench.engine.base import Label
+from evidence_bench.evaluation.measures import QueryJudgments
 from evidence_bench.seeding import derived_random
-from evidence_bench.users.policies import UserPolicy
-from evidence_bench.web.cassettes import SkippedRequest
 
-if TYPE_CHECKING:
-    from evidence_bench.experiment.memo import QueryMemo
-
-__all__ = ["EpisodeResult", "Judgments", "frozen_order", "run_episode"]
+__all__ = ["LABEL_TEXT", "EpisodeResult", "Judgments", "frozen_order"]
 
 
 #: A mark's label as a round record (and a feedback row) holds it; None is "seen": examined,
@@ -82,33 +77,13 @@ class Judgments:
     prepared: QueryJudgments
 
 
-class _Tolerant:
-    """A ranker that falls back to its no-feedback ranking when it says the feedback is not
-    usable (a FeedbackError), and counts how often: an episode goes on, the run says so."""
-
-    def __init__(self, ranker: Ranker) -> None:
-        self.inner = ranker
-        self.name = ranker.name
-        self.fallbacks = 0
-
-    def rank(
-        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
-    ) -> list[Evidence]:
-        try:
-            return self.inner.rank(query, candidates, feedback)
-        except FeedbackError:
-            self.fallbacks += 1
-            return self.inner.rank(query, candidates, {})
-
-
 @dataclass(slots=True, eq=False)
 class EpisodeResult:
     """What one (config, user, query) episode produced.
 
     Its scores are kept as evaluation ids: each scored (round, stage, eval_mode) points at
-    a row of ``values`` (one column per measure of ``measures``), which an episode run with
-    a :class:`~evidence_bench.experiment.memo.QueryMemo` shares with the query's other
-    episodes; :attr:`scores` gives them as rows."""
+    a row of ``values`` (one column per measure of ``measures``), which it may share with
+    the query's other episodes; :attr:`scores` gives them as rows."""
 
     #: every scored (round, stage, eval_mode), in the order scored
     scored: list[tuple[int, str, str]] = field(default_factory=list)
@@ -116,7 +91,7 @@ class EpisodeResult:
     evaluations: list[int] = field(default_factory=list)
     #: the measures' names, the columns of ``values``
     measures: tuple[str, ...] = ()
-    #: the values of each evaluation (rows; the query's memo's when it ran with one)
+    #: the values of each evaluation (rows, shared by the query's episodes)
     values: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty((0, 0)))
     #: (round, key, label, rank) for every examined document ("seen": not marked); rank is
     #: its absolute position in the frozen list it was shown in (see frozen_order)
@@ -199,16 +174,6 @@ def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]
     return frozen + free[taken:]
 
 
-def _provider_order(
-    deep: Sequence[Evidence] | None, initial: Sequence[Evidence], length: int
-) -> list[str]:
-    """The provider's own order of its first ``length`` results (the list before feedback at
-    the depth the candidates have reached), or of the initial results where no deeper list
-    was fetched."""
-    source = deep if deep is not None and len(deep) >= len(initial) else initial
-    return [item.key for item in source[:length]]
-
-
 def _shuffled(
     feedback: Mapping[str, Label],
     examined: Set[str],
@@ -239,201 +204,3 @@ def _permutation(seed: int, policy: str, query_id: str, round_: int, n: int) -> 
     order = list(range(n))
     derived_random(seed, policy, query_id, round_).shuffle(order)
     return tuple(order)
-
-
-#: One ranking to score: (round, stage, eval_mode, ranked keys, the judgments it is scored on).
-_Pending = tuple[int, str, str, Sequence[str], QueryJudgments]
-
-
-def _score(
-    result: EpisodeResult,
-    pending: Sequence[_Pending],
-    measures: Sequence[Measure],
-    memo: QueryMemo | None = None,
-) -> None:
-    """Every ranking of the episode, scored in one batch, in the order they were queued;
-    with a query's memo, only the rankings it has not scored yet are computed, and the
-    episode keeps the memo's evaluation ids."""
-    result.scored = [(p[0], p[1], p[2]) for p in pending]
-    result.measures = tuple(str(measure) for measure in measures)
-    if memo is not None:
-        result.evaluations = memo.evaluate_ids([(p[3], p[4]) for p in pending])
-        result.values = memo.values
-        return
-    result.values = evaluate_many([p[3] for p in pending], [p[4] for p in pending], measures)
-    result.evaluations = list(range(len(pending)))
-
-
-def run_episode(
-    *,
-    query_id: str,
-    query: str,
-    initial: Sequence[Evidence],
-    deep: Sequence[Evidence] | None,
-    provider: SearchProvider,
-    ranker: Ranker,
-    control: Ranker,
-    refiner: Refiner,
-    user: UserPolicy,
-    judgments: Judgments,
-    measures: Sequence[Measure],
-    modes: Sequence[str],
-    rounds: int,
-    depth: int,
-    seed: int,
-    policy: str,
-    memo: QueryMemo | None = None,
-) -> EpisodeResult:
-    """Run one episode from the provider's ``initial`` results; see the module docstring.
-
-    ``deep`` is the provider's list for the original query fetched deeper than ``initial``
-    (at least as long as any expanded list can grow), for the equal-depth controls; None
-    leaves them out. ``seed`` (the run's) and ``policy`` (the user's name in the run) seed
-    the shuffled control. ``memo`` (:class:`evidence_bench.experiment.memo.QueryMemo`, one
-    per query, its measures ``measures``) shares the steps whose inputs coincide with the
-    query's other episodes; the result is the same with it or without.
-    """
-    if memo is not None and memo.measures != tuple(measures):
-        raise ValueError("run_episode: the memo was made for other measures")
-    result = EpisodeResult()
-    tolerant = _Tolerant(ranker)
-    session = SearchSession(
-        query, provider, ranker=tolerant, refiner=refiner, limit=depth, candidates=initial
-    )
-    initial_keys = [item.key for item in initial]
-    control_keys = [item.key for item in control.rank(query, initial, {})]
-    pending: list[_Pending] = []  # scored together when the episode ends
-    for mode in modes:
-        pending.append((0, "initial", mode, initial_keys, judgments.prepared))
-        pending.append((0, "control", mode, control_keys, judgments.prepared))
-    result.rankings[(0, "initial")] = initial_keys
-    result.rankings[(0, "control")] = control_keys
-
-    displayed: list[Evidence] = list(initial)
-    examined: set[str] = set()
-    pinned: dict[str, int] = {}  # each examined key -> the position it was first shown at
-    shown: dict[str, Evidence] = {}  # the examined documents, to show where they were
-    for round_ in range(1, rounds + 1):
-        # What the user sees: the last ranking with every document examined so far held
-        # where it was first shown (full freezing, see frozen_order).
-        if pinned:
-            by_key = {item.key: item for item in displayed}
-            by_key.update(shown)
-            frozen = [by_key[key] for key in frozen_order([i.key for i in displayed], pinned)]
-        else:
-            frozen = list(displayed)
-        position = {item.key: index for index, item in enumerate(frozen, start=1)}
-        marks = user.judge(
-            query_id=query_id,
-            round=round_,
-            displayed=frozen,
-            judgments=judgments.grades,
-            examined=examined,
-        )
-        for mark in marks:
-            at = position[mark.key]
-            examined.add(mark.key)
-            pinned[mark.key] = at
-            shown[mark.key] = frozen[at - 1]
-            label = LABEL_TEXT[mark.label]
-            result.feedback.append((round_, mark.key, label, at))
-            if mark.label is not None:
-                session.mark(mark.label, mark.key)
-        # what rerank and its controls all order (a session replaces its list, never
-        # changes it, so this one stays as it is after expand)
-        pool = session.candidates
-        fallbacks = tolerant.fallbacks
-        reranked = [item.key for item in session.show()]
-        if tolerant.fallbacks > fallbacks:  # (its expand then falls back alike: one round)
-            result.no_usable_feedback += 1
-        deal = partial(
-            _shuffled,
-            session.feedback,
-            examined,
-            seed=seed,
-            policy=policy,
-            query_id=query_id,
-            round_=round_,
-        )
-        if memo is None:
-            dealt = deal()
-        else:
-            key = (seed, policy, round_, frozenset(session.feedback.items()), frozenset(examined))
-            dealt = memo.shuffled(key, deal)
-        stages: dict[str, list[str]] = {
-            "initial": _provider_order(deep, initial, len(pool)),
-            "control": [item.key for item in control.rank(query, pool, {})],
-            # a control: where the dealt labels are unusable it is the no-feedback order,
-            # and the user's count is not its
-            "shuffled": [item.key for item in _Tolerant(ranker).rank(query, pool, dealt)],
-            "rerank": reranked,
-        }
-        record: dict[str, Any] = {
-            "round": round_,
-            "marks": [(mark.key, LABEL_TEXT[mark.label]) for mark in marks],
-            "before": [item.key for item in displayed[:10]],
-            "after_rerank": reranked[:10],
-            "refined_query": None,
-            "added_terms": [],
-            "added": 0,
-            "after_expand": None,
-        }
-        breakdown = getattr(ranker, "score_breakdown", None)
-        if breakdown is not None:  # rankers that can explain their scores (LiveFetch)
-            try:
-                rows = breakdown(query, pool, session.feedback)[:10]
-            except FeedbackError:
-                rows = breakdown(query, pool, {})[:10]
-            record["breakdown"] = [dict(row) for row in rows]
-        try:
-            expansion = session.expand()
-        except SkippedRequest:
-            result.skipped_expand += 1
-            displayed = session.ranking
-        else:
-            expanded = [item.key for item in expansion.ranking]
-            stages["expand"] = expanded
-            if deep is not None:
-                equal = deep[: len(expanded)]
-                stages["deep_initial"] = [item.key for item in equal]
-                stages["deep_control"] = [item.key for item in control.rank(query, equal, {})]
-            displayed = expansion.ranking
-            weights = getattr(expansion.refined, "weights", None)
-            if weights:  # refiners that weigh terms (term Rocchio) explain their choice
-                record["term_weights"] = [[term, weight] for term, weight in weights]
-            record.update(
-                refined_query=expansion.refined.query,
-                added_terms=list(expansion.refined.added_terms),
-                added=expansion.added,
-                after_expand=expanded[:10],
-            )
-        result.rounds.append(record)
-        for stage, keys in stages.items():
-            result.rankings[(round_, stage)] = keys
-
-        residual: QueryJudgments | None = None
-        if "residual" in modes:
-            residual = (
-                prepare({k: g for k, g in judgments.grades.items() if k not in examined})
-                if memo is None
-                else memo.residual(judgments.grades, examined)
-            )
-        for mode in modes:
-            if mode == "residual":
-                assert residual is not None
-                if residual.num_relevant == 0:
-                    continue  # nothing relevant left to find: excluded, and counted
-                shaped = {s: [k for k in keys if k not in examined] for s, keys in stages.items()}
-                graded = residual
-            elif mode == "frozen":
-                shaped = {s: frozen_order(keys, pinned) for s, keys in stages.items()}
-                graded = judgments.prepared
-            else:
-                shaped, graded = stages, judgments.prepared
-            for stage, keys in shaped.items():
-                partner = PARTNERS.get(stage)
-                if partner in shaped:  # equal depth after removal too
-                    keys = keys[: len(shaped[partner])]
-                pending.append((round_, stage, mode, keys, graded))
-    _score(result, pending, measures, memo)
-    return result
