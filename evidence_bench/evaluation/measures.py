@@ -4,6 +4,11 @@ Measures are named as in ir_measures (``nDCG@10``, ``P@5``, ``P(rel=2)@5``, ``R@
 ``RR``) and map one-to-one onto trec_eval's (``ndcg_cut_10``, ``P_5``, ``recall_20``, ``map``,
 ``recip_rank``). ``tests/test_measures.py`` checks every family against pytrec_eval.
 
+The measures for incomplete judgments (``Judged@k``, ``bpref``, ``nDCG'@k``:
+:data:`INCOMPLETE_FAMILIES`, :mod:`evidence_bench.evaluation.incomplete`) tell a judged
+irrelevant document from an unjudged one, which a grade matrix cannot: :func:`evaluate`
+scores them, the runner's :func:`evaluate_grades` refuses them.
+
 trec_eval's conventions, kept here:
 
 * a document is relevant when its grade is at least the relevance level (``rel``, default 1);
@@ -38,6 +43,7 @@ from evidence_bench.errors import ConfigurationError
 
 __all__ = [
     "FAMILIES",
+    "INCOMPLETE_FAMILIES",
     "Measure",
     "QueryJudgments",
     "evaluate",
@@ -57,10 +63,22 @@ FAMILIES: Mapping[str, str] = {
     "RR": "never",
 }
 
+#: Measures that need the judged set, not only the grades (Buckley & Voorhees 2004 for
+#: bpref, Sakai 2007 for the condensed nDCG', ir_measures for Judged@k).
+INCOMPLETE_FAMILIES: Mapping[str, str] = {
+    "Judged": "required",
+    "bpref": "never",
+    "nDCG'": "optional",
+}
+
 _TREC_EVAL = {"nDCG": ("ndcg", "ndcg_cut"), "P": ("", "P"), "R": ("", "recall")}
 _TREC_EVAL.update({"AP": ("map", "map_cut"), "RR": ("recip_rank", "")})
-_SYNTAX = re.compile(r"(?P<name>[A-Za-z]+)(?:\(rel=(?P<rel>\d+)\))?(?:@(?P<cutoff>\d+))?")
-_VALID = "nDCG@k, nDCG, P@k, R@k, AP, AP@k, RR; P, R, AP and RR take (rel=n), e.g. P(rel=2)@5"
+_TREC_EVAL["bpref"] = ("bpref", "")
+_SYNTAX = re.compile(r"(?P<name>[A-Za-z]+'?)(?:\(rel=(?P<rel>\d+)\))?(?:@(?P<cutoff>\d+))?")
+_VALID = (
+    "nDCG@k, nDCG, P@k, R@k, AP, AP@k, RR, Judged@k, bpref, nDCG'@k; P, R, AP, RR and bpref "
+    "take (rel=n), e.g. P(rel=2)@5"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +94,7 @@ class Measure:
     _key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        takes = FAMILIES.get(self.name)
+        takes = FAMILIES.get(self.name) or INCOMPLETE_FAMILIES.get(self.name)
         if takes is None:
             raise ConfigurationError(f"unknown measure family {self.name!r} (valid: {_VALID})")
         if self.cutoff is None and takes == "required":
@@ -87,9 +105,11 @@ class Measure:
             raise ConfigurationError(f"cutoff must be at least 1, got {self.name}@{self.cutoff}")
         if self.rel < 1:
             raise ConfigurationError(f"relevance level must be at least 1, got rel={self.rel}")
-        if self.rel != 1 and self.name == "nDCG":
+        if self.rel != 1 and self.name in ("nDCG", "nDCG'"):
             # trec_eval's nDCG uses the grades as gains and ignores the relevance level.
-            raise ConfigurationError("nDCG takes no rel= (its gains are the qrels grades)")
+            raise ConfigurationError(f"{self.name} takes no rel= (its gains are the qrels grades)")
+        if self.rel != 1 and self.name == "Judged":
+            raise ConfigurationError("Judged takes no rel= (it counts every judged document)")
         rel = f"(rel={self.rel})" if self.rel != 1 else ""
         cutoff = f"@{self.cutoff}" if self.cutoff is not None else ""
         # Computed once: evaluate() keys its results by it in the runner's hot loop.
@@ -99,8 +119,16 @@ class Measure:
         return self._key
 
     @property
+    def incomplete(self) -> bool:
+        """Whether the measure tells a judged irrelevant document from an unjudged one."""
+        return self.name in INCOMPLETE_FAMILIES
+
+    @property
     def trec_eval_name(self) -> str:
-        """trec_eval's name (``ndcg_cut_10``); a ``rel`` other than 1 is its ``-l`` option."""
+        """trec_eval's name (``ndcg_cut_10``); a ``rel`` other than 1 is its ``-l`` option.
+        Judged@k and nDCG'@k are not trec_eval's (a ValueError)."""
+        if self.name not in _TREC_EVAL:
+            raise ValueError(f"{self} is not a trec_eval measure")
         uncut, cut = _TREC_EVAL[self.name]
         return uncut if self.cutoff is None else f"{cut}_{self.cutoff}"
 
@@ -108,7 +136,9 @@ class Measure:
 def parse_measure(text: str) -> Measure:
     """A :class:`Measure` from its ir_measures name; the error lists the valid names."""
     match = _SYNTAX.fullmatch(text.strip())
-    if match is None or match["name"] not in FAMILIES:
+    if match is None or (
+        match["name"] not in FAMILIES and match["name"] not in INCOMPLETE_FAMILIES
+    ):
         raise ConfigurationError(f"unknown measure {text!r} (valid: {_VALID})")
     cutoff = int(match["cutoff"]) if match["cutoff"] is not None else None
     rel = int(match["rel"]) if match["rel"] is not None else 1
@@ -193,6 +223,11 @@ def evaluate(
     for measure in measures:
         cutoff = measure.cutoff
         k = n if cutoff is None or cutoff > n else cutoff
+        if measure.name in INCOMPLETE_FAMILIES:
+            from evidence_bench.evaluation.incomplete import score_incomplete
+
+            results[measure._key] = score_incomplete(ranking, prepared, measure)
+            continue
         if measure.name == "nDCG":
             if dcg is None:
                 dcg = _cumulative_dcg(grades)
@@ -290,6 +325,9 @@ def evaluate_grades(
     the qrels of the grades, or of what is left of them after some documents left both the
     ranking and the qrels, the residual mode). One row per ranking, one column per measure,
     the floats :func:`evaluate` gives (see :func:`evaluate_many` for the sums)."""
+    incomplete = [str(m) for m in measures if m.name in INCOMPLETE_FAMILIES]
+    if incomplete:
+        raise ValueError(f"{', '.join(incomplete)}: a grade matrix cannot tell unjudged documents")
     count, width = grades.shape
     distinct = judgments
     of_row = which

@@ -161,6 +161,13 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
     measures = tuple(parse_measure(name) for name in cfg["eval"]["measures"])
     if not measures:
         raise ConfigurationError("eval.measures is empty")
+    for measure in measures:
+        if measure.incomplete:  # the episodes are scored from grades alone
+            raise ConfigurationError(
+                f"eval.measures: {measure} tells unjudged documents from judged ones, which "
+                "an episode's scores do not; the report and check show Judged@10 beside "
+                "each gain"
+            )
     modes = tuple(_choice("eval.modes", str(mode), EVAL_MODES) for mode in cfg["eval"]["modes"])
     _choice("eval.primary_mode", str(cfg["eval"]["primary_mode"]), modes)
     primary = str(parse_measure(str(cfg["eval"]["primary_measure"])))
