@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,7 +31,7 @@ from urllib.parse import quote
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
 
-__all__ = ["Collection", "Document", "Query", "load_collection"]
+__all__ = ["Collection", "Document", "Query", "is_web_id", "load_collection", "read_judgments"]
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -108,14 +108,18 @@ class Collection:
         """The document served at ``url`` (any spelling with the same canonical URL), or None."""
         return self._doc_ids_by_url.get(canonical_url(url))
 
+    def judged_url(self, doc_id: str) -> str:
+        """The canonical URL a judgment of ``doc_id`` applies to: a corpus document's, or a
+        web page's own when the id is its address (:func:`is_web_id`)."""
+        found = self._canonical_urls.get(doc_id)  # a judged document outside the corpus has none
+        if found is not None:
+            return found
+        return canonical_url(doc_id if is_web_id(doc_id) else self.url_for(doc_id))
+
     def qrels_by_url(self, query_ids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         """The qrels keyed by canonical URL: ``query_id -> canonical URL -> grade``, for
         ``query_ids`` (each must have qrels) or every judged query."""
-        urls = self._canonical_urls
-
-        def url(doc_id: str) -> str:
-            found = urls.get(doc_id)  # a judged document outside the corpus has none
-            return found if found is not None else canonical_url(self.url_for(doc_id))
+        url = self.judged_url
 
         return {
             query_id: {url(doc_id): grade for doc_id, grade in self.qrels[query_id].items()}
@@ -198,6 +202,43 @@ def load_collection(
     )
 
 
+def is_web_id(doc_id: str) -> bool:
+    """Whether a corpus id is a web page's address (``http://`` or ``https://``): how a
+    judgment names a result that is not in the corpus, as ``documents.jsonl`` does."""
+    return doc_id.startswith(("https://", "http://"))
+
+
+class _CorpusOrWeb:
+    """The ids a judgments file may name: the corpus's, and web addresses."""
+
+    def __init__(self, documents: Container[str]) -> None:
+        self._documents = documents
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._documents or (isinstance(doc_id, str) and is_web_id(doc_id))
+
+
+class _Anything:
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def read_judgments(
+    file: str | Path, collection: Collection | None = None
+) -> dict[str, dict[str, int]]:
+    """A qrels file (BEIR or TREC layout, as :func:`load_collection` reads it):
+    ``query_id -> corpus id -> grade``. For ``collection``'s queries, a corpus id is one of
+    its documents or a web address (:func:`is_web_id`), and anything else or an unknown
+    query is a :class:`DataError` naming the file and line; without one, any id is kept."""
+    path = Path(file)
+    documents: Container[str] = _Anything()
+    queries: Container[str] = _Anything()
+    if collection is not None:
+        documents, queries = _CorpusOrWeb(collection.documents), collection.queries
+    judgments, _ = _read_qrels(path, _read_bytes(path), documents, queries, "error")
+    return judgments
+
+
 def _read_bytes(file: Path) -> bytes:
     try:
         return file.read_bytes()
@@ -269,8 +310,8 @@ def _text_field(
 def _read_qrels(
     file: Path,
     data: bytes,
-    documents: dict[str, Document],
-    queries: dict[str, Query],
+    documents: Container[str],
+    queries: Container[str],
     unknown: str,
 ) -> tuple[dict[str, dict[str, int]], int]:
     """BEIR (``query-id corpus-id score``) or TREC (``qid iter docid rel``), by column count."""

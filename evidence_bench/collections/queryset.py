@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence_bench._resources import PACKAGED, packaged
-from evidence_bench.collections.beir import Collection, load_collection
+from evidence_bench.collections.beir import Collection, load_collection, read_judgments
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 
@@ -67,6 +67,27 @@ def _collection(path: str, name: str) -> Collection:
     return load_collection(path, name=name)
 
 
+def _added_judgments(file: object, collection: Collection) -> dict[str, dict[str, int]]:
+    """``query_set.qrels``'s judgments keyed by canonical URL (none when it is unset)."""
+    if file in (None, ""):
+        return {}
+    path = resolve_path(str(file), "query_set.qrels")
+    return {
+        qid: {collection.judged_url(doc_id): grade for doc_id, grade in grades.items()}
+        for qid, grades in read_judgments(path, collection).items()
+    }
+
+
+def _judged_ids(collection: Collection, added: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """Queries with a relevant judgment in the collection's qrels or the added ones, in
+    file order."""
+    if not added:
+        return collection.judged_query_ids()
+    relevant = {qid for qid, grades in added.items() if any(g > 0 for g in grades.values())}
+    own = set(collection.judged_query_ids())
+    return [qid for qid in collection.queries if qid in own or qid in relevant]
+
+
 def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     """The query set a config names; ``limit`` keeps the first N judged queries."""
     name = str(conf["name"])
@@ -78,7 +99,8 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
             f"query_set.source={source!r} is not valid (valid: collection, live)"
         )
     collection = _collection(str(path), name)
-    ids = collection.judged_query_ids()
+    added = _added_judgments(conf.get("qrels"), collection)
+    ids = _judged_ids(collection, added)
     caps = [n for n in (limit, conf.get("limit")) if n is not None]
     if caps:
         ids = ids[: min(caps)]
@@ -88,6 +110,8 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     truncated = sum(
         1 for qid in ids if queries[qid] != " ".join(collection.queries[qid].text.split())
     )
-    qrels = collection.qrels_by_url(ids)
-    unjudged = len(collection.queries) - len(collection.judged_query_ids())
+    own = collection.qrels_by_url([qid for qid in ids if qid in collection.qrels])
+    # a judgment in query_set.qrels replaces the collection's for its query and document
+    qrels = {qid: {**own.get(qid, {}), **added.get(qid, {})} for qid in ids}
+    unjudged = len(collection.queries) - len(_judged_ids(collection, added))
     return QuerySet(name, collection, cassettes, source, queries, qrels, truncated, unjudged)

@@ -59,6 +59,9 @@ class QuerySetConf:
     source: str = "collection"
     #: Use only the first N judged queries (None: all judged queries).
     limit: int | None = None
+    #: A qrels file (BEIR or TREC) of judgments added to the collection's, e.g. what
+    #: ``assess`` wrote; its grade replaces the collection's for the same query and document.
+    qrels: str | None = None
 
 
 @dataclass

@@ -257,6 +257,12 @@ def _perform(
             "cassettes": str(query_set.cassettes),
             "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
             "collection_checksum": collection.checksum,
+            # judgments added to the collection's (query_set.qrels: what `assess` wrote)
+            **(
+                {"added_qrels_sha256": file_sha256(resolve_path(str(added), "query_set.qrels"))}
+                if (added := plan.query_set.get("qrels"))
+                else {}
+            ),
             "seeds": {
                 **_seeds(plan.seed, users),
                 **({"seeds": list(plan.seeds)} if plan.seeds else {}),
