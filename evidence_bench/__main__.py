@@ -26,6 +26,8 @@ commands:
   export RUN_DIR --format csv|trec     write a run's CSVs or TREC runs and qrels [--out DIR]
   check RUN_DIR --baseline FILE        compare a run with a baseline; --update rewrites it
   livefetch QUERY [--mode news] ...    fetch, extract, score and quote pages (LiveFetch)
+  pool RUN_DIR --depth K --out FILE    the run's unjudged results to judge [--qrels --budget]
+  assess POOL.jsonl --qrels QRELS.tsv  judge a pool by keyboard on 127.0.0.1 [--port P]
 
 experiments: smoke, ci, rocchio_sweep, rocchio_tune, policy_compare, ranker_compare
 (conf/experiment/)
@@ -513,8 +515,12 @@ def _dispatch(command: str, rest: list[str]) -> None:
         _check(rest)
     elif command == "livefetch":
         _livefetch(rest)
+    elif command in ("pool", "assess"):
+        from evidence_bench.assess import cli
+
+        (cli.pool_command if command == "pool" else cli.assess_command)(rest)
     else:
-        commands = "run, record, serve, report, gather, export, check, livefetch"
+        commands = "run, record, serve, report, gather, export, check, livefetch, pool, assess"
         _fail(f"unknown command {command!r}; commands: {commands}", 2)
 
 

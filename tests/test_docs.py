@@ -63,7 +63,8 @@ def test_the_usage_lists_every_command_the_harness_dispatches(
     dispatched = capsys.readouterr().err.split("commands: ", 1)[1].strip()
     assert _usage_commands() == dispatched.split(", ")
     assert _usage_commands() == [
-        "run", "record", "serve", "report", "gather", "export", "check", "livefetch"
+        "run", "record", "serve", "report", "gather", "export", "check", "livefetch",
+        "pool", "assess",
     ]  # fmt: skip
 
 

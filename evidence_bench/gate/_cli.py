@@ -96,6 +96,19 @@ def _parser() -> argparse.ArgumentParser:
     gate = parser.add_argument_group(
         "what can FAIL (with --update; recorded in the baseline's gate header)"
     )
+    judged = parser.add_argument_group("judgments (how much of each gated ranking is judged)")
+    judged.add_argument(
+        "--min-judged",
+        type=_share,
+        metavar="SHARE",
+        help="warn when a gated cell's Judged@10 (the share of its ranking's top 10 that is "
+        "judged, mean over the queries) is below SHARE, 0 to 1",
+    )
+    judged.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --min-judged: such a cell FAILs instead (exit 1)",
+    )
     gate.add_argument(
         "--stages",
         type=_names,
@@ -114,9 +127,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a share between 0 and 1")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.strict and args.min_judged is None:
+        parser.error("--strict goes with --min-judged SHARE")
+    if args.update and args.min_judged is not None:
+        parser.error("--min-judged checks a run; it does not go with --update")
     if not args.update and (args.stages, args.measures, args.modes) != (None, None, None):
         parser.error("--stages, --measures and --modes go with --update (the baseline says)")
     try:
@@ -160,6 +187,13 @@ def _check(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline)
     run = read_run(args.run_dir)
     checks = compare(run, baseline)
+    judged_notes: list[str] = []
+    if args.min_judged is not None:
+        from evidence_bench.gate._judged import apply_min_judged
+
+        checks, judged_notes = apply_min_judged(
+            checks, args.run_dir, args.min_judged, args.strict
+        )
     if args.junit is not None:
         from evidence_bench.gate._junit import write_junit
 
@@ -173,7 +207,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(f"PASS: no gated check worse than {args.baseline}")
     print(summary_line(checks, unbaselined=len(run.cells) - len(checks)), flush=True)
-    notes = warnings_for(run, baseline)
+    notes = warnings_for(run, baseline) + judged_notes
     shown = notes if args.verbose else notes[:_WARNINGS]
     for note in shown:
         print(note, file=sys.stderr)

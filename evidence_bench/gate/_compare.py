@@ -52,6 +52,10 @@ class Check:
     gained: tuple[str, ...] = ()
     #: (query_id, baseline value, run value), largest drop first, at most MOVED
     moved: tuple[tuple[str, float, float], ...] = ()
+    #: the ranking's mean Judged@10 when ``check --min-judged`` asked for it, and whether
+    #: ``--strict`` refused the cell for it
+    judged: float | None = None
+    refused: bool = False
 
     @property
     def cell(self) -> Cell:
@@ -73,7 +77,7 @@ class Check:
         worse, better = self.delta < -bound, self.delta > bound
         if self.role is not Role.GATED:
             return "REPORTED" if worse or better or self.other_queries else "OK"
-        if worse or self.other_queries:
+        if worse or self.other_queries or self.refused:
             return "FAIL"
         return "IMPROVED" if better else "OK"
 
@@ -90,6 +94,8 @@ class Check:
             parts.append(f"lost query {_ids(self.lost)}")
         if self.gained:
             parts.append(f"gained query {_ids(self.gained)}")
+        if self.refused:
+            parts.append(f"Judged@10 {self.judged:.2f} below --min-judged (--strict)")
         return "; ".join(parts)
 
 

@@ -25,6 +25,7 @@ from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
 from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
 from evidence_bench.report.evidence import evidence_table
+from evidence_bench.report.judged import judged_by_cell
 from evidence_bench.report.labels import labels_view
 from evidence_bench.report.page import _MINUS, MAX_EPISODES, _missing, render_report
 from evidence_bench.report.tables import (
@@ -247,6 +248,10 @@ def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
     """
     records = analysis.summary.to_dict("records")
     key = _key_configs(analysis)
+    judged = judged_by_cell(analysis.data)
+    for record in records:
+        cell = (str(record["config_id"]), str(record["policy"]), int(record["round"]))
+        record["judged"] = judged.get((*cell, str(record["stage"])))
     start = _round0_views(analysis)
     measures = list(dict.fromkeys([*analysis.data.settings.measures, *start]))
     by_measure = {m: list(rows) for m, rows in groupby(records, key=itemgetter("measure"))}

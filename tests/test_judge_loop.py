@@ -1,0 +1,174 @@
+"""The judging loop end to end: run, pool, assess over HTTP, run again with the new qrels."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from evidence_bench.assess import Assessment, Judgments, make_server
+from evidence_bench.errors import ConfigurationError, DataError
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.pool import build_pool, read_pool, write_pool
+from evidence_bench.experiment.run import perform_run
+
+pytestmark = pytest.mark.slow
+
+
+def _run(runs: Path, *extra: str) -> Path:
+    cfg, text = compose(["+experiment=smoke", f"runs_dir={runs}", "progress=false", *extra])
+    return Path(perform_run(cfg, text).path)
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _run(tmp_path_factory.mktemp("runs"), "report=false")
+
+
+def _call(
+    port: int, method: str, path: str, body: object = None, **headers: str
+) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    data = None if body is None else json.dumps(body)
+    connection.request(
+        method, path, body=data, headers={"Content-Type": "application/json", **headers}
+    )
+    answer = connection.getresponse()
+    return answer.status, json.loads(answer.read())
+
+
+def test_pool_is_the_unjudged_union_of_the_tops(first: Path) -> None:
+    pool = build_pool(first, 10)
+    qrels = pd.read_csv(first / "qrels.csv", dtype=str)
+    judged = set(zip(qrels["query_id"], qrels["doc_id"], strict=True))
+    keys = [(item.query_id, item.doc_id) for item in pool.items]
+    assert keys and len(keys) == len(set(keys))  # deduplicated
+    assert not judged & set(keys)  # minus what is judged
+    assert pool.judged > 0
+    # seeded: the same seed gives the same order, another seed another
+    assert build_pool(first, 10).items == pool.items
+    assert build_pool(first, 10, seed=1).items != pool.items
+    assert sorted(build_pool(first, 10, seed=1).items, key=str) == sorted(pool.items, key=str)
+    # the budget keeps the heaviest N of the same pool
+    budgeted = build_pool(first, 10, budget=5)
+    assert len(budgeted.items) == 5 and set(budgeted.items) <= set(pool.items)
+    deeper = build_pool(first, 20)
+    assert set(pool.items) <= set(deeper.items)
+
+
+@pytest.mark.parametrize(
+    ("depth", "qrels", "message"),
+    [
+        (0, None, "--depth 0: the pool depth must be at least 1"),
+        (10, "bad", "bad.tsv:2: expected 3 columns"),
+    ],
+)
+def test_pool_bad_input(
+    first: Path, tmp_path: Path, depth: int, qrels: str | None, message: str
+) -> None:
+    path = None
+    if qrels:
+        path = tmp_path / "bad.tsv"
+        path.write_text("query-id\tcorpus-id\tscore\n1\t2\n")
+    with pytest.raises((ConfigurationError, DataError), match=message):
+        build_pool(first, depth, qrels=path)
+
+
+def test_pool_cli_one_line_errors(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evidence_bench",
+            "pool",
+            str(tmp_path),
+            "--depth",
+            "5",
+            "--out",
+            str(tmp_path / "p.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.count("\n") == 1
+        and "parquet: file not found (is this a run directory?)" in done.stderr
+    )
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_the_loop_changes_the_numbers(first: Path, tmp_path: Path) -> None:
+    pool_file, qrels_file = tmp_path / "pool.jsonl", tmp_path / "qrels.tsv"
+    write_pool(pool_file, build_pool(first, 10))
+    items = read_pool(pool_file)
+    server = make_server(Assessment(items, Judgments(qrels_file, "tester")))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        status, state = _call(port, "GET", "/api/state")
+        assert status == 200 and state["judged"] == 0 and state["at"] == 0
+        # judge the first half highly relevant, one by one; undo the last and redo it
+        for _ in range(len(items) // 2):
+            status, state = _call(port, "POST", "/api/judge", {"at": state["at"], "grade": 3})
+        status, undone = _call(port, "POST", "/api/undo", {})
+        assert undone["item"]["grade"] is None and undone["judged"] == len(items) // 2 - 1
+        _call(port, "POST", "/api/judge", {"at": undone["at"], "grade": 3})
+        # refused: a foreign Host, a cross-site Origin, a form, a large body, a bad grade
+        assert _call(port, "GET", "/api/state", Host="evil.example")[0] == 421
+        assert _call(port, "POST", "/api/undo", {}, Origin="http://evil.example")[0] == 403
+        assert _call(port, "POST", "/api/undo", {}, **{"Content-Type": "text/plain"})[0] == 415
+        big = {"at": 0, "grade": 1, "pad": "x" * 5000}
+        assert _call(port, "POST", "/api/judge", big)[0] == 413
+        assert _call(port, "POST", "/api/judge", {"at": 0, "grade": 7})[0] == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+    lines = qrels_file.read_text().splitlines()
+    assert lines[0] == "query-id\tcorpus-id\tscore" and len(lines) == 1 + len(items) // 2
+    log = [
+        json.loads(line)
+        for line in qrels_file.with_name("qrels.tsv.log.jsonl").read_text().splitlines()
+    ]
+    assert [entry["act"] for entry in log].count("undo") == 1
+    assert {entry["assessor"] for entry in log} == {"tester"}
+    # resumable: a new session starts at the first item not judged
+    again = Assessment(items, Judgments(qrels_file, "tester")).state()
+    assert again["judged"] == len(items) // 2 and again["item"]["grade"] is None
+    # the rerun reads the new judgments, and its numbers move
+    second = _run(tmp_path / "runs", "report=false", f"query_set.qrels={qrels_file}")
+    before = pd.read_parquet(first / "summary.parquet")
+    after = pd.read_parquet(second / "summary.parquet")
+    keys = ["config_id", "policy", "round", "stage", "eval_mode", "measure"]
+    joined = before.merge(after, on=keys, suffixes=("_before", "_after"))
+    assert len(joined) == len(before)
+    assert (joined["mean_before"] != joined["mean_after"]).any()
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert "added_qrels_sha256" in manifest
+    assert "added_qrels_sha256" not in json.loads((first / "manifest.json").read_text())
+
+
+def test_added_qrels_name_the_bad_line(tmp_path: Path) -> None:
+    bad = tmp_path / "q.tsv"
+    bad.write_text("query-id\tcorpus-id\tscore\n1\tnot-a-doc\t2\n")
+    cfg, text = compose(["+experiment=smoke", f"runs_dir={tmp_path}", f"query_set.qrels={bad}"])
+    with pytest.raises(DataError, match=r"q.tsv:2: unknown document id 'not-a-doc'"):
+        perform_run(cfg, text)
+
+
+def test_check_min_judged_warns_and_strict_refuses(first: Path, tmp_path: Path) -> None:
+    from evidence_bench.gate import main as check
+
+    baseline = tmp_path / "base.yaml"
+    assert check([str(first), "--baseline", str(baseline), "--update"]) == 0
+    assert check([str(first), "--baseline", str(baseline), "--min-judged", "0"]) == 0
+    assert check([str(first), "--baseline", str(baseline), "--min-judged", "1"]) == 0
+    strict = [str(first), "--baseline", str(baseline), "--min-judged", "1", "--strict"]
+    assert check(strict) == 1
