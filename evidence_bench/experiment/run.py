@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from evidence_bench._lazy import module
 from evidence_bench._trim import old_objects_frozen, release_memory
-from evidence_bench.collections.queryset import QuerySet, load_query_set
+from evidence_bench.collections.queryset import QuerySet, load_query_set, resolve_path
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.evaluation.statistics import first_met, group_codes
