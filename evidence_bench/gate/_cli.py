@@ -191,9 +191,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.min_judged is not None:
         from evidence_bench.gate._judged import apply_min_judged
 
-        checks, judged_notes = apply_min_judged(
-            checks, args.run_dir, args.min_judged, args.strict
-        )
+        checks, judged_notes = apply_min_judged(checks, args.run_dir, args.min_judged, args.strict)
     if args.junit is not None:
         from evidence_bench.gate._junit import write_junit
 
