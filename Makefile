@@ -63,9 +63,12 @@ test: $(STAMP)
 
 check: test
 
+## lint: ruff, and the layers contract in pyproject.toml ([tool.importlinter]): each layer
+## imports only those below it, and no modules import each other in a circle
 lint: $(STAMP)
 	$(PY) -m ruff check evidence_bench tests benchmarks docs
 	$(PY) -m ruff format --check evidence_bench tests benchmarks docs
+	$(PY) -c 'from importlinter.cli import lint_imports_command as c; c()' --no-cache
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

@@ -13,7 +13,7 @@ CPU time of :func:`~evidence_bench.experiment.runner.query_output`:
   themselves (ranking, refining, judging, measuring, rows).
 
 It then prints what sending those rows to the parent costs: pickling them (the worker),
-unpickling them and :meth:`~evidence_bench.experiment.store.TableBuilder.add` (the parent),
+unpickling them and :meth:`~evidence_bench.runs.store.TableBuilder.add` (the parent),
 the least of ``--repeat``. It also prints one sha256 over every query's rows (scores,
 marks, rankings, documents): compare it with the code before a change, it must not move.
 ``--profile FILE`` writes a cProfile of the passes from memory. CPU times on a shared
@@ -41,7 +41,7 @@ import httpx
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.runner import query_output, replay_query, replay_worker
-from evidence_bench.experiment.store import TableBuilder
+from evidence_bench.runs.store import TableBuilder
 
 
 def main() -> None:

@@ -240,17 +240,21 @@ def _run(cfg: Any) -> None:
     from hydra.types import RunMode
 
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.run import RunOutcome, perform_run
+    from evidence_bench.experiment.run import RunOutcome, RunReport, perform_run
+    from evidence_bench.report.fresh import new_run_report
 
     plain, text = _resolved(cfg)
     perform: Callable[..., RunOutcome] = perform_run
+    report: RunReport = new_run_report
     tune = bool(plain["experiment"].get("tune"))
     if tune:  # a tuning experiment (rocchio_tune)
         from evidence_bench.experiment.tune import perform_tune
+        from evidence_bench.report.fresh import new_tuning_report
 
         if int(plain.get("shards", 1)) > 1:
             _fail("shards: a tuning experiment (experiment.tune) cannot be sharded")
         perform = perform_tune
+        report = new_tuning_report
     hydra_cfg = HydraConfig.get()
     job_dir = None
     if hydra_cfg.mode == RunMode.MULTIRUN:
@@ -258,7 +262,13 @@ def _run(cfg: Any) -> None:
     # one run whose episodes run in this process: what start-up made lives as long as it
     _collecting(keep=plain.get("workers") == 1 and job_dir is None and not tune)
     try:
-        outcome = perform(plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task))
+        outcome = perform(
+            plain,
+            text,
+            run_dir=job_dir,
+            overrides=list(hydra_cfg.overrides.task),
+            report=report,
+        )
     except EvidenceBenchError as exc:
         _fail(str(exc))
     print(outcome.announce(), end="")
@@ -267,7 +277,7 @@ def _run(cfg: Any) -> None:
 def _record(cfg: Any) -> None:
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.plan import plan_run
-    from evidence_bench.web.record import record
+    from evidence_bench.experiment.record import record
 
     plain, _text = _resolved(cfg)
     _collecting()
@@ -384,9 +394,10 @@ def _gather(argv: list[str]) -> None:
         _fail(usage, 2)
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.gather import gather_shards
+    from evidence_bench.report.fresh import new_run_report
 
     try:
-        outcome = gather_shards([Path(arg) for arg in argv])
+        outcome = gather_shards([Path(arg) for arg in argv], report=new_run_report)
     except EvidenceBenchError as exc:
         _fail(f"gather: {exc}")
     print(outcome.announce(), end="")

@@ -36,7 +36,7 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.report import load_run, render_report
-from evidence_bench.report.data import merge_runs
+from evidence_bench.runs.data import merge_runs
 from tests.conftest import exported
 
 # --- the canonical form, worked by hand ------------------------------------------------------

@@ -12,8 +12,8 @@ from evidence_bench.evaluation.attribution import JUDGMENT, attribution
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.record import record
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.web.record import record
 from tests.conftest import exported
 
 

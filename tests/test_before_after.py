@@ -20,8 +20,8 @@ import pytest
 
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.report.data import load_run
 from evidence_bench.report.tables import summary_rows
+from evidence_bench.runs.data import load_run
 from tests.conftest import exported
 
 BEFORE = Path(__file__).parent / "data" / "before_refactor"

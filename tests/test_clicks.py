@@ -22,6 +22,7 @@ from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.runner import plan_users
+from evidence_bench.report.fresh import new_run_report
 from evidence_bench.users.clicks import (
     PRESETS,
     CascadeUser,
@@ -407,7 +408,7 @@ def test_click_users_on_cranfield_label_from_clicks_and_the_report_compares_them
             "progress=false",
         ]
     )
-    outcome = perform_run(cfg, text)
+    outcome = perform_run(cfg, text, report=new_run_report)
     feedback = pd.read_csv(exported(outcome.path, "csv") / "feedback.csv", dtype={"query_id": str})
     qrels = pd.read_csv(outcome.path / "qrels.csv", dtype={"query_id": str, "doc_id": str})
     assert set(feedback[feedback["policy"] != "oracle"]["label"]) <= {"more", "less", "seen"}

@@ -16,9 +16,9 @@ import pytrec_eval
 from evidence_bench.errors import ConfigurationError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.record import record
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.protocol.stages import PARTNERS
-from evidence_bench.web.record import record
 from tests.conftest import exported
 
 TREC_NAMES = {

@@ -22,8 +22,8 @@ from evidence_bench.experiment import export as export_module
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.export import export_run
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.experiment.store import read_table
-from evidence_bench.report.data import load_run
+from evidence_bench.runs.data import load_run
+from evidence_bench.runs.store import read_table
 from tests.fault_fixtures import main_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,8 +215,8 @@ def test_a_rename_that_fails_puts_back_what_it_replaced(
 
 
 def test_the_gate_reads_the_tables_and_names_a_bad_row(sweep: Path, tmp_path: Path) -> None:
-    from evidence_bench.experiment.store import write_table
     from evidence_bench.gate._run import read_run
+    from evidence_bench.runs.store import write_table
 
     run = tmp_path / "run"
     shutil.copytree(sweep, run)

@@ -23,6 +23,7 @@ from evidence_bench.collections.beir import load_collection
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.record import record
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.web.cassette_manifest import MANIFEST_NAME, find_manifest
 from evidence_bench.web.cassettes import (
@@ -34,7 +35,6 @@ from evidence_bench.web.cassettes import (
     holds_secret,
     refuse_secrets,
 )
-from evidence_bench.web.record import record
 from evidence_bench.web.simulator import BraveSimulator, SimulatorTransport, serve
 from tests.conftest import write_tiny_collection
 from tests.fault_fixtures import (
@@ -225,7 +225,7 @@ def test_a_manifest_under_its_old_name_is_read_and_then_moved(tmp_path: Path) ->
     assert _store(cassettes, OnMiss.ERROR).answer("1", _first_request("1")).status_code == 200
 
     from evidence_bench.collections.queryset import load_query_set
-    from evidence_bench.web.record import write_manifest
+    from evidence_bench.experiment.record import write_manifest
 
     conf = {"name": "cranfield", "path": "collections/cranfield", "cassettes": str(cassettes)}
     write_manifest(load_query_set(conf, limit=1), provider="simulator", record_rounds=1, deep=True)

@@ -12,13 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidence_bench.experiment import rundir
-from evidence_bench.experiment.rundir import (
+from evidence_bench.experiment.rundir import _fixed_cells
+from evidence_bench.runs.store import (
     FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
     SUMMARY_KEYS,
-    _fixed_cells,
+    feedback_frame,
+    read_tables,
 )
-from evidence_bench.experiment.store import feedback_frame, read_tables
 from tests.conftest import CRANFIELD15, shared_run
 
 A, B, C, D = (f"https://x.test/{name}" for name in "abcd")

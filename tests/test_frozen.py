@@ -35,7 +35,7 @@ from evidence_bench.experiment.run import perform_run
 from evidence_bench.protocol.episode import EpisodeResult, Judgments, frozen_order
 from evidence_bench.protocol.stages import PARTNERS
 from evidence_bench.report import analyze, load_run, render_report, summary_table
-from evidence_bench.report.data import RunData
+from evidence_bench.runs.data import RunData
 from evidence_bench.users.policies import Mark, OraclePolicy, UserPolicy
 from tests.conftest import exported
 

@@ -22,7 +22,6 @@ from evidence_bench.engine.evidence_mode import (
     PageEvidenceRefiner,
     reading_copies,
 )
-from evidence_bench.engine.page_text import MAX_CHARS
 from evidence_bench.engine.ranking import TfidfRocchioRanker
 from evidence_bench.engine.refiner import LexicalRefiner
 from evidence_bench.errors import ConfigurationError, DataError, ReplayMissError, WriteError
@@ -35,18 +34,19 @@ from evidence_bench.experiment.components import (
 )
 from evidence_bench.experiment.config import RankerConf, RefinerConf, compose
 from evidence_bench.experiment.plan import plan_run
+from evidence_bench.experiment.record import record
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.report.data import RunData, Settings
 from evidence_bench.report.evidence import evidence_table
-from evidence_bench.report.render import render_report
+from evidence_bench.report.page import render_report
+from evidence_bench.runs.data import RunData, Settings
 from evidence_bench.web.page_cassettes import (
     PAGES_NAME,
     PageRecord,
     fetch_page,
     write_page_cassette,
 )
+from evidence_bench.web.page_text import MAX_CHARS
 from evidence_bench.web.pages import page_failure
-from evidence_bench.web.record import record
 from tests.conftest import exported, write_tiny_collection
 from tests.report_fixtures import STAGES
 

@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from evidence_bench.collections.beir import Collection, load_collection
-from evidence_bench.engine import page_text as page_text_module
-from evidence_bench.engine.page_text import page_text
 from evidence_bench.errors import ConfigurationError
+from evidence_bench.web import page_text as page_text_module
 from evidence_bench.web.cassettes import OnMiss
 from evidence_bench.web.page_cassettes import PageStore
+from evidence_bench.web.page_text import page_text
 from evidence_bench.web.pages import (
     PageFailure,
     page_failure,

@@ -43,7 +43,7 @@ from evidence_bench.report import (
     render_report,
     summary_table,
 )
-from evidence_bench.report.data import load_episodes
+from evidence_bench.runs.data import load_episodes
 from tests.conftest import CRANFIELD15, shared_run
 
 TRIALS = 400

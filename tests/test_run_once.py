@@ -25,7 +25,7 @@ def _seen(
     one-composition path (``once``) or ``hydra.main``'s; and whether ``_run_once`` ran it."""
     seen: dict[str, Any] = {}
 
-    def perform(cfg: Any, text: str, *, run_dir: Any, overrides: Any) -> _Outcome:
+    def perform(cfg: Any, text: str, *, run_dir: Any, overrides: Any, report: Any) -> _Outcome:
         from hydra.core.hydra_config import HydraConfig
 
         hydra_cfg = HydraConfig.get()

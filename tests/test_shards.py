@@ -29,6 +29,7 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.rundir import write_csv
 from evidence_bench.experiment.shards import shard_slice
+from evidence_bench.report.fresh import new_run_report
 from tests.conftest import exported
 from tests.fault_fixtures import main_in_process
 
@@ -167,7 +168,7 @@ def assert_same_run(gathered: Path, whole: Path) -> None:
 
 def run_in_process(*overrides: str) -> Path:
     cfg, text = compose(list(overrides))
-    return perform_run(cfg, text).path
+    return perform_run(cfg, text, report=new_run_report).path
 
 
 #: (name, overrides, shards): Cranfield with two configs, oracle and noisy users, two rounds,
@@ -193,7 +194,7 @@ def sharded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     common = [*base, f"runs_dir={root}", "workers=1", "progress=false"]
     whole = run_in_process(*common)
     shards = [run_in_process(*common, f"shards={count}", f"shard={i}") for i in range(count)]
-    gathered = gather_shards(list(reversed(shards))).path  # any order given
+    gathered = gather_shards(list(reversed(shards)), report=new_run_report).path  # any order given
     return Sharded(root, whole, shards, gathered)
 
 
@@ -409,7 +410,9 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     runs = tmp_path_factory.mktemp("launched")
     typed = [*SMALL, f"runs_dir={runs}"]
     cfg, text = compose(typed)
-    whole = perform_run(cfg, text, overrides=typed).path  # as `run` records them
+    whole = perform_run(
+        cfg, text, overrides=typed, report=new_run_report
+    ).path  # as `run` records them
     joblib = gathered_path(
         cli("run", "--multirun", *SMALL, f"runs_dir={runs}", "shards=2", "shard=range(2)",
             "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",

@@ -14,15 +14,19 @@ import pytest
 from evidence_bench.errors import DataError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
 from evidence_bench.experiment.runner import (
     QueryOutput,
     query_output,
     replay_query,
     replay_worker,
 )
-from evidence_bench.experiment.store import QueryRowsBuilder, TableBuilder
 from evidence_bench.protocol.episode import EpisodeResult
+from evidence_bench.runs.store import (
+    FEEDBACK_COLUMNS,
+    PER_QUERY_COLUMNS,
+    QueryRowsBuilder,
+    TableBuilder,
+)
 from tests.conftest import episode_as_run
 
 
@@ -95,7 +99,7 @@ def test_the_builder_numbers_marks_and_rankings_once_across_queries() -> None:
     first = _output("q2", "b", ranking=["u", "v"], label="relevant")
     second = _output("q1", "a", ranking=["u", "v"], label="relevant")
     for out in (first, second):
-        builder.add(out)
+        builder.add(out.rows)
     tables = builder.tables({"q1": {"https://x.org/1": 1}})
 
     scores = tables.scores
@@ -133,14 +137,14 @@ def test_rankings_are_written_dictionary_encoded_and_read_back_as_strings(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evidence_bench.experiment.store import read_tables, write_tables
+    from evidence_bench.runs.store import read_tables, write_tables
 
     builder = TableBuilder()
     for out in (
         _output("q2", "b", ranking=["u", "v"], label="relevant"),
         _output("q1", "a", ranking=["v", "u"], label="relevant"),
     ):
-        builder.add(out)
+        builder.add(out.rows)
     write_tables(tmp_path, builder.tables({"q1": {"https://x.org/1": 1}}))
     table = pq.read_table(tmp_path / "rankings.parquet")
     # as an Arrow list<string> column always read: no stored dictionary type
@@ -158,7 +162,7 @@ def test_rankings_are_written_dictionary_encoded_and_read_back_as_strings(
 
 def test_an_empty_run_has_empty_tables() -> None:
     builder = TableBuilder()
-    builder.add(QueryOutput("q1"))
+    builder.add(QueryOutput("q1").rows)
     tables = builder.tables({})
     assert tables.scores.empty and list(tables.scores.columns) == PER_QUERY_COLUMNS
     assert builder.feedback().empty and len(tables.rankings) == 0
@@ -205,7 +209,7 @@ def test_a_real_query_s_table_holds_what_each_episode_gives_alone(tmp_path: Path
     # each distinct evaluation went once: fewer value rows than scored (stage, mode)s
     assert len(out.rows.values) < len(out.rows.score_evaluation)
     builder = TableBuilder()
-    builder.add(out)
+    builder.add(out.rows)
     tables = builder.tables(worker.query_set.qrels)
     assert len(expected) > 500
     assert list(tables.scores.itertuples(index=False, name=None)) == expected

@@ -23,6 +23,7 @@ from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.report import page, stored
+from evidence_bench.report.fresh import new_run_report
 from evidence_bench.report.page import DEFAULT_TRIALS, MAX_EPISODES, report
 from tests.test_startup import _imported
 
@@ -49,7 +50,7 @@ SMALL = ["+experiment=smoke", "experiment.queries=3", "progress=false", "workers
 def _made(tmp_path_factory: pytest.TempPathFactory, overrides: list[str]) -> Path:
     runs = tmp_path_factory.mktemp("runs")
     cfg, text = compose([*overrides, f"runs_dir={runs}"])
-    return Path(perform_run(cfg, text).path)
+    return Path(perform_run(cfg, text, report=new_run_report).path)
 
 
 @pytest.fixture(scope="module")

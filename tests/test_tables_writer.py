@@ -1,5 +1,5 @@
 """A run writes its Parquet files in a thread while its report is computed
-(:class:`~evidence_bench.experiment.store.TablesWriter`): the same files as written alone,
+(:class:`~evidence_bench.runs.store.TablesWriter`): the same files as written alone,
 and a failed write still fails the run in one line with nothing kept."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-import evidence_bench.experiment.store as store
+import evidence_bench.runs.store as store
 from evidence_bench.errors import WriteError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.experiment.store import RunTables, TablesWriter
+from evidence_bench.report.fresh import new_run_report
+from evidence_bench.runs.store import RunTables, TablesWriter
 
 #: The first 5 Cranfield queries, one config, an oracle user, one round.
 SMOKE = ["+experiment=smoke", "workers=1", "progress=false"]
@@ -31,7 +32,7 @@ PARQUET = [
 
 def _run(runs: Path, *extra: str) -> Path:
     cfg, text = compose([*SMOKE, f"runs_dir={runs}", *extra])
-    return perform_run(cfg, text).path
+    return perform_run(cfg, text, report=new_run_report).path
 
 
 def test_the_files_written_beside_the_report_are_those_written_alone(tmp_path: Path) -> None:

@@ -13,8 +13,7 @@ from evidence_bench.evaluation.comparisons import _holm, common_queries
 from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
 from evidence_bench.evaluation.validity import kendall_tau_b
 from evidence_bench.experiment.run import _excluded
-from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS
-from evidence_bench.experiment.store import as_stored
+from evidence_bench.runs.store import PER_QUERY_COLUMNS, as_stored
 
 
 def test_first_met_numbers_groups_in_the_order_met() -> None:

@@ -11,7 +11,7 @@ from evidence_bench.evaluation.comparisons import common_queries, key_tuples, st
 from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
 from evidence_bench.evaluation.validity import _sorted_unique, per_query_gains, setting_gains
 from evidence_bench.experiment.run import _excluded
-from evidence_bench.experiment.store import read_tables
+from evidence_bench.runs.store import read_tables
 from tests.conftest import CRANFIELD15, shared_run
 
 

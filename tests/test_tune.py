@@ -22,6 +22,7 @@ from evidence_bench.experiment.tune import perform_tune
 from evidence_bench.experiment.tune.folds import assign_folds, deal
 from evidence_bench.experiment.tune.plan import plan_tuning
 from evidence_bench.experiment.tune.search import CrossValidation, SearchSpace, cross_validate
+from evidence_bench.report.fresh import new_tuning_report
 from evidence_bench.report.tuning import tuning_table
 from tests.conftest import exported
 from tests.fault_fixtures import main_in_process
@@ -193,7 +194,7 @@ def tune(runs: Path, *extra: str) -> Path:
             *extra,
         ]
     )
-    return perform_tune(cfg, text).path
+    return perform_tune(cfg, text, report=new_tuning_report).path
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ from evidence_bench.experiment.plan import plan_run, user_variants
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.experiment.runner import plan_users
 from evidence_bench.report import analyze, gather_multirun, load_run, render_report
+from evidence_bench.report.fresh import new_run_report
 from tests.conftest import exported
 from tests.report_fixtures import write_multirun, write_run_dir
 
@@ -343,7 +344,7 @@ def _run(tmp_path: Path, name: str, *overrides: str) -> Path:
             *overrides,
         ]
     )
-    return Path(perform_run(cfg, text).path)
+    return Path(perform_run(cfg, text, report=new_run_report).path)
 
 
 def test_a_seed_of_a_run_over_seeds_is_that_seeds_run(tmp_path: Path) -> None:

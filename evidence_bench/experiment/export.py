@@ -1,6 +1,6 @@
 """``export``: a run's tables as the interchange files, on demand.
 
-A run keeps its results as Parquet (:mod:`evidence_bench.experiment.store`). For tools that
+A run keeps its results as Parquet (:mod:`evidence_bench.runs.store`). For tools that
 read the classic formats, ``python -m evidence_bench export RUN_DIR --format csv|trec``
 writes them:
 
@@ -33,13 +33,13 @@ from pathlib import Path
 
 from evidence_bench.errors import ConfigurationError, DataError, WriteError
 from evidence_bench.experiment.rundir import (
-    FEEDBACK_COLUMNS,
     write_csv,
     write_jsonl,
     write_rows,
     write_trec,
 )
-from evidence_bench.experiment.store import (
+from evidence_bench.runs.store import (
+    FEEDBACK_COLUMNS,
     RunTables,
     episode_records,
     feedback_frame,

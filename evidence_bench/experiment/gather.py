@@ -29,18 +29,18 @@ from evidence_bench.collections.queryset import load_query_set
 from evidence_bench.errors import DataError
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.plan import plan_run
-from evidence_bench.experiment.run import RunOutcome, perform_run
-from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS
+from evidence_bench.experiment.run import RunOutcome, RunReport, perform_run
 from evidence_bench.experiment.runner import QueryOutput
 from evidence_bench.experiment.shards import Gathered, shard_slice
-from evidence_bench.experiment.store import (
+from evidence_bench.runs.data import read_jsonl
+from evidence_bench.runs.store import (
+    PER_QUERY_COLUMNS,
     RunTables,
     episode_records,
     feedback_frame,
     read_tables,
     trec_runs,
 )
-from evidence_bench.report.data import read_jsonl
 
 __all__ = ["EXECUTION_KEYS", "find_shards", "gather_shards"]
 
@@ -236,11 +236,13 @@ def gather_shards(
     *,
     run_dir: Path | None = None,
     overrides: Sequence[str] | None = None,
+    report: RunReport | None = None,
 ) -> RunOutcome:
     """Write the run that ``paths`` (shard runs, or multirun directories of them) split.
 
     It goes where the unsharded run would (``<runs_dir>/<experiment>/<run id>``, and
-    ``latest``), or into ``run_dir``; the report is rendered unless the config says not to.
+    ``latest``), or into ``run_dir``; ``report`` renders its report unless the config says
+    not to (:func:`perform_run`).
     ``overrides``: the command line's (a multirun's as typed: its jobs record Hydra's
     rendering, ``progress=False`` for ``progress=false``), else the first shard's; either
     without ``shards=`` and ``shard=``.
@@ -295,4 +297,5 @@ def gather_shards(
         run_dir=run_dir,
         overrides=given,
         gathered=Gathered(outputs, provenance),
+        report=report,
     )

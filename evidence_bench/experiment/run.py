@@ -8,11 +8,11 @@ import os
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from tqdm import tqdm
@@ -35,7 +35,13 @@ from evidence_bench.experiment.rundir import (
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
-from evidence_bench.experiment.store import TableBuilder, TablesWriter, as_stored, write_tables
+from evidence_bench.runs.store import (
+    RunTables,
+    TableBuilder,
+    TablesWriter,
+    as_stored,
+    write_tables,
+)
 from evidence_bench.seeding import derivation
 from evidence_bench.users.labels import label_summary, label_warnings
 from evidence_bench.users.policies import UserPolicy
@@ -52,7 +58,27 @@ else:
     pa = module("pyarrow")
 
 
-__all__ = ["RunOutcome", "perform_run", "run_directory", "runs_root"]
+__all__ = ["RunOutcome", "RunReport", "perform_run", "run_directory", "runs_root"]
+
+
+class RunReport(Protocol):
+    """Renders a new run's report into its staging directory ``run_dir`` from the tables
+    just computed, and returns the summary the terminal prints. The command line passes the
+    report's (:func:`evidence_bench.report.fresh.new_run_report`): the experiment writes runs
+    and never imports the report.
+
+    ``analyzed``: called once the analysis is computed, before the page is rendered (the run
+    starts writing its Parquet files then); ``inputs``: called before the report hashes the
+    run's files (it waits for those files)."""
+
+    def __call__(
+        self,
+        run_dir: Path,
+        tables: RunTables,
+        *,
+        analyzed: Callable[[], object] | None = None,
+        inputs: Callable[[], object] | None = None,
+    ) -> str: ...
 
 
 class RunOutcome:
@@ -133,6 +159,7 @@ def perform_run(
     run_dir: Path | None = None,
     overrides: Sequence[str] | None = None,
     gathered: Gathered | None = None,
+    report: RunReport | None = None,
 ) -> RunOutcome:
     """Run the experiment ``cfg`` describes and write its run directory.
 
@@ -140,7 +167,8 @@ def perform_run(
     ``<runs_dir>/<experiment>/<run id>`` (Hydra multirun jobs). The run's directory is
     reserved before anything is computed, so an unwritable ``runs_dir`` fails at once.
     ``gathered``: the outputs read back from the run's shards, written instead of replaying
-    (experiment/gather.py).
+    (experiment/gather.py). ``report``: renders the run's report (when ``cfg.report`` is
+    true and the run is whole, not a shard); without it the run writes no report.
     """
     started = time.perf_counter()
     plan = plan_run(cfg, overrides)
@@ -148,7 +176,7 @@ def perform_run(
     target = run_directory(cfg, config_yaml, plan.experiment, run_dir, link_latest=plan.shards == 1)
     target.reserve()
     try:
-        return _perform(cfg, config_yaml, plan, target, overrides, started, gathered)
+        return _perform(cfg, config_yaml, plan, target, overrides, started, gathered, report)
     finally:
         target.release()  # a run that failed leaves nothing; a finished one is kept
 
@@ -194,6 +222,7 @@ def _perform(
     overrides: Sequence[str] | None,
     started: float,
     gathered: Gathered | None,
+    report: RunReport | None,
 ) -> RunOutcome:
     users = plan_users(plan)
     # before the episodes: a subprocess forked from the tail's parent (hundreds of MB
@@ -218,7 +247,7 @@ def _perform(
     episodes = skipped = no_feedback = missing_dates = replayed_initials = judged_hits = 0
     episodes_started = time.perf_counter()
     for out in outputs:
-        builder.add(out)
+        builder.add(out.rows)
         episodes += len(out.episodes)
         for key, evidence in out.documents.items():
             documents.setdefault(key, evidence)
@@ -310,7 +339,8 @@ def _perform(
         # of the tail goes on here; waited for before the directory is moved
         with target as tmp, TablesWriter(tmp, tables, write_tables) as parquet:
             (tmp / "config.yaml").write_text(config_yaml)
-            if plan.shards > 1 or not cfg.get("report", True):
+            reporting = report is not None and plan.shards == 1 and cfg.get("report", True)
+            if not reporting:
                 parquet.start()  # beside the other files (no report's peak to wait past)
             params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
             write_rows(
@@ -359,24 +389,24 @@ def _perform(
             manifest["episodes_time_s"] = round(episodes_time, 3)  # (gathered: reading back)
             write_json(tmp / "manifest.json", manifest)
             terminal = ""
-            if plan.shards > 1:
-                pass  # a shard's numbers are partial: the run gathered from its shards reports
-            elif cfg.get("report", True):
-                from evidence_bench.report import analyze, load_run, summary_table
-                from evidence_bench.report.page import DEFAULT_TRIALS, write_run_report
+            if reporting:
+                assert report is not None
 
-                # the frames just computed, not read back; the statistics once for both renderings
-                analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
-                # what the analysis freed (its temporaries, in glibc's heap until trimmed)
-                # handed back before the writer's Arrow and the page allocate theirs on top:
-                # kept, a sweep's parent peaked ~50 MB higher (bench_run: 492 -> 435 MB)
-                release_memory()
-                # the Parquet files written while the page is (after the analysis: its
-                # randomization tests and validity panel are the tail's peaks of memory),
-                # in place before the stored analysis' key hashes them
-                parquet.start()
-                terminal = summary_table(analysis)  # (the writer's Arrow is the longer)
-                write_run_report(tmp, analysis, inputs=parquet.join)
+                def analyzed() -> None:
+                    # what the analysis freed (its temporaries, in glibc's heap until
+                    # trimmed) handed back before the writer's Arrow and the page allocate
+                    # theirs on top: kept, a sweep's parent peaked ~50 MB higher (bench_run:
+                    # 492 -> 435 MB)
+                    release_memory()
+                    # the Parquet files written while the page is (after the analysis: its
+                    # randomization tests and validity panel are the tail's peaks of
+                    # memory), in place before the stored analysis' key hashes them
+                    parquet.start()
+
+                # the frames just computed, not read back
+                terminal = report(tmp, tables, analyzed=analyzed, inputs=parquet.join)
+            elif plan.shards > 1:
+                pass  # a shard's numbers are partial: the run gathered from its shards reports
             else:  # no summary table, but a policy that gave no labels of a kind is still said
                 terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
         if requests["simulated"] and not requests["replayed"]:  # (a mistyped cassette path?)

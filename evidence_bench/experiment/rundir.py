@@ -43,6 +43,10 @@ from evidence_bench.evaluation.statistics import (
     summarize_groups,
 )
 from evidence_bench.evaluation.trec import write_qrels, write_run
+from evidence_bench.runs.store import (
+    SUMMARY_COLUMNS,
+    SUMMARY_KEYS,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,10 +55,7 @@ else:
 
 
 __all__ = [
-    "FEEDBACK_COLUMNS",
-    "PER_QUERY_COLUMNS",
     "STALE_AFTER_S",
-    "SUMMARY_COLUMNS",
     "RunDirectory",
     "new_run_id",
     "remove_stale",
@@ -64,15 +65,6 @@ __all__ = [
     "write_jsonl",
     "write_trec",
 ]
-
-PER_QUERY_COLUMNS = [
-    "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value",
-]  # fmt: skip
-SUMMARY_KEYS = ["config_id", "policy", "round", "stage", "eval_mode", "measure"]
-SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high", "fixed"]
-#: doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and the rank at
-#: which the user saw it in the frozen list: what rebuilds the residual and frozen runs
-FEEDBACK_COLUMNS = ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"]
 
 
 def new_run_id(config_text: str, now: datetime | None = None) -> str:

@@ -55,13 +55,13 @@ from evidence_bench.experiment.components import (
 from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
-from evidence_bench.experiment.store import (
+from evidence_bench.protocol.episode import EpisodeResult, Judgments
+from evidence_bench.runs.store import (
     EpisodeRound,
     QueryRows,
     QueryRowsBuilder,
     query_rows,
 )
-from evidence_bench.protocol.episode import EpisodeResult, Judgments
 from evidence_bench.users.policies import UserPolicy
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
 from evidence_bench.web.cassettes import (
@@ -99,7 +99,7 @@ __all__ = [
 @dataclass
 class QueryOutput:
     """One query's results for every engine config and user: its rows, in the compact
-    columns a worker sends the parent (:class:`~evidence_bench.experiment.store.QueryRows`),
+    columns a worker sends the parent (:class:`~evidence_bench.runs.store.QueryRows`),
     and the counts the run sums."""
 
     query_id: str
@@ -130,7 +130,7 @@ class QueryOutput:
         rankings: Mapping[tuple[str, str, int, str], Sequence[str]] | None = None,
     ) -> QueryOutput:
         """A query's output from its rows (a shard's tables read back):
-        :func:`~evidence_bench.experiment.store.query_rows`."""
+        :func:`~evidence_bench.runs.store.query_rows`."""
         rows = query_rows(query_id, scores, feedback, episodes, rankings or {})
         return cls(query_id, rows)
 

@@ -21,8 +21,7 @@ import yaml
 
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS, SUMMARY_KEYS
-from evidence_bench.experiment.store import read_table
+from evidence_bench.runs.store import PER_QUERY_COLUMNS, SUMMARY_KEYS, read_table
 
 __all__ = ["KEYS", "Cell", "CellFacts", "RunFacts", "describe", "read_run"]
 

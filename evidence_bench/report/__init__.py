@@ -6,7 +6,7 @@ plain-text table printed at the end of a run. ``analyze`` computes the tables on
 can pass the result to both.
 
 The names are imported when first used (PEP 562), so importing one module of the package
-(``report.data`` to read a run, say) does not load the templates, the charts and the
+(``report.terminal`` to print a run's summary, say) does not load the templates, the charts and the
 statistics with it.
 """
 
@@ -16,11 +16,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evidence_bench.report.data import RunData, load_run
     from evidence_bench.report.page import render_report
     from evidence_bench.report.render import gather_multirun
     from evidence_bench.report.tables import Analysis, analyze
     from evidence_bench.report.terminal import summary_table
+    from evidence_bench.runs.data import RunData, load_run
 
 __all__ = [
     "Analysis",
@@ -33,13 +33,13 @@ __all__ = [
 ]
 
 _HOMES = {
-    "Analysis": "tables",
-    "RunData": "data",
-    "analyze": "tables",
-    "gather_multirun": "render",
-    "load_run": "data",
-    "render_report": "page",
-    "summary_table": "terminal",
+    "Analysis": f"{__name__}.tables",
+    "RunData": "evidence_bench.runs.data",
+    "analyze": f"{__name__}.tables",
+    "gather_multirun": f"{__name__}.render",
+    "load_run": "evidence_bench.runs.data",
+    "render_report": f"{__name__}.page",
+    "summary_table": f"{__name__}.terminal",
 }
 
 
@@ -47,7 +47,7 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
 

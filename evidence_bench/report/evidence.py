@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from evidence_bench.evaluation.statistics import summarize
-from evidence_bench.report.data import RunData
+from evidence_bench.runs.data import RunData
 
 __all__ = ["EVIDENCE_COLUMNS", "evidence_table"]
 

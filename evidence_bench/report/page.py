@@ -16,7 +16,6 @@ needs Jinja2 alone (and compiles the template once per machine: Jinja2's bytecod
 from __future__ import annotations
 
 import functools
-import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,10 +25,13 @@ from jinja2 import BytecodeCache, FileSystemBytecodeCache, UndefinedError
 
 from evidence_bench._atomic import write_atomic
 from evidence_bench.report.environment import CACHE_PATTERN, ReportEnvironment, report_environment
+from evidence_bench.report.numbers import DEFAULT_TRIALS, MAX_EPISODES
+from evidence_bench.report.numbers import MINUS as _MINUS
+from evidence_bench.report.numbers import missing as _missing
 
 if TYPE_CHECKING:
-    from evidence_bench.report.data import RunData
     from evidence_bench.report.tables import Analysis
+    from evidence_bench.runs.data import RunData
 
 __all__ = [
     "DEFAULT_TRIALS",
@@ -40,18 +42,6 @@ __all__ = [
     "write_report",
     "write_run_report",
 ]
-
-#: Episode details in the page: the best setting's largest losses and gains, split by user.
-MAX_EPISODES = 20
-#: The fewest randomization trials: :data:`evidence_bench.evaluation.statistics.MIN_TRIALS`
-#: (tests/test_stored_analysis.py checks they agree), here so that a report rendered from its
-#: stored analysis imports no statistics.
-DEFAULT_TRIALS = 5000
-_MINUS = "\u2212"
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _num(value: Any, digits: int = 3) -> str:

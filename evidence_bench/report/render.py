@@ -23,11 +23,10 @@ import pandas as pd
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
-from evidence_bench.report.data import RunData, load_documents, load_episodes, load_run, merge_runs
 from evidence_bench.report.evidence import evidence_table
 from evidence_bench.report.judged import judged_by_cell
 from evidence_bench.report.labels import labels_view
-from evidence_bench.report.page import _MINUS, MAX_EPISODES, _missing, render_report
+from evidence_bench.report.numbers import MAX_EPISODES, MINUS, missing
 from evidence_bench.report.tables import (
     ALPHA,
     BASELINES,
@@ -41,8 +40,9 @@ from evidence_bench.report.tables import (
 )
 from evidence_bench.report.tuning import load_tuning, tuning_view
 from evidence_bench.report.validity import validity_view
+from evidence_bench.runs.data import RunData, load_documents, load_episodes, load_run, merge_runs
 
-__all__ = ["MAX_EPISODES", "gather_multirun", "load_source", "render_report", "report_context"]
+__all__ = ["gather_multirun", "load_source", "report_context"]
 
 _BASELINES_IN_CHART = 4
 
@@ -507,7 +507,7 @@ def _rounds_n(means: pd.DataFrame, best: Any, measure: str) -> list[dict[str, An
 
 def _share(value: Any) -> str:
     """A share of the oracle's gain as a percentage: ``83%``, ``−12%``."""
-    return "–" if _missing(value) else f"{100.0 * float(value):.0f}%".replace("-", _MINUS)
+    return "–" if missing(value) else f"{100.0 * float(value):.0f}%".replace("-", MINUS)
 
 
 def _shares_view(analysis: Analysis) -> dict[str, Any] | None:
@@ -534,7 +534,7 @@ def _shares_view(analysis: Analysis) -> dict[str, Any] | None:
             "share_value": r["share"],
             "ci": (
                 "unbounded"
-                if _missing(r["share_ci_low"])
+                if missing(r["share_ci_low"])
                 else f"[{_share(r['share_ci_low'])}, {_share(r['share_ci_high'])}]"
             ),
         }

@@ -36,8 +36,8 @@ from evidence_bench.evaluation.comparisons import Comparisons, common_queries, c
 from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
 from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
 from evidence_bench.evaluation.validity import UserLabel, user_labels
-from evidence_bench.report.data import RunData
 from evidence_bench.report.validity import Validity, validity
+from evidence_bench.runs.data import RunData
 
 __all__ = [
     "ALPHA",

@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 
 from evidence_bench.evaluation.statistics import MIN_TRIALS
-from evidence_bench.report.data import RunData
 from evidence_bench.report.render import load_source
 from evidence_bench.report.tables import ALPHA, Analysis
+from evidence_bench.runs.data import RunData
 from evidence_bench.users.labels import label_warnings
 
 __all__ = ["summary_table"]

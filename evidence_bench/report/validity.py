@@ -34,7 +34,7 @@ from evidence_bench.evaluation.validity import (
     variance_components,
 )
 from evidence_bench.report import charts
-from evidence_bench.report.data import RunData
+from evidence_bench.runs.data import RunData
 
 __all__ = [
     "Validity",

@@ -41,10 +41,9 @@ from typing import Any
 import httpx
 
 from evidence_bench._atomic import write_atomic
-from evidence_bench.engine import page_text as page_text_module
-from evidence_bench.engine.page_text import page_text
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
+from evidence_bench.web import page_text as page_text_module
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
 from evidence_bench.web.cassettes import (
     KEY_PLACEHOLDER,
@@ -56,6 +55,7 @@ from evidence_bench.web.cassettes import (
 from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.fetch import Limits, fetch
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
+from evidence_bench.web.page_text import page_text
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -286,7 +286,7 @@ def _scrubbed(text: str, forms: Sequence[str]) -> str:
 
 #: Extracted texts by what decides them: the page cassette (its sha256), what answers a page
 #: it lacks (``on_miss``, the simulated failure rate), the extractor
-#: (:data:`~evidence_bench.engine.page_text.EXTRACT`) and the canonical URL. Each page is
+#: (:data:`~evidence_bench.web.page_text.EXTRACT`) and the canonical URL. Each page is
 #: extracted once per process, whichever store (or plan) asks; a run in the same process
 #: with another failure rate or extractor (a multirun's next job) extracts its own.
 _TEXTS: dict[tuple[Any, ...], str | None] = {}

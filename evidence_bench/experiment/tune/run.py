@@ -27,6 +27,7 @@ from evidence_bench.errors import DataError, EvidenceBenchError
 from evidence_bench.experiment.components import EngineConfig
 from evidence_bench.experiment.run import (
     RunOutcome,
+    RunReport,
     _excluded,
     _git_commit,
     _git_dirty,
@@ -43,7 +44,6 @@ from evidence_bench.experiment.rundir import (
     write_rows,
 )
 from evidence_bench.experiment.runner import QueryOutput, plan_users
-from evidence_bench.experiment.store import TableBuilder, as_stored, write_tables
 from evidence_bench.experiment.tune.evaluate import EpisodeScorer
 from evidence_bench.experiment.tune.folds import FOLD_SEED
 from evidence_bench.experiment.tune.plan import TunePlan, check_folds, plan_tuning
@@ -54,6 +54,7 @@ from evidence_bench.experiment.tune.search import (
     cross_validate,
     sampler_seed,
 )
+from evidence_bench.runs.store import TableBuilder, as_stored, write_tables
 from evidence_bench.seeding import derivation
 from evidence_bench.users.labels import label_summary
 from evidence_bench.web.cassette_manifest import find_manifest
@@ -78,17 +79,20 @@ def perform_tune(
     *,
     run_dir: Path | None = None,
     overrides: Sequence[str] | None = None,
+    report: RunReport | None = None,
 ) -> RunOutcome:
     """Tune ``experiment.tune.space`` by k-fold cross-validation and write the run.
 
-    The run's directory is reserved before anything is computed, as ``perform_run`` does.
+    The run's directory is reserved before anything is computed, as ``perform_run`` does;
+    ``report`` renders its report (the command line passes
+    :func:`evidence_bench.report.fresh.new_tuning_report`).
     """
     started = time.perf_counter()
     plan = plan_tuning(cfg, overrides)
     target = run_directory(cfg, config_yaml, plan.run.experiment, run_dir)
     target.reserve()
     try:
-        return _tune(cfg, config_yaml, plan, target, overrides, started)
+        return _tune(cfg, config_yaml, plan, target, overrides, started, report)
     finally:
         target.release()  # a run that failed leaves nothing; a finished one is kept
 
@@ -100,6 +104,7 @@ def _tune(
     target: RunDirectory,
     overrides: Sequence[str] | None,
     started: float,
+    report: RunReport | None,
 ) -> RunOutcome:
     query_set = load_query_set(plan.run.query_set, limit=plan.run.query_limit)
     query_ids = list(query_set.queries)
@@ -148,7 +153,7 @@ def _tune(
     _check_heldout(cv, heldout)
     builder = TableBuilder()
     for out in outputs:
-        builder.add(out)
+        builder.add(out.rows)
     feedback = builder.feedback()
     tables = builder.tables(query_set.qrels)
     per_query = tables.scores
@@ -174,14 +179,8 @@ def _tune(
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
         write_json(tmp / "manifest.json", manifest)
         terminal = ""
-        if cfg.get("report", True):
-            from evidence_bench.report import analyze, load_run, summary_table
-            from evidence_bench.report.page import DEFAULT_TRIALS, write_run_report
-            from evidence_bench.report.tuning import tuning_table
-
-            analysis = analyze(load_run(tmp, tables=tables), trials=DEFAULT_TRIALS)
-            write_run_report(tmp, analysis)
-            terminal = summary_table(analysis) + tuning_table(tmp)
+        if cfg.get("report", True) and report is not None:
+            terminal = report(tmp, tables)
     return RunOutcome(target.final, summary, manifest, terminal)
 
 

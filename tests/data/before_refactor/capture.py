@@ -11,8 +11,8 @@ from pathlib import Path
 
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.run import perform_run
-from evidence_bench.report.data import load_run
 from evidence_bench.report.tables import summary_rows
+from evidence_bench.runs.data import load_run
 
 OUT = Path("tests/data/before_refactor")
 RUNS = {

@@ -3,7 +3,7 @@
 Only ``manifest.json``, ``configs.csv`` and the scores (``scores.parquet``; ``per_query.csv``
 in a directory written by hand, or exported) are required; the report degrades (no episode
 details, no grades) when the others are missing. A run just computed passes its tables
-(:class:`~evidence_bench.experiment.store.RunTables`) instead of reading them back.
+(:class:`~evidence_bench.runs.store.RunTables`) instead of reading them back.
 Episodes and documents are read lazily, for the few configurations the report details,
 because a full sweep holds tens of thousands of episodes. Every id is read as a string: a
 query id ``001`` must not become ``1``.
@@ -21,9 +21,15 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
-from evidence_bench.experiment.rundir import PER_QUERY_COLUMNS, SUMMARY_KEYS
-from evidence_bench.experiment.store import RunTables, episode_records, read_table, read_tables
 from evidence_bench.protocol.stages import STAGES
+from evidence_bench.runs.store import (
+    PER_QUERY_COLUMNS,
+    SUMMARY_KEYS,
+    RunTables,
+    episode_records,
+    read_table,
+    read_tables,
+)
 from evidence_bench.seeding import derived_seed
 
 __all__ = [

@@ -14,7 +14,7 @@ __all__ = ["GatherReport"]
 
 class GatherReport(Callback):
     """After the last job of a multirun, gather every job's run into one ``report.html``;
-    shards are gathered into the run they split (experiment/gather.py)."""
+    shards are gathered into the run they split (:mod:`evidence_bench.experiment.gather`)."""
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep = Path(config.hydra.sweep.dir)
@@ -24,7 +24,7 @@ class GatherReport(Callback):
         if not config.get("report", True):
             return
         from evidence_bench.errors import EvidenceBenchError
-        from evidence_bench.report.render import render_report
+        from evidence_bench.report.page import render_report
 
         if not any(sweep.glob("*/run/manifest.json")):
             return  # every job failed; each said why
@@ -40,9 +40,10 @@ def _gather_shards(sweep: Path, overrides: list[str]) -> None:
     """The shards' run, or one line naming the shard at fault and exit status 1."""
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.gather import gather_shards
+    from evidence_bench.report.fresh import new_run_report
 
     try:
-        outcome = gather_shards([sweep], overrides=overrides)
+        outcome = gather_shards([sweep], overrides=overrides, report=new_run_report)
     except EvidenceBenchError as exc:
         print(f"evidence_bench: gather: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -37,24 +37,35 @@ import numpy.typing as npt
 
 from evidence_bench._lazy import module
 from evidence_bench.errors import DataError
-from evidence_bench.experiment.rundir import FEEDBACK_COLUMNS, PER_QUERY_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from evidence_bench.experiment.runner import QueryOutput
 else:
     pd = module("pandas")
     pa = module("pyarrow")
     pq = module("pyarrow.parquet")
 
 
+#: The scores' long layout: one row per (config, user, query, round, stage, mode, measure).
+PER_QUERY_COLUMNS = [
+    "config_id", "policy", "query_id", "round", "stage", "eval_mode", "measure", "value",
+]  # fmt: skip
+SUMMARY_KEYS = ["config_id", "policy", "round", "stage", "eval_mode", "measure"]
+SUMMARY_COLUMNS = [*SUMMARY_KEYS, "n", "mean", "std", "ci_low", "ci_high", "fixed"]
+#: doc_id as in the collection's qrels, url as in trec/ (its canonical URL), and the rank at
+#: which the user saw it in the frozen list: what rebuilds the residual and frozen runs
+FEEDBACK_COLUMNS = ["config_id", "policy", "query_id", "round", "doc_id", "label", "url", "rank"]
+
 __all__ = [
     "EPISODE_KEYS",
+    "FEEDBACK_COLUMNS",
+    "PER_QUERY_COLUMNS",
     "RUN_KEYS",
     "STORED_DIGITS",
+    "SUMMARY_COLUMNS",
+    "SUMMARY_KEYS",
     "TABLES",
     "EpisodeRound",
     "MarkRow",
@@ -530,7 +541,7 @@ def _joined(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
 
 
 class TableBuilder:
-    """Collects :class:`QueryOutput`\\ s in run order into :class:`RunTables`, each
+    """Collects each query's :class:`QueryRows` in run order into :class:`RunTables`, each
     distinct mark set and ranking once.
 
     A query's rows arrive as columns (:class:`QueryRows`): its keys are numbered here,
@@ -582,9 +593,8 @@ class TableBuilder:
                     column.extend(values)
         return found
 
-    def add(self, out: QueryOutput) -> None:
-        """One query's rows (outputs come in query order)."""
-        rows = out.rows
+    def add(self, rows: QueryRows) -> None:
+        """One query's rows (queries come in run order)."""
         levels = self._levels
         configs = levels["config_id"].codes([c for c, _ in rows.pairs])
         policies = levels["policy"].codes([p for _, p in rows.pairs])

@@ -1,0 +1,23 @@
+"""How the report writes a number, and its defaults: shared by the page and the context it
+renders, without pandas or numpy (a page rendered from its stored analysis needs neither)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["DEFAULT_TRIALS", "MAX_EPISODES", "MINUS", "missing"]
+
+#: Episode details in the page: the best setting's largest losses and gains, split by user.
+MAX_EPISODES = 20
+#: The fewest randomization trials: :data:`evidence_bench.evaluation.statistics.MIN_TRIALS`
+#: (tests/test_stored_analysis.py checks they agree), here so that a report rendered from its
+#: stored analysis imports no statistics.
+DEFAULT_TRIALS = 5000
+#: A true minus sign (U+2212), as typeset, for negative changes.
+MINUS = "\u2212"
+
+
+def missing(value: Any) -> bool:
+    """Whether ``value`` is absent: None or NaN."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
