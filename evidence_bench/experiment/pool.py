@@ -37,8 +37,8 @@ from evidence_bench._atomic import write_atomic
 from evidence_bench.collections.beir import is_web_id, read_judgments
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
-from evidence_bench.experiment.store import read_tables, trec_qrels, trec_runs
 from evidence_bench.protocol.stages import PARTNERS
+from evidence_bench.runs.store import read_tables, trec_qrels, trec_runs
 from evidence_bench.seeding import derived_random
 
 __all__ = ["Pool", "PoolItem", "build_pool", "read_pool", "write_pool"]

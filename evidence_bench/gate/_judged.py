@@ -13,8 +13,8 @@ from pathlib import Path
 
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.incomplete import judged_cells
-from evidence_bench.experiment.store import read_tables, trec_qrels
 from evidence_bench.gate._compare import Check, Role
+from evidence_bench.runs.store import read_tables, trec_qrels
 
 __all__ = ["apply_min_judged"]
 

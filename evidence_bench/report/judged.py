@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.incomplete import judged_cells
-from evidence_bench.experiment.store import read_tables, trec_qrels
-from evidence_bench.report.data import RunData
+from evidence_bench.runs.data import RunData
+from evidence_bench.runs.store import read_tables, trec_qrels
 
 __all__ = ["JUDGED_AT", "judged_by_cell"]
 
