@@ -17,6 +17,7 @@ import pytest
 
 import evidence_bench.errors as errors
 from evidence_bench.errors import (
+    BlockedAddressError,
     CacheError,
     ConfigurationError,
     DataError,
@@ -43,6 +44,10 @@ SAMPLES: list[tuple[EvidenceBenchError, str]] = [
     (FeedbackError("no result 7"), "no result 7"),
     (DataError("qrels.tsv:2: bad"), "qrels.tsv:2: bad"),
     (RequestError("could not reach Brave"), "could not reach Brave"),
+    (
+        BlockedAddressError("169.254.169.254 is a link-local address, not the open web"),
+        "169.254.169.254 is a link-local address",
+    ),
     (
         ProviderStatusError(500, "INTERNAL", "boom", "http://127.0.0.1:1/res/v1/web/search"),
         "Brave answered HTTP 500 (INTERNAL: boom)",
