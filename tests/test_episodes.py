@@ -34,7 +34,7 @@ from evidence_bench.experiment.runner import (
 from evidence_bench.protocol.episode import Judgments
 from evidence_bench.users.policies import Mark, NoisyPolicy, OraclePolicy
 from evidence_bench.web.cassettes import SkippedRequest
-from tests.conftest import episode_as_run, parts_of, shared_episodes
+from tests.conftest import episode_alone, episode_as_run, parts_of, shared_episodes
 
 RUNS = {
     "cranfield": [
@@ -122,23 +122,13 @@ def test_the_documents_are_listed_in_the_order_one_episode_after_another_asks(
         together = list(query_output(worker, replayed, worker.engines, plan).documents)
     with httpx.Client(transport=worker.store.transport(query_id)) as client:
         replayed = replay_query(worker, query_id, client)
-        for _, ranker, control, refiner in worker.engines:
+        for parts in worker.engines:
             for user_name, user in worker.users:
-                run_episode(
-                    query_id=query_id,
-                    query=replayed.query,
-                    initial=replayed.initial,
-                    deep=replayed.deep,
-                    provider=replayed.provider,
-                    ranker=ranker,
-                    control=control,
-                    refiner=refiner,
-                    user=user,
-                    judgments=replayed.judgments,
-                    measures=plan.measures,
-                    modes=plan.modes,
-                    rounds=plan.rounds,
-                    depth=plan.depth,
+                episode_alone(
+                    plan,
+                    replayed,
+                    parts,
+                    user,
                     seed=plan.user_seed(user_name),
                     policy=plan.episode_policy(user_name),
                 )
