@@ -4,7 +4,6 @@ directory). ``experiment.rounds=1000000000`` ran 103 s to a ``MemoryError`` befo
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -48,7 +47,6 @@ def test_a_knob_past_its_bound_is_one_line_before_anything_runs(
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    started = time.monotonic()
     done = main_in_process(
         *smoke_args(tmp_path / "runs", override), capfd=capfd, monkeypatch=monkeypatch
     )
@@ -56,7 +54,6 @@ def test_a_knob_past_its_bound_is_one_line_before_anything_runs(
     line = one_line(done)  # a list override reads as a sweep: "job 0 (...): " before it
     assert line.startswith("evidence_bench: ") and line.endswith(message), line
     assert not (tmp_path / "runs").exists()  # refused before anything was written
-    assert time.monotonic() - started < 30  # at config time, not after a run of it
 
 
 @pytest.mark.parametrize(
