@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from pathlib import Path
@@ -323,3 +324,27 @@ def test_url_round_trip_for_any_doc_ids(doc_ids: list[str]) -> None:
     assert len(urls) == len(doc_ids)
     for doc_id in doc_ids:
         assert collection.doc_id_for(collection.url_for(doc_id)) == doc_id
+
+
+def test_the_corpus_is_read_a_line_at_a_time(tmp_path: Path) -> None:
+    """Loading holds the documents and one line, never the file's bytes or lines beside
+    them: the peak of traced memory exceeds what the loaded collection holds by far less
+    than the file's size (reading it whole held its bytes, its text and its lines)."""
+    import tracemalloc
+
+    root = tmp_path / "big"
+    root.mkdir()
+    with (root / "corpus.jsonl").open("w") as out:
+        for n in range(20_000):
+            out.write(json.dumps({"_id": str(n), "title": f"t{n}", "text": "word " * 40}) + "\n")
+    (root / "queries.jsonl").write_text('{"_id": "q", "text": "word"}\n')
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq\t1\t1\n")
+    size = (root / "corpus.jsonl").stat().st_size
+    tracemalloc.start()
+    try:
+        collection = load_collection(root)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(collection.documents) == 20_000
+    assert peak - held < size / 3, (peak - held, size)  # whole: about 3.5 times size

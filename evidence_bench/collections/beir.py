@@ -25,8 +25,8 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
-from urllib.parse import quote
+from typing import Any, Literal
+from urllib.parse import quote, unquote
 
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
@@ -105,22 +105,33 @@ class Collection:
         return f"https://{self.host}/doc/{quote(doc_id, safe='')}"
 
     def doc_id_for(self, url: str) -> str | None:
-        """The document served at ``url`` (any spelling with the same canonical URL), or None."""
-        return self._doc_ids_by_url.get(canonical_url(url))
+        """The document served at ``url`` (any spelling with the same canonical URL), or None.
+
+        Read off the canonical URL's path (``url_for`` quotes the id whole, which
+        canonicalizing keeps), then checked: nothing is held per document."""
+        canonical = canonical_url(url)
+        prefix = self._canonical_prefix
+        if canonical.startswith(prefix):
+            doc_id = unquote(canonical[len(prefix) :])
+        elif canonical == prefix[:-1]:  # an empty id: its trailing slash is dropped
+            doc_id = ""
+        else:
+            return None
+        if doc_id not in self.documents or canonical_url(self.url_for(doc_id)) != canonical:
+            return None
+        return doc_id
 
     def judged_url(self, doc_id: str) -> str:
         """The canonical URL a judgment of ``doc_id`` applies to: a corpus document's, or a
         web page's own when the id is its address (:func:`is_web_id`)."""
-        found = self._canonical_urls.get(doc_id)  # a judged document outside the corpus has none
-        if found is not None:
-            return found
-        return canonical_url(doc_id if is_web_id(doc_id) else self.url_for(doc_id))
+        if is_web_id(doc_id) and doc_id not in self.documents:
+            return canonical_url(doc_id)
+        return canonical_url(self.url_for(doc_id))
 
     def qrels_by_url(self, query_ids: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
         """The qrels keyed by canonical URL: ``query_id -> canonical URL -> grade``, for
         ``query_ids`` (each must have qrels) or every judged query."""
         url = self.judged_url
-
         return {
             query_id: {url(doc_id): grade for doc_id, grade in self.qrels[query_id].items()}
             for query_id in (self.qrels if query_ids is None else query_ids)
@@ -135,14 +146,9 @@ class Collection:
         ]
 
     @cached_property
-    def _canonical_urls(self) -> dict[str, str]:
-        """Each document's canonical URL, worked out once (the run's start-up asks for the
-        qrels' and the workers, forked after it, for every document's)."""
-        return {doc_id: canonical_url(self.url_for(doc_id)) for doc_id in self.documents}
-
-    @cached_property
-    def _doc_ids_by_url(self) -> dict[str, str]:
-        return {url: doc_id for doc_id, url in self._canonical_urls.items()}
+    def _canonical_prefix(self) -> str:
+        """Every document's canonical URL up to its quoted id."""
+        return canonical_url(self.url_for("x"))[:-1]
 
 
 def load_collection(
@@ -172,32 +178,30 @@ def load_collection(
             f"{root / QRELS_FILES[0]}: file not found (nor {', '.join(QRELS_FILES[1:])})"
         )
 
-    corpus_bytes = _read_bytes(corpus_file)
-    queries_bytes = _read_bytes(queries_file)
-    qrels_bytes = _read_bytes(qrels_file)
-
+    # Each file is read a line at a time and hashed as it passes (the checksum is of the
+    # three files' bytes in this order): its bytes and lines are never held whole.
+    digest = hashlib.sha256()
     documents = {
         doc_id: Document(
             doc_id,
             _text_field(record, "title", corpus_file, n),
             _text_field(record, "text", corpus_file, n),
         )
-        for n, doc_id, record in _records(corpus_file, corpus_bytes, "document")
+        for n, doc_id, record in _records(corpus_file, digest, "document")
     }
     queries = {
         query_id: Query(query_id, _text_field(record, "text", queries_file, n, required=True))
-        for n, query_id, record in _records(queries_file, queries_bytes, "query")
+        for n, query_id, record in _records(queries_file, digest, "query")
     }
-    qrels, dropped = _read_qrels(qrels_file, qrels_bytes, documents, queries, unknown)
+    qrels, dropped = _read_qrels(qrels_file, digest, documents, queries, unknown)
 
-    checksum = hashlib.sha256(corpus_bytes + queries_bytes + qrels_bytes).hexdigest()
     return Collection(
         name=name or root.resolve().name,
         documents=documents,
         queries=queries,
         qrels=qrels,
         path=root,
-        checksum=checksum,
+        checksum=digest.hexdigest(),
         dropped_qrels=dropped,
     )
 
@@ -235,36 +239,34 @@ def read_judgments(
     queries: Container[str] = _Anything()
     if collection is not None:
         documents, queries = _CorpusOrWeb(collection.documents), collection.queries
-    judgments, _ = _read_qrels(path, _read_bytes(path), documents, queries, "error")
+    judgments, _ = _read_qrels(path, hashlib.sha256(), documents, queries, "error")
     return judgments
 
 
-def _read_bytes(file: Path) -> bytes:
+def _lines(file: Path, digest: Any) -> Iterator[tuple[int, str]]:
+    """Non-blank lines with their 1-based numbers, each line's bytes added to ``digest`` as
+    it is read; CRLF and a UTF-8 BOM (at the file's start) are accepted."""
     try:
-        return file.read_bytes()
+        with file.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                digest.update(raw)
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataError(f"{file}:{number}: not valid UTF-8 ({exc.reason})") from exc
+                stripped = line.removesuffix("\n").rstrip("\r")
+                if stripped.strip():
+                    yield number, stripped
     except FileNotFoundError:
         raise DataError(f"{file}: file not found") from None
     except OSError as exc:
         raise DataError(f"{file}: cannot be read ({exc.strerror})") from exc
 
 
-def _lines(file: Path, data: bytes) -> Iterator[tuple[int, str]]:
-    """Non-blank lines with their 1-based numbers; CRLF and a UTF-8 BOM are accepted."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        at = data[: exc.start].count(b"\n") + 1
-        raise DataError(f"{file}:{at}: not valid UTF-8 ({exc.reason})") from exc
-    for number, line in enumerate(text.split("\n"), start=1):
-        stripped = line.rstrip("\r")
-        if stripped.strip():
-            yield number, stripped
-
-
-def _records(file: Path, data: bytes, kind: str) -> Iterator[tuple[int, str, dict[str, object]]]:
+def _records(file: Path, digest: Any, kind: str) -> Iterator[tuple[int, str, dict[str, object]]]:
     """JSON objects with a unique ``_id`` (an int id is read as its decimal string)."""
     first_seen: dict[str, int] = {}
-    for number, line in _lines(file, data):
+    for number, line in _lines(file, digest):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -309,7 +311,7 @@ def _text_field(
 
 def _read_qrels(
     file: Path,
-    data: bytes,
+    digest: Any,
     documents: Container[str],
     queries: Container[str],
     unknown: str,
@@ -319,7 +321,7 @@ def _read_qrels(
     first_seen: dict[tuple[str, str], int] = {}
     dropped: list[str] = []
     trec: bool | None = None
-    for number, line in _lines(file, data):
+    for number, line in _lines(file, digest):
         words = line.split()
         # BEIR is tab-separated (an id may hold a space); TREC is any whitespace.
         cells = [cell.strip() for cell in line.split("\t")] if "\t" in line else words
