@@ -61,6 +61,22 @@ def write_tiny_collection(root: Path, *, payload: str = "") -> Path:
     return root
 
 
+@pytest.fixture(autouse=True, scope="session")
+def index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The simulator's saved indexes (evidence_bench.web.saved_index) in the session's
+    temporary directory, never the user's cache; the commands the tests start inherit it."""
+    from evidence_bench.web.saved_index import CACHE_ENV
+
+    root = tmp_path_factory.mktemp("index-cache")
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = before
+
+
 @pytest.fixture
 def tiny_collection(tmp_path: Path) -> Path:
     return write_tiny_collection(tmp_path / "tiny")

@@ -7,15 +7,16 @@ from __future__ import annotations
 import gc
 import os
 from collections import Counter
-from typing import Any
 
 import pytest
 
+from evidence_bench.collections.beir import Collection
 from evidence_bench.experiment import runner
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.web import simulator
 from evidence_bench.web.bm25 import BM25Index
+from evidence_bench.web.saved_index import collection_index
 
 
 def test_workers_use_the_index_the_parent_built_before_forking(
@@ -24,14 +25,13 @@ def test_workers_use_the_index_the_parent_built_before_forking(
     parent = os.getpid()
     built: list[int] = []
 
-    class ParentOnly(BM25Index):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            if os.getpid() != parent:  # a worker building its own index fails its query
-                raise AssertionError("a worker built its own BM25 index")
-            built.append(os.getpid())
-            super().__init__(*args, **kwargs)
+    def parent_only(collection: Collection) -> BM25Index:
+        if os.getpid() != parent:  # a worker building (or loading) its own fails its query
+            raise AssertionError("a worker built its own BM25 index")
+        built.append(os.getpid())
+        return collection_index(collection)
 
-    monkeypatch.setattr(simulator, "BM25Index", ParentOnly)
+    monkeypatch.setattr(simulator, "collection_index", parent_only)
     simulator.forget_indexes()  # none kept from an earlier test of this process
     plan = plan_run(compose(["+experiment=ci", "experiment.queries=4"])[0])
     query_ids = list(runner.replay_worker(plan).query_set.queries)

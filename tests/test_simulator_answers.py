@@ -18,15 +18,25 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from evidence_bench.collections.beir import Collection, Document, Query
+from evidence_bench.web import simulator
 from evidence_bench.web.simulator import SEARCH_PATH, BraveSimulator, SimulatorTransport
 from tests.simulator_requests import search_requests, simulators
 
 ANSWERS = Path(__file__).resolve().parent / "data" / "simulator_answers.json"
 
 
-def test_seeded_requests_are_answered_as_before_byte_for_byte() -> None:
+@pytest.mark.parametrize("prepared", ["whole collection", "each page"])
+def test_seeded_requests_are_answered_as_before_byte_for_byte(
+    prepared: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the snippet words are prepared for the whole collection at once (a small
+    one) or for each answer's page (a large one), the same bytes."""
+    if prepared == "each page":
+        monkeypatch.setattr(simulator, "WHOLE_SNIPPETS_LIMIT", 0)
+    simulator.forget_indexes()
     pinned = json.loads(ANSWERS.read_text())
     sims = simulators()
     requests = search_requests(sims, len(pinned), awkward=True)
@@ -42,6 +52,7 @@ def test_seeded_requests_are_answered_as_before_byte_for_byte() -> None:
     for name, params, digest in pinned[::7]:
         answer = sims[name].handle("GET", SEARCH_PATH, params, {"X-Subscription-Token": "t"})
         assert hashlib.sha256(answer.body).hexdigest() == digest
+    simulator.forget_indexes()
 
 
 def test_each_answer_decoded_from_its_pieces_is_what_decoding_its_body_gives() -> None:

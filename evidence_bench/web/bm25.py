@@ -14,20 +14,26 @@ A query term that occurs twice counts twice (Robertson's query-term weight with 
 as Lucene's Boolean query does). Document lengths are exact (Lucene rounds them to one byte),
 so scores can differ from Anserini's in the last digits; ``k1=0.9, b=0.4`` are its defaults.
 
-Each document is analyzed once, when the index is built, and every posting's BM25 weight
-computed then (the same floats as the formula term by term); a search adds the weights of
-its query terms into one score per document, in query order (the same sums, in the same
-order, as adding term by term), and sorts the best documents it reached by score, ties by doc
-id.
+Each document is analyzed once, when the index is built, into a sparse term-by-document
+matrix of term frequencies (CSC: each term's documents, ascending) and one length per
+document; a search works out its terms' postings' BM25 weights (the same floats as the
+formula term by term), adds them into one score per document in query order (the same
+sums, in the same order, as adding term by term), and sorts the best documents it reached by
+score, ties by doc id. :meth:`BM25Index.save` writes the arrays, and :meth:`BM25Index.load`
+maps them back into memory without reading them.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -130,89 +136,140 @@ def doc_id_order(doc_id: str) -> tuple[int, int, str]:
 class BM25Index:
     """An inverted index over ``doc_id -> text`` that answers top-k BM25 queries.
 
-    The postings are arrays: term ``t`` (numbered in ``_term_ids``) is held by documents
-    ``_post_docs[_post_ptr[t]:_post_ptr[t + 1]]`` (ascending), ``_post_tf`` times each.
+    The postings are a term-by-document matrix in compressed sparse column layout (CSC):
+    term ``t`` (numbered in ``_term_ids``) is held by
+    documents ``_docs[_ptr[t]:_ptr[t + 1]]`` (ascending), ``_tf`` times each. Each document
+    costs its length's normalization and its place in the tie-break order; each posting
+    a document number and a term frequency (:attr:`nbytes`).
     """
 
     def __init__(
         self,
-        docs: Mapping[str, str],
+        docs: Mapping[str, str] | Iterable[tuple[str, str]],
         k1: float = 0.9,
         b: float = 0.4,
         analyzer: Analyzer = tokenize,
-        *,
-        words: tuple[Words, Sequence[int]] | None = None,
     ) -> None:
-        """``words``: the texts' words already numbered, and each of its texts' document (its
-        place in ``docs``), for the default analyzer (the simulator numbers a collection's
-        words once for this index and its snippets)."""
-        if k1 < 0 or not 0 <= b <= 1:
-            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1 (got k1={k1}, b={b})")
-        self.k1 = k1
-        self.b = b
-        self.analyzer = analyzer
-        self._doc_ids: list[str] = list(docs)
+        """``docs``: each document's id and text, a mapping or ``(doc_id, text)`` pairs (read
+        once, in order, a block of documents at a time: a collection's texts are never
+        held twice)."""
+        _check_parameters(k1, b)
+        self.k1, self.b, self.analyzer = k1, b, analyzer
+        pairs = docs.items() if isinstance(docs, Mapping) else docs
+        self._doc_ids: list[str] = []
         self._term_ids: dict[str, int] = {}
-        if words is not None and analyzer is tokenize:
-            terms, owners = self._tokens_by_word(*words)
-        elif analyzer is tokenize:
-            split = Words.of(text.split() for text in docs.values())
-            terms, owners = self._tokens_by_word(split, range(len(self._doc_ids)))
-        else:
-            terms, owners = self._tokens(docs)
-        count = len(self._doc_ids)
-        lengths = np.bincount(owners, minlength=count).tolist()
-        # (term, document) pairs with their tf, by term then document.
-        pairs, tf = np.unique(terms * max(count, 1) + owners, return_counts=True)
-        self._post_docs = (pairs % max(count, 1)).astype(np.int32)
-        self._post_tf = tf.astype(np.int32)
-        self._post_ptr = np.searchsorted(
-            pairs // max(count, 1), np.arange(len(self._term_ids) + 1)
-        ).tolist()
-        total = sum(lengths)
-        avgdl = total / len(lengths) if total else 1.0
-        # k1 * (1 - b + b * |D| / avgdl), the length normalization, once per document.
-        self._norms = [k1 * (1 - b + b * length / avgdl) for length in lengths]
-        self._norm_array = np.asarray(self._norms, dtype=np.float64)
-        # Each document's place in the tie-break order (doc_id_order), as one int per doc.
-        order = sorted(range(len(self._doc_ids)), key=lambda i: doc_id_order(self._doc_ids[i]))
-        self._tie_rank = np.empty(len(order), dtype=np.int64)
-        self._tie_rank[order] = np.arange(len(order), dtype=np.int64)
-        # Every posting's BM25 weight, computed once: idf · tf · (k1 + 1) / (tf + norm), in
-        # that order of operations, as the formula term by term (idf by math.log, per term).
-        ptr = self._post_ptr
-        idf = [self._idf(ptr[t + 1] - ptr[t]) for t in range(len(self._term_ids))]
-        per_posting = np.repeat(np.array(idf, dtype=np.float64), np.diff(ptr))
-        tf_all = self._post_tf.astype(np.int64)
-        self._gains = per_posting * tf_all * (k1 + 1) / (tf_all + self._norm_array[self._post_docs])
-        del per_posting, tf_all
+        self._ptr, self._docs, self._tf, lengths = self._postings(pairs)
+        self._lengths = lengths
+        self._norms = _norms(lengths, k1, b)
+        self._tie_rank = _tie_ranks(self._doc_ids)
 
-    def _tokens(self, docs: Mapping[str, str]) -> tuple[Ints, Ints]:
-        """Each token's term id and document, in order: ``analyzer`` on each text."""
+    def _postings(
+        self, pairs: Iterable[tuple[str, str]]
+    ) -> tuple[Ints, npt.NDArray[np.int32], npt.NDArray[Any], npt.NDArray[np.int32]]:
+        """The CSC arrays (pointers, documents, term frequencies) and each document's length,
+        analyzing a block of documents at a time: each block's (document, term) pairs are
+        counted, and the blocks' rows turned into the matrix's columns at the end, a block
+        at a time (memory: the blocks' pairs and the matrix, never a sort of all pairs)."""
         ids = self._term_ids
-        terms: list[int] = []
-        owners: list[int] = []
-        for index, text in enumerate(docs.values()):
-            found = [ids.setdefault(term, len(ids)) for term in self.analyzer(text)]
-            terms.extend(found)
-            owners.extend([index] * len(found))
-        return np.array(terms, dtype=np.int64), np.array(owners, dtype=np.int64)
+        known = ids.__contains__
+        blocks: list[tuple[npt.NDArray[np.int32], npt.NDArray[Any], Ints]] = []
+        lengths: list[Ints] = []
+        wide = False  # a term frequency above 65,535: int32 instead of uint16
+        texts = (text for doc_id, text in _appending(pairs, self._doc_ids))
+        while block := list(itertools.islice(texts, _BLOCK)):
+            tokens = [self.analyzer(text) for text in block]
+            sizes = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+            flat = list(itertools.chain.from_iterable(tokens))
+            del tokens
+            fresh = list(itertools.filterfalse(known, dict.fromkeys(flat)))
+            if fresh:
+                ids.update(zip(fresh, range(len(ids), len(ids) + len(fresh)), strict=True))
+            terms = np.fromiter(map(ids.__getitem__, flat), dtype=np.int64, count=len(flat))
+            del flat
+            width = max(len(ids), 1)
+            owners = np.repeat(np.arange(len(block), dtype=np.int64), sizes)
+            keys, tf = np.unique(owners * width + terms, return_counts=True)
+            del owners, terms
+            per_doc = np.bincount(keys // width, minlength=len(block))
+            wide = wide or bool(len(tf) and tf.max() > _NARROW_TF)
+            blocks.append(((keys % width).astype(np.int32), tf, per_doc))
+            lengths.append(sizes)
+        width = len(ids)
+        tf_type = np.int32 if wide else np.uint16
+        df = np.zeros(width, dtype=np.int64)
+        for block_terms, _tf, _per_doc in blocks:
+            df += np.bincount(block_terms, minlength=width)
+        ptr = np.zeros(width + 1, dtype=np.int64)
+        np.cumsum(df, out=ptr[1:])
+        docs = np.empty(int(ptr[-1]), dtype=np.int32)
+        tf_all = np.empty(int(ptr[-1]), dtype=tf_type)
+        # Each block's postings go after the earlier blocks' of the same term: a counting
+        # sort by term, each term's documents ascending (blocks and rows are in doc order).
+        cursor, first = ptr[:-1].copy(), 0
+        while blocks:
+            block_terms, tf, per_doc = blocks.pop(0)
+            order = np.argsort(block_terms, kind="stable")
+            by_term = block_terms[order]
+            rank = np.arange(len(by_term)) - np.searchsorted(by_term, by_term)
+            at = cursor[by_term] + rank
+            owners = np.repeat(np.arange(first, first + len(per_doc), dtype=np.int32), per_doc)
+            docs[at], tf_all[at] = owners[order], tf[order]
+            cursor += np.bincount(by_term, minlength=width)
+            first += len(per_doc)
+        doc_lengths = np.concatenate(lengths or [np.zeros(0, np.int64)]).astype(np.int32)
+        return ptr, docs, tf_all, doc_lengths
 
-    def _tokens_by_word(self, words: Words, owners: Sequence[int]) -> tuple[Ints, Ints]:
-        """What :meth:`_tokens` finds, with :func:`tokenize` run on each distinct word once
-        (:class:`Words`); text ``i`` of ``words`` belongs to document ``owners[i]``."""
-        ids = self._term_ids
-        analyzed = [[ids.setdefault(t, len(ids)) for t in found] for found in words.tokens]
-        sizes = np.fromiter(map(len, analyzed), dtype=np.int64, count=len(analyzed))
-        flat = np.fromiter(itertools.chain.from_iterable(analyzed), dtype=np.int64)
-        ptr = np.zeros(len(analyzed) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=ptr[1:])
-        word_ids = words.numbers
-        per_word = sizes[word_ids]
-        before = np.cumsum(per_word) - per_word
-        picked = np.repeat(ptr[word_ids] - before, per_word) + np.arange(int(per_word.sum()))
-        doc_of_word = np.repeat(np.asarray(owners, dtype=np.int64), words.counts)
-        return flat[picked], np.repeat(doc_of_word, per_word)
+    # -- saved and loaded ---------------------------------------------------------------------
+
+    def save(self, directory: Path) -> None:
+        """Write the index's arrays and vocabulary into ``directory`` (which must exist):
+        what :meth:`load` reads back, memory-mapped."""
+        for name in _ARRAYS:
+            np.save(directory / f"{name}.npy", getattr(self, f"_{name}"), allow_pickle=False)
+        terms = "\n".join(self._term_ids)  # a term is a run of letters or digits: no newline
+        (directory / _TERMS).write_text(terms, encoding="utf-8")
+        meta = {"format": INDEX_FORMAT, "k1": self.k1, "b": self.b, "documents": len(self)}
+        (directory / _META).write_text(json.dumps(meta), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path, doc_ids: list[str]) -> BM25Index:
+        """The index :meth:`save` wrote into ``directory``, over documents ``doc_ids`` (in
+        the saved order), its postings memory-mapped (pages shared by every process that
+        reads them). ValueError or OSError when the files are not a whole index of this
+        format over as many documents."""
+        meta = json.loads((directory / _META).read_text(encoding="utf-8"))
+        if meta.get("format") != INDEX_FORMAT or meta.get("documents") != len(doc_ids):
+            raise ValueError(f"{directory}: not an index of format {INDEX_FORMAT} over these")
+        index = cls.__new__(cls)
+        _check_parameters(meta["k1"], meta["b"])
+        index.k1, index.b, index.analyzer = float(meta["k1"]), float(meta["b"]), tokenize
+        index._doc_ids = doc_ids
+        for name in _ARRAYS:
+            array = np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            setattr(index, f"_{name}", array)
+        text = (directory / _TERMS).read_text(encoding="utf-8")
+        terms = text.split("\n") if text else []
+        index._term_ids = dict(zip(terms, range(len(terms)), strict=True))
+        ptr, docs, tf = index._ptr, index._docs, index._tf
+        if (
+            len(ptr) != len(terms) + 1
+            or (len(ptr) and (ptr[0] != 0 or ptr[-1] != len(docs)))
+            or len(tf) != len(docs)
+            or not len(index._lengths) == len(index._tie_rank) == len(doc_ids)
+        ):
+            raise ValueError(f"{directory}: the index's arrays do not fit together")
+        index._norms = _norms(np.asarray(index._lengths), index.k1, index.b)
+        return index
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the index holds: its arrays, its vocabulary (each term's string and
+        its dict slot) and its list of documents (the ids themselves are the collection's)."""
+        arrays = sum(int(getattr(self, f"_{name}").nbytes) for name in (*_ARRAYS, "norms"))
+        vocabulary = sys.getsizeof(self._term_ids) + sum(map(sys.getsizeof, self._term_ids))
+        return arrays + vocabulary + sys.getsizeof(self._doc_ids)
+
+    # -- searching ----------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self._doc_ids)
@@ -224,10 +281,19 @@ class BM25Index:
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf of ``term``: ln(1 + (N - df + 0.5) / (df + 0.5))."""
         found = self._term_ids.get(term)
-        return self._idf(0 if found is None else self._post_ptr[found + 1] - self._post_ptr[found])
+        return self._idf(0 if found is None else int(self._ptr[found + 1] - self._ptr[found]))
 
     def _idf(self, df: int) -> float:
         return math.log(1 + (len(self._doc_ids) - df + 0.5) / (df + 0.5))
+
+    def _gains(self, term: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]:
+        """The documents holding term number ``term`` and its BM25 weight in each:
+        idf · tf · (k1 + 1) / (tf + norm), in that order of operations, as the formula term
+        by term (idf by math.log)."""
+        lo, hi = int(self._ptr[term]), int(self._ptr[term + 1])
+        docs = self._docs[lo:hi]
+        tf = self._tf[lo:hi].astype(np.float64)
+        return docs, self._idf(hi - lo) * tf * (self.k1 + 1) / (tf + self._norms[docs])
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best ``(doc_id, score)`` pairs with score > 0, by score then doc id."""
@@ -237,29 +303,66 @@ class BM25Index:
         """:meth:`search` for a query already analyzed into ``terms`` (in order)."""
         if k <= 0:
             return []
-        known, ptr = self._term_ids, self._post_ptr
-        ranges = [(ptr[t], ptr[t + 1]) for t in map(known.get, terms) if t is not None]
-        if not ranges:
+        found = [t for t in map(self._term_ids.get, terms) if t is not None]
+        if not found:
             return []
+        weights = {term: self._gains(term) for term in dict.fromkeys(found)}
         # Each document's gains summed in query-term order, starting from 0.0, as a
         # term-by-term sum does: bincount adds its weights in order (a term's documents are
         # distinct, so each term adds once to a document).
-        if len(ranges) == 1:
-            ((lo, hi),) = ranges
-            docs, gains = self._post_docs[lo:hi], self._gains[lo:hi]
+        if len(found) == 1:
+            docs, gains = weights[found[0]]
         else:
-            docs = np.concatenate([self._post_docs[lo:hi] for lo, hi in ranges])
-            gains = np.concatenate([self._gains[lo:hi] for lo, hi in ranges])
+            docs = np.concatenate([weights[t][0] for t in found])
+            gains = np.concatenate([weights[t][1] for t in found])
         scores = np.bincount(docs, weights=gains, minlength=len(self._doc_ids))
         reached = np.flatnonzero(scores > 0)  # every gain is > 0: the documents reached
-        found = scores[reached]
+        best_scores = scores[reached]
         if len(reached) > k:  # only those that can be in the k best: the k-th score and above
-            kth = np.partition(found, len(found) - k)[len(found) - k]
-            keep = found >= kth
-            reached, found = reached[keep], found[keep]
-        best = np.lexsort((self._tie_rank[reached], -found))[:k]
+            kth = np.partition(best_scores, len(best_scores) - k)[len(best_scores) - k]
+            keep = best_scores >= kth
+            reached, best_scores = reached[keep], best_scores[keep]
+        best = np.lexsort((self._tie_rank[reached], -best_scores))[:k]
         ids = self._doc_ids
         return [
             (ids[index], score)
-            for index, score in zip(reached[best].tolist(), found[best].tolist(), strict=True)
+            for index, score in zip(reached[best].tolist(), best_scores[best].tolist(), strict=True)
         ]
+
+
+#: Documents analyzed at a time while indexing.
+_BLOCK = 8192
+_NARROW_TF = np.iinfo(np.uint16).max
+#: The saved index's layout; another number is never read (it is built again).
+INDEX_FORMAT = 1
+_ARRAYS = ("ptr", "docs", "tf", "lengths", "tie_rank")
+_TERMS, _META = "terms.txt", "index.json"
+
+
+def _check_parameters(k1: float, b: float) -> None:
+    if k1 < 0 or not 0 <= b <= 1:
+        raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1 (got k1={k1}, b={b})")
+
+
+def _appending(pairs: Iterable[tuple[str, str]], ids: list[str]) -> Iterator[tuple[str, str]]:
+    """``pairs`` as they are, each doc id appended to ``ids`` as it passes."""
+    for pair in pairs:
+        ids.append(pair[0])
+        yield pair
+
+
+def _norms(lengths: npt.NDArray[np.int32], k1: float, b: float) -> npt.NDArray[np.float64]:
+    """k1 · (1 - b + b · |D| / avgdl), the length normalization, for each document: the
+    floats of the formula in Python's order of operations, avgdl as Python divides."""
+    total = int(lengths.sum(dtype=np.int64))
+    avgdl = total / len(lengths) if total else 1.0
+    scaled = np.multiply(b, lengths.astype(np.float64)) / avgdl  # b * |D| exactly, then / avgdl
+    return np.multiply(k1, (1 - b) + scaled)
+
+
+def _tie_ranks(doc_ids: list[str]) -> npt.NDArray[np.int32]:
+    """Each document's place in the tie-break order (:func:`doc_id_order`)."""
+    order = sorted(range(len(doc_ids)), key=lambda i: doc_id_order(doc_ids[i]))
+    ranks = np.empty(len(order), dtype=np.int32)
+    ranks[order] = np.arange(len(order), dtype=np.int32)
+    return ranks

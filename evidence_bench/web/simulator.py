@@ -41,8 +41,9 @@ from evidence_bench._trim import collector_paused
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
-from evidence_bench.web.bm25 import BM25Index, Words
+from evidence_bench.web.bm25 import BM25Index
 from evidence_bench.web.pages import PAGE_PATH, check_failure_rate, render_page
+from evidence_bench.web.saved_index import collection_index
 from evidence_bench.web.snippets import SnippetIndex
 
 __all__ = [
@@ -151,7 +152,7 @@ class BraveSimulator:
         self._lock = threading.Lock()
         self._window_start: float | None = None
         self._window_used = 0
-        self._index, self._words = _index_for(collection)
+        self._index, self._snippets = _index_for(collection)
         host = collection.host
         favicon = f"https://{host}/favicon.ico"
         #: every result's profile, and its meta_url but for the path
@@ -318,7 +319,8 @@ class BraveSimulator:
         """Each document's fixed fields (:meth:`_fields`), description and extra snippets
         (JSON-escaped, as they are encoded; ``terms``: the query's)."""
         extra = self.extra_snippet_count if request.extra_snippets else 0
-        shown = self._words.snippets(
+        prepared = self._snippets or SnippetIndex.of(page)
+        shown = prepared.snippets(
             [doc.doc_id for doc in page], terms, 1 + extra, request.text_decorations
         )
         results: list[tuple[_Fields, str, list[str]]] = []
@@ -417,14 +419,19 @@ def _decoded_body(
     return body
 
 
-_INDEXES: dict[str, tuple[BM25Index, SnippetIndex]] = {}
+_INDEXES: dict[str, tuple[BM25Index, SnippetIndex | None]] = {}
 _INDEXES_LOCK = threading.Lock()
 _INDEXES_KEPT = 4
+#: Up to this many documents, every document's snippet words are prepared once, with the
+#: index (~30 bytes a word); beyond, each answer prepares its page's (a few ms a page).
+WHOLE_SNIPPETS_LIMIT = 20_000
 
 
-def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
-    """The BM25 index over title + text, and the documents' snippet words, shared by
-    simulators of the same checksum.
+def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex | None]:
+    """The BM25 index over title + text (the saved one,
+    :mod:`evidence_bench.web.saved_index`, else built), and for a collection of at most
+    :data:`WHOLE_SNIPPETS_LIMIT` documents their snippet words, shared by simulators of the
+    same checksum.
 
     A runner may build a simulator per worker or per replay miss; indexing once per
     collection keeps that cheap. The few most recent collections are kept.
@@ -433,18 +440,10 @@ def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex]:
         found = _INDEXES.get(collection.checksum)
         if found is None:
             with collector_paused():
-                documents = list(collection.documents.values())
-                # Every title and text split and its words numbered once, for both indexes:
-                # BM25 reads "title text", a snippet the text (the title when it is empty).
-                words = Words.of(
-                    half for doc in documents for half in (doc.title.split(), doc.text.split())
-                )
-                index = BM25Index(
-                    {doc.doc_id: f"{doc.title} {doc.text}" for doc in documents},
-                    words=(words, [i // 2 for i in range(2 * len(documents))]),
-                )
-                texts = [2 * i + 1 if doc.text else 2 * i for i, doc in enumerate(documents)]
-                found = (index, SnippetIndex(documents, (words, texts)))
+                documents = collection.documents
+                whole = len(documents) <= WHOLE_SNIPPETS_LIMIT
+                snippets = SnippetIndex.of(list(documents.values())) if whole else None
+                found = (collection_index(collection), snippets)
             if len(_INDEXES) >= _INDEXES_KEPT:
                 del _INDEXES[next(iter(_INDEXES))]
             _INDEXES[collection.checksum] = found

@@ -139,6 +139,15 @@ class SnippetIndex:
         self.enters = np.searchsorted(self.fits, np.arange(len(self.word_ids)), side="right")
         self.enters = self.enters.astype(np.int32)
 
+    @classmethod
+    def of(cls, documents: Sequence[Document]) -> SnippetIndex:
+        """The snippet words of ``documents`` (those of a page), from their stored text: a
+        document's text, or its title when it has none. A document's windows are its own
+        words', so they are the same whichever documents are indexed beside it."""
+        distinct = list({doc.doc_id: doc for doc in documents}.values())
+        words = Words.of(doc.text.split() if doc.text else doc.title.split() for doc in distinct)
+        return cls(distinct, (words, range(len(distinct))))
+
     def terms_of(self, text: str) -> frozenset[str]:
         """The distinct terms of one word or run, remembered."""
         terms = self._terms_of.get(text)
