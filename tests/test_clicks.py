@@ -390,6 +390,17 @@ def test_the_run_reads_grades_on_the_collections_scale() -> None:
     assert dict(plan_users(plan_run(cfg)))["u"].top_grade == 2  # type: ignore[attr-defined]
 
 
+def test_added_qrels_set_the_scale_when_their_grade_is_higher(tmp_path: Path) -> None:
+    # CACM's own judgments are binary (G = 1); an assessor's grade 3 (assess's "highly
+    # relevant") puts the scale at 0..3, or a 3 would read as the table's last level and a 1
+    # (assess's "related") as well.
+    added = tmp_path / "mine.tsv"
+    added.write_text("query-id\tcorpus-id\tscore\n1\t1410\t3\n1\t1572\t2\n")
+    overrides = ["+experiment=smoke", "query_set=cacm", "+policy@policies.u=dbn_perfect"]
+    cfg, _ = compose([*overrides, f"query_set.qrels={added}"])
+    assert dict(plan_users(plan_run(cfg)))["u"].top_grade == 3  # type: ignore[attr-defined]
+
+
 # --- on the shipped collections --------------------------------------------------------------
 
 

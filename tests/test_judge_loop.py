@@ -172,3 +172,53 @@ def test_check_min_judged_warns_and_strict_refuses(first: Path, tmp_path: Path) 
     assert check([str(first), "--baseline", str(baseline), "--min-judged", "1"]) == 0
     strict = [str(first), "--baseline", str(baseline), "--min-judged", "1", "--strict"]
     assert check(strict) == 1
+
+
+def _toy_collection(root: Path) -> Path:
+    """Three queries; only q1 has a document judged relevant (q2's one judgment is a 0)."""
+    root.mkdir()
+    docs = [{"_id": d, "title": d, "text": f"text of {d}"} for d in ("d1", "d2", "d3")]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    queries = [{"_id": q, "text": f"query {q}"} for q in ("q1", "q2", "q3")]
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t0\n")
+    return root
+
+
+def test_queries_without_a_relevant_judgment_are_counted_and_named(tmp_path: Path) -> None:
+    from evidence_bench.collections.queryset import load_query_set, unjudged_notice
+
+    conf = {"name": "toy", "path": str(_toy_collection(tmp_path / "toy")), "cassettes": "c"}
+    query_set = load_query_set(conf, limit=None)
+    assert list(query_set.queries) == ["q1"] and query_set.unjudged == 2
+    assert unjudged_notice(query_set) == (
+        "note: 2 of the 3 queries of 'toy' left out: no document is judged relevant for them "
+        "(add judgments with query_set.qrels)"
+    )
+    # an added relevant judgment brings q3 back; an added 0 does not bring q2
+    added = tmp_path / "mine.tsv"
+    added.write_text("query-id\tcorpus-id\tscore\nq3\td3\t1\nq2\td1\t0\n")
+    query_set = load_query_set({**conf, "qrels": str(added)}, limit=None)
+    assert list(query_set.queries) == ["q1", "q3"] and query_set.unjudged == 1
+    assert unjudged_notice(query_set).startswith("note: 1 of the 3 queries of 'toy' left out")
+    # a grade the assessor gave above the collection's own sets the scale
+    assert query_set.top_grade == 2
+    added.write_text("query-id\tcorpus-id\tscore\nq3\td3\t3\n")
+    assert load_query_set({**conf, "qrels": str(added)}, limit=None).top_grade == 3
+    # none relevant at all: one line that says why
+    (tmp_path / "toy" / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq2\td2\t0\n")
+    conf = {**conf, "name": "toy-none"}  # (a collection is cached by path and name)
+    with pytest.raises(ConfigurationError, match="none of its 3 queries has a document judged"):
+        load_query_set(conf, limit=None)
+
+
+def test_the_run_says_how_many_queries_it_left_out(tmp_path: Path) -> None:
+    # CACM: 64 queries, 12 of them without a relevant document (collections/cacm/SOURCE.md)
+    overrides = ["+experiment=smoke", "query_set=cacm", "experiment.queries=1"]
+    cfg, text = compose([*overrides, f"runs_dir={tmp_path}", "report=false", "progress=false"])
+    outcome = perform_run(cfg, text)
+    assert outcome.manifest["queries_without_relevant"] == 12
+    notice = "note: 12 of the 64 queries of 'cacm' left out: no document is judged relevant"
+    assert [line for line in outcome.terminal.splitlines() if line.startswith("note:")] == [
+        notice + " for them (add judgments with query_set.qrels)"
+    ]

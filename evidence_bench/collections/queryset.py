@@ -18,7 +18,7 @@ from evidence_bench.collections.beir import Collection, load_collection, read_ju
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 
-__all__ = ["QuerySet", "brave_query", "load_query_set", "resolve_path"]
+__all__ = ["QuerySet", "brave_query", "load_query_set", "resolve_path", "unjudged_notice"]
 
 
 def resolve_path(value: str, key: str) -> Path:
@@ -60,6 +60,9 @@ class QuerySet:
     truncated: int
     #: queries of the collection left out because no document is judged relevant for them
     unjudged: int = 0
+    #: the highest grade of the whole collection's qrels with the added ones (at least 1):
+    #: the scale a user without a ``top_grade`` reads grades on
+    top_grade: int = 1
 
 
 @functools.cache
@@ -89,7 +92,11 @@ def _judged_ids(collection: Collection, added: Mapping[str, Mapping[str, int]]) 
 
 
 def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
-    """The query set a config names; ``limit`` keeps the first N judged queries."""
+    """The query set a config names; ``limit`` keeps the first N judged queries.
+
+    A query without a document judged relevant is left out (trec_eval scores such a query
+    0 in every measure, which says nothing of a ranker) and counted in
+    :attr:`QuerySet.unjudged`; the run says how many (:func:`unjudged_notice`)."""
     name = str(conf["name"])
     path = resolve_path(str(conf["path"]), "query_set.path")
     cassettes = resolve_path(str(conf["cassettes"]), "query_set.cassettes")
@@ -105,7 +112,11 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     if caps:
         ids = ids[: min(caps)]
     if not ids:
-        raise ConfigurationError(f"query set {name!r} at {path} has no judged query")
+        raise ConfigurationError(
+            f"query set {name!r} at {path} has no judged query: none of its "
+            f"{len(collection.queries)} queries has a document judged relevant "
+            "(a grade above 0 in its qrels or in query_set.qrels)"
+        )
     queries = {qid: brave_query(collection.queries[qid].text) for qid in ids}
     truncated = sum(
         1 for qid in ids if queries[qid] != " ".join(collection.queries[qid].text.split())
@@ -114,4 +125,30 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     # a judgment in query_set.qrels replaces the collection's for its query and document
     qrels = {qid: {**own.get(qid, {}), **added.get(qid, {})} for qid in ids}
     unjudged = len(collection.queries) - len(_judged_ids(collection, added))
-    return QuerySet(name, collection, cassettes, source, queries, qrels, truncated, unjudged)
+    top = _top_grade(collection, added)
+    return QuerySet(name, collection, cassettes, source, queries, qrels, truncated, unjudged, top)
+
+
+def unjudged_notice(query_set: QuerySet) -> str:
+    """The run's one-line notice of the queries left out for want of a relevant judgment,
+    or "" when none was."""
+    if not query_set.unjudged:
+        return ""
+    total = len(query_set.collection.queries)
+    return (
+        f"note: {query_set.unjudged} of the {total} queries of {query_set.name!r} left out: "
+        "no document is judged relevant for them (add judgments with query_set.qrels)"
+    )
+
+
+def _top_grade(collection: Collection, added: Mapping[str, Mapping[str, int]]) -> int:
+    """The highest grade over every query of the collection, an added judgment replacing the
+    collection's for its query and document (so an added grade can raise or lower it)."""
+    grades = [1, *(g for docs in collection.qrels.values() for g in docs.values())]
+    if not added:
+        return max(grades)
+    grades = [1]
+    for query_id in set(collection.qrels) | set(added):
+        own = collection.qrels_by_url([query_id]) if query_id in collection.qrels else {}
+        grades.extend({**own.get(query_id, {}), **added.get(query_id, {})}.values())
+    return max(grades)

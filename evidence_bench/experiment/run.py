@@ -19,7 +19,12 @@ from tqdm import tqdm
 
 from evidence_bench._lazy import module
 from evidence_bench._trim import old_objects_frozen, release_memory
-from evidence_bench.collections.queryset import QuerySet, load_query_set, resolve_path
+from evidence_bench.collections.queryset import (
+    QuerySet,
+    load_query_set,
+    resolve_path,
+    unjudged_notice,
+)
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.evaluation.statistics import first_met, group_codes
@@ -409,6 +414,8 @@ def _perform(
                 pass  # a shard's numbers are partial: the run gathered from its shards reports
             else:  # no summary table, but a policy that gave no labels of a kind is still said
                 terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
+        if notice := unjudged_notice(whole):
+            terminal += f"{notice}\n"
         if requests["simulated"] and not requests["replayed"]:  # (a mistyped cassette path?)
             terminal += (
                 f"warning: no search was answered from the cassettes in {query_set.cassettes} "

@@ -334,9 +334,9 @@ def plan_users(plan: RunPlan) -> list[tuple[str, UserPolicy]]:
 
 
 def _top_grade(plan: RunPlan) -> int:
-    """The highest grade in the qrels of the whole collection (not only the run's queries)."""
-    collection = load_query_set(plan.query_set, limit=plan.query_limit).collection
-    return max([1, *(g for docs in collection.qrels.values() for g in docs.values())])
+    """The highest grade in the qrels of the whole collection (not only the run's queries),
+    ``query_set.qrels``'s judgments included (:attr:`QuerySet.top_grade`)."""
+    return load_query_set(plan.query_set, limit=plan.query_limit).top_grade
 
 
 def query_episodes(
