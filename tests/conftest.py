@@ -7,6 +7,7 @@ import fcntl
 import gc
 import json
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,6 +76,15 @@ def index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop(CACHE_ENV, None)
     else:
         os.environ[CACHE_ENV] = before
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium (.ci/run installs it), for the tests that drive a real browser."""
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("chromium not installed: apt-get install chromium")
+    return path
 
 
 @pytest.fixture

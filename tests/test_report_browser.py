@@ -7,12 +7,12 @@ violation (something tried to load or run) or an error. Chromium logs both as ``
 from __future__ import annotations
 
 import runpy
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from devtools import FLAGS
 from PIL import Image
 from report_fixtures import PAYLOAD_SCRIPT, write_run_dir
 
@@ -20,27 +20,6 @@ from evidence_bench.report import render_report
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
-
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-logging=stderr",
-    "--v=0",
-)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.skip("chromium not installed: apt-get install chromium")
-    return path
 
 
 @pytest.fixture(scope="module")

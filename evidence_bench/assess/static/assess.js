@@ -44,20 +44,27 @@ async function call(path, body) {
   }
 }
 
+// Keys act one after another, each on the state its predecessor's answer left: two keys
+// typed faster than the server answers would otherwise both act on the same result.
+let queue = call("/api/state");
+
+function act(key) {
+  if (state === null) { return undefined; }
+  if (key >= "0" && key <= "3") {
+    return state.item === null ? undefined : call("/api/judge", { at: state.at, grade: Number(key) });
+  }
+  if (key === "j") { return call(`/api/state?at=${Math.min(state.at + 1, state.total - 1)}`); }
+  if (key === "k") { return call(`/api/state?at=${Math.max(state.at - 1, 0)}`); }
+  return call("/api/undo", {});
+}
+
 document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey) { return; }
   const help = document.getElementById("help");
   if (!help.hidden) { help.hidden = true; event.preventDefault(); return; }
-  if (state === null) { return; }
   const key = event.key;
   if (key === "?") { help.hidden = false; }
-  else if (key >= "0" && key <= "3" && state.item !== null) {
-    call("/api/judge", { at: state.at, grade: Number(key) });
-  } else if (key === "j") { call(`/api/state?at=${Math.min(state.at + 1, state.total - 1)}`); }
-  else if (key === "k") { call(`/api/state?at=${Math.max(state.at - 1, 0)}`); }
-  else if (key === "u") { call("/api/undo", {}); }
+  else if ("0123jku".includes(key) && key.length === 1) { queue = queue.then(() => act(key)); }
   else { return; }
   event.preventDefault();
 });
-
-call("/api/state");
