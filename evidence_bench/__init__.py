@@ -11,6 +11,8 @@ from evidence_bench._lazy import attach
 
 if TYPE_CHECKING:
     from evidence_bench.api import fetch_evidence
+    from evidence_bench.collections.beir import Document, Query
+    from evidence_bench.collections.queryset import QuerySetLoader, QuerySetRecords
     from evidence_bench.engine.base import Label, Ranker, RefinedQuery, Refiner, SearchProvider
     from evidence_bench.engine.ranking import ProviderOrderRanker, TfidfRocchioRanker
     from evidence_bench.engine.refiner import LexicalRefiner
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
         RetrievalIntent,
         extract_page,
     )
+    from evidence_bench.users.policies import LabelKind, Mark, UserPolicy
     from evidence_bench.web.brave import BraveProvider, HttpClient, RetryPolicy
 
 #: The package version.
@@ -52,6 +55,7 @@ __all__ = [
     "CacheError",
     "ConfigurationError",
     "DataError",
+    "Document",
     "Evidence",
     "EvidenceBenchError",
     "EvidencePacket",
@@ -61,12 +65,17 @@ __all__ = [
     "FetchFailure",
     "HttpClient",
     "Label",
+    "LabelKind",
     "LexicalRefiner",
     "LiveFetch",
+    "Mark",
     "PacketSet",
     "ProviderOrderRanker",
     "ProviderStatusError",
+    "Query",
     "QueryError",
+    "QuerySetLoader",
+    "QuerySetRecords",
     "Ranker",
     "RateLimitError",
     "RecordedDiscovery",
@@ -81,6 +90,7 @@ __all__ = [
     "SearchProvider",
     "SearchSession",
     "TfidfRocchioRanker",
+    "UserPolicy",
     "WorkerError",
     "WriteError",
     "__version__",
@@ -94,6 +104,8 @@ __getattr__, __dir__ = attach(
     __name__,
     {
         "evidence_bench.api": ["fetch_evidence"],
+        "evidence_bench.collections.beir": ["Document", "Query"],
+        "evidence_bench.collections.queryset": ["QuerySetLoader", "QuerySetRecords"],
         "evidence_bench.engine.base": [
             "Label",
             "Ranker",
@@ -116,6 +128,7 @@ __getattr__, __dir__ = attach(
             "RetrievalIntent",
             "extract_page",
         ],
+        "evidence_bench.users.policies": ["LabelKind", "Mark", "UserPolicy"],
         "evidence_bench.web.brave": ["BraveProvider", "HttpClient", "RetryPolicy"],
     },
 )

@@ -3,6 +3,10 @@
 Queries are sent as Brave would accept them: a collection query over Brave's limits (some
 CACM queries have 73 words) is cut to the first 50 words and 400 characters, and the run
 records how many were cut.
+
+The collection is read from ``query_set.path`` (BEIR layout), or built by a loader of the
+user's own, ``query_set._target_`` (:func:`loaded_collection`), so data in any format runs
+without conversion.
 """
 
 from __future__ import annotations
@@ -11,14 +15,31 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evidence_bench._resources import PACKAGED, packaged
-from evidence_bench.collections.beir import Collection, load_collection, read_judgments
-from evidence_bench.errors import ConfigurationError
+from evidence_bench._targets import TARGET, build, call_params, frozen
+from evidence_bench.collections.beir import (
+    Collection,
+    Document,
+    Query,
+    is_web_id,
+    load_collection,
+    read_judgments,
+)
+from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 
-__all__ = ["QuerySet", "brave_query", "load_query_set", "resolve_path", "unjudged_notice"]
+__all__ = [
+    "QuerySet",
+    "QuerySetLoader",
+    "QuerySetRecords",
+    "brave_query",
+    "load_query_set",
+    "loaded_collection",
+    "resolve_path",
+    "unjudged_notice",
+]
 
 
 def resolve_path(value: str, key: str) -> Path:
@@ -91,6 +112,121 @@ def _judged_ids(collection: Collection, added: Mapping[str, Mapping[str, int]]) 
     return [qid for qid in collection.queries if qid in own or qid in relevant]
 
 
+class QuerySetRecords(Protocol):
+    """What a query-set loader returns (as attributes, or as the keys of a dict): every
+    document, every query, and the judgments, each keyed by its own id.
+
+    ``documents``: ``doc_id -> Document``, a ``{"title", "text"}`` mapping, or the text;
+    ``queries``: ``query_id -> Query`` or the text; ``qrels``: ``query_id -> doc_id ->
+    grade`` (an int; <= 0 judged non-relevant). A :class:`~evidence_bench.collections.beir.
+    Collection` is one too. Checked as :func:`load_collection` checks files.
+    """
+
+    @property
+    def documents(self) -> Mapping[str, Document | Mapping[str, str] | str]: ...
+
+    @property
+    def queries(self) -> Mapping[str, Query | str]: ...
+
+    @property
+    def qrels(self) -> Mapping[str, Mapping[str, int]]: ...
+
+
+class QuerySetLoader(Protocol):
+    """A loader of the user's own data, named by ``query_set._target_``: called with the keys
+    of the ``query_set`` node it takes (its own, and ``path``), it returns the records."""
+
+    def __call__(self, **params: Any) -> QuerySetRecords | Mapping[str, Any]: ...
+
+
+#: The keys of ``query_set`` the harness reads itself, never passed to a loader; ``path``
+#: is passed to one that takes it.
+_HARNESS = ("name", "cassettes", "source", "limit", "qrels")
+_OFFERED = ("path",)
+
+
+@functools.cache
+def _loaded(name: str, target: str, params: tuple[tuple[str, Any], ...]) -> Collection:
+    return loaded_collection(name, target, build("query_set", target, params))
+
+
+def _records(target: str, found: object, part: str) -> Any:
+    """``part`` (documents, queries, qrels) of a loader's result: an attribute or a key."""
+    value = found.get(part) if isinstance(found, Mapping) else getattr(found, part, None)
+    if not isinstance(value, Mapping):
+        raise DataError(
+            f"query_set.{TARGET}={target}: the loader's result has no {part} mapping "
+            "(return an object or dict with documents, queries and qrels)"
+        )
+    return value
+
+
+def loaded_collection(name: str, target: str, found: object) -> Collection:
+    """The collection a loader returned, validated as :func:`load_collection` validates
+    files: ``found`` is a :class:`Collection`, or has (as attributes or keys) ``documents``
+    (``doc_id -> Document``, ``{"title", "text"}`` or text), ``queries`` (``query_id ->
+    Query`` or text) and ``qrels`` (``query_id -> doc_id -> grade``, an int). A judgment of a
+    query or document it does not hold (but a web address, as in a qrels file) is an error
+    naming the loader."""
+    if isinstance(found, Collection):
+        found = {"documents": found.documents, "queries": found.queries, "qrels": found.qrels}
+    at = f"query_set.{TARGET}={target}"
+    documents: dict[str, Document] = {}
+    for doc_id, doc in _records(target, found, "documents").items():
+        if isinstance(doc, Document):
+            documents[str(doc_id)] = Document(str(doc_id), doc.title, doc.text)
+        elif isinstance(doc, Mapping):
+            title, text = doc.get("title", ""), doc.get("text", "")
+            documents[str(doc_id)] = Document(str(doc_id), str(title or ""), str(text or ""))
+        elif isinstance(doc, str):
+            documents[str(doc_id)] = Document(str(doc_id), "", doc)
+        else:
+            raise DataError(f"{at}: document {doc_id!r} is {type(doc).__name__}, not text")
+    queries: dict[str, Query] = {}
+    for query_id, query in _records(target, found, "queries").items():
+        text = query.text if isinstance(query, Query) else query
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"{at}: query {query_id!r} has no text")
+        queries[str(query_id)] = Query(str(query_id), text)
+    qrels: dict[str, dict[str, int]] = {}
+    for query_id, grades in _records(target, found, "qrels").items():
+        if str(query_id) not in queries:
+            raise DataError(f"{at}: the qrels judge query {query_id!r}, which it does not hold")
+        if not isinstance(grades, Mapping):
+            raise DataError(f"{at}: the qrels of query {query_id!r} are not doc_id -> grade")
+        for doc_id, grade in grades.items():
+            if str(doc_id) not in documents and not is_web_id(str(doc_id)):
+                raise DataError(
+                    f"{at}: the qrels of query {query_id!r} judge document {doc_id!r}, "
+                    "which it does not hold"
+                )
+            if isinstance(grade, bool) or not isinstance(grade, int):
+                raise DataError(
+                    f"{at}: the grade of query {query_id!r} document {doc_id!r} is "
+                    f"{grade!r}, not an integer"
+                )
+        qrels[str(query_id)] = {str(doc_id): grade for doc_id, grade in grades.items()}
+    return Collection(name, documents, queries, qrels)
+
+
+def _query_set_collection(conf: Mapping[str, Any], name: str) -> tuple[Collection, str]:
+    """The collection ``conf`` names (from ``path``, or its loader) and where it is."""
+    if conf.get(TARGET):
+        target = str(conf[TARGET])
+        params = call_params("query_set", conf, harness=_HARNESS, defaults={}, offered=_OFFERED)
+        return _loaded(name, target, frozen(params)), target
+    path = resolve_path(str(conf["path"]), "query_set.path")
+    return _collection(str(path), name), str(path)
+
+
+def _cassettes(conf: Mapping[str, Any], name: str) -> str:
+    """``query_set.cassettes``; a loader's query set without one: ``cassettes/<name>``."""
+    cassettes = conf.get("cassettes")
+    if cassettes in (None, "???") and conf.get(TARGET):
+        return f"cassettes/{name}"
+    return str(cassettes)
+
+
 def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     """The query set a config names; ``limit`` keeps the first N judged queries.
 
@@ -98,14 +234,13 @@ def load_query_set(conf: Mapping[str, Any], *, limit: int | None) -> QuerySet:
     0 in every measure, which says nothing of a ranker) and counted in
     :attr:`QuerySet.unjudged`; the run says how many (:func:`unjudged_notice`)."""
     name = str(conf["name"])
-    path = resolve_path(str(conf["path"]), "query_set.path")
-    cassettes = resolve_path(str(conf["cassettes"]), "query_set.cassettes")
     source = str(conf.get("source", "collection"))
     if source not in ("collection", "live"):
         raise ConfigurationError(
             f"query_set.source={source!r} is not valid (valid: collection, live)"
         )
-    collection = _collection(str(path), name)
+    collection, path = _query_set_collection(conf, name)
+    cassettes = resolve_path(_cassettes(conf, name), "query_set.cassettes")
     added = _added_judgments(conf.get("qrels"), collection)
     ids = _judged_ids(collection, added)
     caps = [n for n in (limit, conf.get("limit")) if n is not None]

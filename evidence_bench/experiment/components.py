@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from evidence_bench._targets import TARGET, frozen
 from evidence_bench.engine.background import (
     IDF_SOURCES,
     NO_BACKGROUND,
@@ -35,7 +36,19 @@ from evidence_bench.engine.refiner import ExpansionDepth, LexicalRefiner
 from evidence_bench.engine.term_rocchio import TermRocchioRefiner
 from evidence_bench.engine.text import STOP_WORDS, Analyzer
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.experiment.config import PolicyConf
+from evidence_bench.experiment.config import PolicyConf, RankerConf, RefinerConf
+from evidence_bench.experiment.targets import (
+    RANKER_KEYS,
+    REFINER_KEYS,
+    USER_KEYS,
+    USER_OFFERED,
+    is_users,
+    part_params,
+    schema_defaults,
+    user_judge,
+    user_ranker,
+    user_refiner,
+)
 from evidence_bench.users.clicks import CLICK_MODELS
 from evidence_bench.users.policies import POLICIES, UserPolicy
 
@@ -129,15 +142,6 @@ REFINERS: dict[str, Part] = {
 }
 
 
-def _frozen(value: Any) -> Any:
-    """Config values as hashable ones (lists become tuples) so a config can be a dict key."""
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(item) for item in value)
-    if isinstance(value, dict):
-        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """One engine configuration of a run: a ranker and a refiner with their parameters."""
@@ -158,6 +162,10 @@ class EngineConfig:
     refiner_idf: str = "candidates"
     #: how many results the refined query fetches (None: the experiment's depth)
     expand_depth: int | None = None
+    #: the ranker or refiner is the user's (experiment/targets.py): ``ranker`` or
+    #: ``refiner`` is then its ``_target_``, and its params the keys of its config it takes
+    ranker_target: bool = False
+    refiner_target: bool = False
 
     @property
     def uses_background(self) -> bool:
@@ -186,12 +194,14 @@ class EngineConfig:
     def label(self) -> str:
         ranker = dict(self.ranker_params)
         parts = [self.ranker + ("+boost" if self.boost_relevant else "")]
-        parts += [f"{key}={_show(ranker[key])}" for key in RANKERS[self.ranker].label]
+        shown_ranker = ranker if self.ranker_target else RANKERS[self.ranker].label
+        parts += [f"{key}={_show(ranker[key])}" for key in shown_ranker]
         refiner = dict(self.refiner_params)
         if self.refiner != "lexical":
-            shown = " ".join(f"{k}={_show(refiner[k])}" for k in REFINERS[self.refiner].label)
+            keys = refiner if self.refiner_target else REFINERS[self.refiner].label
+            shown = " ".join(f"{k}={_show(refiner[k])}" for k in keys)
             parts.append(f"· {self.refiner} {shown}".rstrip())
-        if refiner.get("max_terms", _MAX_TERMS) != _MAX_TERMS:  # the default is not shown
+        if not self.refiner_target and refiner.get("max_terms", _MAX_TERMS) != _MAX_TERMS:
             parts.append(f"· max_terms={refiner['max_terms']}")
         if self.reads_pages:
             same = self.evidence == self.refiner_evidence
@@ -245,18 +255,19 @@ def engine_config(
     refiner: Mapping[str, Any],
     analyzer: Mapping[str, Any] | None = None,
 ) -> EngineConfig:
-    """Validate names against the registries and keep only the parameters each part takes."""
-    ranker_part = _pick("ranker", str(ranker["name"]), RANKERS)
-    refiner_part = _pick("refiner", str(refiner["name"]), REFINERS)
+    """Validate names against the registries and keep only the parameters each part takes;
+    a part with a ``_target_`` is the user's (:mod:`evidence_bench.experiment.targets`)."""
+    ranker_name, ranker_params = _part_params("ranker", ranker, RANKERS, RankerConf)
+    refiner_name, refiner_params = _part_params("refiner", refiner, REFINERS, RefinerConf)
     analyzer = analyzer or {}
     stemmer = analyzer.get("stemmer")
     Analyzer(stemmer=stemmer)  # an unknown stemmer fails here, listing the valid ones
     config = EngineConfig(
         config_id,
-        str(ranker["name"]),
-        str(refiner["name"]),
-        tuple((key, _frozen(ranker[key])) for key in ranker_part.params),
-        tuple((key, _frozen(refiner[key])) for key in refiner_part.params),
+        ranker_name,
+        refiner_name,
+        ranker_params,
+        refiner_params,
         stemmer=stemmer,
         stop_words=bool(analyzer.get("stop_words", True)),
         boost_relevant=bool(ranker.get("boost_relevant", False)),
@@ -267,6 +278,8 @@ def engine_config(
         idf=_idf_source("ranker.idf", ranker.get("idf", "candidates")),
         refiner_idf=_idf_source("refiner.idf", refiner.get("idf", "candidates")),
         expand_depth=_expand_depth(refiner.get("expand_depth")),
+        ranker_target=bool(ranker.get(TARGET)),
+        refiner_target=bool(refiner.get(TARGET)),
     )
     if config.idf == "background" and config.ranker != "tfidf_rocchio":
         raise ConfigurationError(
@@ -282,6 +295,19 @@ def engine_config(
     make_ranker(config)  # a bad parameter value fails now, not in a worker
     make_refiner(config)
     return config
+
+
+def _part_params(
+    kind: str, conf: Mapping[str, Any], registry: Mapping[str, Part], schema: type
+) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """A part's name and the parameters it takes: a shipped part's from its registry entry,
+    a user's (``_target_``) the keys of its config its signature takes."""
+    if is_users(conf):
+        harness = RANKER_KEYS if kind == "ranker" else REFINER_KEYS
+        params = part_params(kind, conf, schema, harness)
+        return str(conf[TARGET]), tuple((key, frozen(value)) for key, value in params)
+    part = _pick(kind, str(conf["name"]), registry)
+    return str(conf["name"]), tuple((key, frozen(conf[key])) for key in part.params)
 
 
 def _idf_source(key: str, value: object) -> str:
@@ -314,13 +340,26 @@ def make_ranker(
     cassette); without it such a ranker can be built and keyed but not run. ``background``:
     the sample an ``idf=background`` part takes its idf from (the same caveat).
     """
+    mode = EvidenceMode(config.evidence)
+    ranker: Ranker
+    if config.ranker_target:  # the user's: its control is itself under empty feedback
+        ranker = user_ranker(config.ranker, config.ranker_params, feedback=feedback)
+    else:
+        ranker = _shipped_ranker(config, feedback, mode, background)
+    if mode is not EvidenceMode.SNIPPET:
+        ranker = PageEvidenceRanker(ranker, mode, pages or NO_PAGES)
+    return BoostRelevant(ranker) if config.boost_relevant and feedback else ranker
+
+
+def _shipped_ranker(
+    config: EngineConfig, feedback: bool, mode: EvidenceMode, background: Background | None
+) -> Ranker:
     part = RANKERS[config.ranker]
     params: dict[str, Any] = dict(config.ranker_params)
     if not feedback:
         params.update(part.feedback_off)
     if part.analyzed:
         params["analyzer"] = config.analyzer
-    mode = EvidenceMode(config.evidence)
     factory = part.factory
     if config.idf == "background":
         factory = BackgroundRocchioRanker
@@ -329,9 +368,7 @@ def make_ranker(
         ranker: Ranker = factory(**params)
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"ranker {config.ranker!r}: {exc}") from exc
-    if mode is not EvidenceMode.SNIPPET:
-        ranker = PageEvidenceRanker(ranker, mode, pages or NO_PAGES)
-    return BoostRelevant(ranker) if config.boost_relevant and feedback else ranker
+    return ranker
 
 
 def make_refiner(
@@ -341,15 +378,19 @@ def make_refiner(
     background: Background | None = None,
 ) -> Refiner:
     """The configured refiner; ``pages`` and ``background`` as for :func:`make_ranker`."""
-    part = REFINERS[config.refiner]
     mode = EvidenceMode(config.refiner_evidence)
-    params: dict[str, Any] = dict(config.refiner_params)
-    if config.refiner_idf == "background":
-        params.update(background=background or NO_BACKGROUND, mode=mode)
-    try:
-        refiner: Refiner = part.factory(**params, analyzer=config.analyzer)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"refiner {config.refiner!r}: {exc}") from exc
+    refiner: Refiner
+    if config.refiner_target:
+        refiner = user_refiner(config.refiner, config.refiner_params)
+    else:
+        part = REFINERS[config.refiner]
+        params: dict[str, Any] = dict(config.refiner_params)
+        if config.refiner_idf == "background":
+            params.update(background=background or NO_BACKGROUND, mode=mode)
+        try:
+            refiner = part.factory(**params, analyzer=config.analyzer)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"refiner {config.refiner!r}: {exc}") from exc
     if mode is not EvidenceMode.SNIPPET:
         refiner = PageEvidenceRefiner(refiner, mode, pages or NO_PAGES)
     if config.expand_depth is not None:
@@ -368,10 +409,24 @@ def effective_key(config: EngineConfig) -> Hashable:
     marks a result irrelevant cannot move still tells two configs apart.
     """
     return (
-        part_key(make_ranker(config)),
-        part_key(make_ranker(config, feedback=False)),
-        part_key(make_refiner(config)),
+        _key(config, "ranker") or part_key(make_ranker(config)),
+        _key(config, "control") or part_key(make_ranker(config, feedback=False)),
+        _key(config, "refiner") or part_key(make_refiner(config)),
     )
+
+
+def _key(config: EngineConfig, part: str) -> Hashable | None:
+    """A user part's key: its target and config, with what the harness wraps it in (boost,
+    page evidence, expansion depth); None for a shipped part."""
+    if part == "refiner":
+        if not config.refiner_target:
+            return None
+        return (TARGET, config.refiner, config.refiner_params, config.refiner_evidence,
+                config.expand_depth)  # fmt: skip
+    if not config.ranker_target:
+        return None
+    boost = config.boost_relevant and part == "ranker"
+    return (TARGET, part, config.ranker, config.ranker_params, config.evidence, boost)
 
 
 #: Every user kind a config may name (``policies.<name>.kind``): judges, then click models.
@@ -381,32 +436,33 @@ USERS: dict[str, type[UserPolicy]] = {**POLICIES, **CLICK_MODELS}
 _SET_BY_RUN = frozenset({"kind", "seed"})
 
 
-def _conf_defaults() -> dict[str, Any]:
-    return {
-        spec.name: spec.default_factory() if callable(spec.default_factory) else spec.default
-        for spec in fields(PolicyConf)
-    }
-
-
 def user_params(kind: str) -> tuple[str, ...]:
-    """The config keys a user kind takes (its fields), in declaration order."""
+    """The config keys a user kind takes (its fields), in declaration order; a kind no
+    registry holds takes none the harness sets for it."""
+    if kind not in USERS:
+        return ()
     return tuple(spec.name for spec in fields(USERS[kind]))  # type: ignore[arg-type]
 
 
 def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:
-    """A simulated user from a ``policies.<name>`` config; passes only the fields its kind takes.
+    """A simulated user from a ``policies.<name>`` config; passes only the fields its kind
+    takes. With ``_target_`` the user is the user's own, called with the keys it takes.
 
     A key the kind does not take must keep :class:`PolicyConf`'s default (a composed config
     holds every key); another value fails naming the key and the keys the kind takes, so
     ``policies.oracle.p_relevant=0.6`` is not dropped silently.
     """
+    if is_users(conf):  # the user's own (experiment/targets.py)
+        where = f"policies.{name}"
+        taken = part_params(where, conf, PolicyConf, USER_KEYS, USER_OFFERED)
+        return user_judge(where, str(conf[TARGET]), taken)
     kind = conf["kind"]
     cls = USERS.get(kind)
     if cls is None:
         valid = ", ".join(sorted(USERS))
         raise ConfigurationError(f"policies.{name}.kind={kind!r} is not known (valid: {valid})")
     accepted = user_params(kind)
-    defaults = _conf_defaults()
+    defaults = schema_defaults(PolicyConf)
     for key, value in conf.items():
         if key in accepted or key in _SET_BY_RUN or value == defaults.get(key, value):
             continue

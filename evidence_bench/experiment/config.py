@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from evidence_bench._resources import packaged
 from evidence_bench.errors import ConfigurationError
@@ -62,14 +63,26 @@ class QuerySetConf:
     #: A qrels file (BEIR or TREC) of judgments added to the collection's, e.g. what
     #: ``assess`` wrote; its grade replaces the collection's for the same query and document.
     qrels: str | None = None
+    #: A loader of your own instead of ``path``: ``module.function`` (or a class), called
+    #: with the keys of this node it takes, returning documents, queries and qrels
+    #: (:func:`evidence_bench.collections.queryset.loaded_collection`).
+    _target_: str | None = None
 
 
 @dataclass
 class RankerConf:
-    """Every ranker's settings; a ranker reads only the keys it takes (components.RANKERS)."""
+    """Every ranker's settings; a ranker reads only the keys it takes (components.RANKERS).
+
+    With ``_target_`` the ranker is the user's and this node takes keys of its own too:
+    ``ranker: {_target_: my_ranker.MyRanker, k1: 1.2}`` (on the command line,
+    ``ranker._target_=my_ranker.MyRanker ranker.k1=1.2``).
+    """
 
     #: The ranker: tfidf_rocchio, provider_order, livefetch or vector_rocchio.
     name: str = "tfidf_rocchio"
+    #: A ranker of your own instead of ``name``: ``module.Class`` (or a function), called
+    #: with the keys of this node it takes; the working directory is on ``sys.path``.
+    _target_: str | None = None
     #: Rocchio weights (tfidf_rocchio, vector_rocchio, and livefetch's relevance part)
     alpha: float = 1.0
     #: Rocchio's weight of the centroid of the results marked relevant (MORE, RELEVANT).
@@ -125,10 +138,16 @@ class AnalyzerConf:
 
 @dataclass
 class RefinerConf:
-    """The refiner that builds the query ``expand`` sends; it reads only the keys it takes."""
+    """The refiner that builds the query ``expand`` sends; it reads only the keys it takes.
+
+    With ``_target_`` the refiner is the user's and this node takes keys of its own too.
+    """
 
     #: The refiner: lexical or term_rocchio.
     name: str = "lexical"
+    #: A refiner of your own instead of ``name``: ``module.Class`` (or a function), called
+    #: with the keys of this node it takes.
+    _target_: str | None = None
     #: The most new terms the refined query adds.
     max_terms: int = 4
     #: term_rocchio: w(t) = f_q(t) + beta mean f_rel(t) - gamma mean f_irr(t)
@@ -153,6 +172,9 @@ class PolicyConf:
     #: The policy: oracle, noisy, positive_only, negative_only, patient, random, or a click
     #: model: pbm, cascade, dbn (users/clicks.py).
     kind: str = "oracle"
+    #: A simulated user of your own instead of ``kind``: ``module.Class`` (or a function),
+    #: called with the keys of this node it takes (``seed``: the run's plus this one).
+    _target_: str | None = None
     #: New results the user examines per round, from the top of the list shown.
     depth: int = 10
     #: The most marks the user gives per round (None: no limit); past it results are seen.
@@ -333,11 +355,55 @@ def register_configs() -> None:
     it starts with, where a user's directory comes first (:func:`config_dirs`).
     """
     store = ConfigStore.instance()
-    store.store(name="run_schema", node=RunConf)
+    schema = OmegaConf.structured(RunConf)
+    for part in _OPEN:  # a user's part takes keys of its own (their types are its own too)
+        OmegaConf.set_struct(schema[part], False)
+    store.store(name="run_schema", node=schema)
+    _store_root(None)
+
+
+def _store_root(user: Path | None) -> None:
+    """Register the root config: the shipped ``conf/config.yaml``, and over it the user's
+    ``config.yaml`` in ``user`` where there is one, as Hydra would read an app's own root:
+    its keys override the shipped root's and the groups it chooses, and an experiment and
+    the command line override them. Its groups are chosen in an experiment or by override:
+    a ``defaults`` list in it is refused, as it cannot be merged into the shipped one."""
     root = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8"))
     root["hydra"]["searchpath"] = [f"file://{CONF_DIR}"]
-    store.store(name=ROOT_CONFIG, node=root)
+    mine = None if user is None else user / "config.yaml"
+    if mine is not None and mine.is_file():
+        try:
+            own = yaml.safe_load(mine.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigurationError(f"{mine}: cannot be read ({detail})") from exc
+        if not isinstance(own, dict):
+            raise ConfigurationError(f"{mine}: not a mapping of config keys")
+        if "defaults" in own:
+            raise ConfigurationError(
+                f"{mine}: a defaults list is not read in your root config; choose groups in "
+                "an experiment (conf/experiment/NAME.yaml) or by override (query_set=NAME)"
+            )
+        if unknown := _unknown_key(own, RunConf, ""):
+            raise ConfigurationError(f"{mine}: {unknown}")
+        root = _merged(root, own)
+    ConfigStore.instance().store(name=ROOT_CONFIG, node=root)
 
+
+def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over``'s keys, mappings merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+#: The nodes that take keys no schema declares when they name a ``_target_``; the schema's
+#: own keys keep their types, and :func:`check_config` refuses another key without one.
+_OPEN = ("ranker", "refiner", "query_set")
 
 #: The root config's name in the ConfigStore: every composition starts from it.
 ROOT_CONFIG = "evidence_bench"
@@ -349,18 +415,24 @@ def config_dirs(config_dir: str | Path | None = None) -> tuple[Path, ...]:
     """Where configs are looked up, the first that has one winning: the user's directory
     (``config_dir``, else ``conf/`` in the working directory if there is one), then the
     shipped one. So a user's experiments, query sets and policies sit beside the shipped
-    ones, can name them (``defaults: [/policy@policies.oracle: oracle]``) and can shadow them.
+    ones, can name them (``defaults: [/policy@policies.oracle: oracle]``) and can shadow them;
+    the user's own ``config.yaml`` there applies over the shipped root (:func:`_store_root`).
     """
     if config_dir is None:
         user = Path("conf")
         if not user.is_dir():
+            _store_root(None)
             return (CONF_DIR,)
     else:
         user = Path(config_dir).expanduser()
         if not user.is_dir():
             raise ConfigurationError(f"--config-dir {config_dir}: no such directory")
     user = user.resolve()
-    return (CONF_DIR,) if user == CONF_DIR else (user, CONF_DIR)
+    if user == CONF_DIR:
+        _store_root(None)
+        return (CONF_DIR,)
+    _store_root(user)
+    return (user, CONF_DIR)
 
 
 #: An experiment's name is one directory under ``runs_dir``: a single, plain path component.
@@ -393,6 +465,8 @@ def _unknown_key(cfg: Mapping[str, Any], schema: type, prefix: str) -> str:
             return f"{prefix}{key}: unknown config key (valid: {', '.join(names)})"
         hint = hints[key]
         nested = f"{prefix}{key}."
+        if isinstance(value, Mapping) and value.get("_target_") and not prefix and key in _OPEN:
+            continue  # the user's part: its own keys (experiment/targets.py checks them)
         if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):  # noqa: SIM102
             if found := _unknown_key(value, typing.cast(type, hint), nested):
                 return found

@@ -14,6 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from evidence_bench._targets import TARGET
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import Measure, parse_measure
 from evidence_bench.experiment.components import (
@@ -320,8 +321,11 @@ def _engines(cfg: Mapping[str, Any], experiment: Mapping[str, Any]) -> tuple[Eng
     """One engine config per ``experiment.configs`` entry (or the base config) per grid point."""
     schemas = {part: [f.name for f in fields(schema)] for part, schema in _SCHEMAS.items()}
     grid = {str(k): list(v) for k, v in (experiment.get("grid") or {}).items()}
+    users_own = cfg["ranker"].get(TARGET) or any(
+        (entry.get("ranker") or {}).get(TARGET) for entry in experiment.get("configs") or []
+    )
     for key, values in grid.items():
-        if key not in schemas["ranker"]:
+        if key not in schemas["ranker"] and not users_own:  # a user's ranker has its own
             valid = ", ".join(schemas["ranker"])
             raise ConfigurationError(f"experiment.grid.{key}: not a ranker setting ({valid})")
         if not values:
@@ -333,13 +337,15 @@ def _engines(cfg: Mapping[str, Any], experiment: Mapping[str, Any]) -> tuple[Eng
             if part not in schemas:
                 raise ConfigurationError(f"{where}.{part}: not valid (valid: ranker, refiner)")
             for key in overrides:
-                if key not in schemas[part]:
+                if key not in schemas[part] and not (
+                    overrides.get(TARGET) or ({**cfg[part], **overrides}).get(TARGET)
+                ):
                     valid = ", ".join(schemas[part])
                     raise ConfigurationError(f"{where}.{part}.{key}: unknown key ({valid})")
         ranker = {**cfg["ranker"], **entry.get("ranker", {})}
         refiner = {**cfg["refiner"], **entry.get("refiner", {})}
         takes = RANKERS[ranker["name"]].params if ranker["name"] in RANKERS else ()
-        for key in grid:
+        for key in grid if not ranker.get(TARGET) else ():  # a user's: engine_config checks
             if key not in takes:
                 raise ConfigurationError(
                     f"experiment.grid.{key}: ranker {ranker['name']!r} has no parameter "

@@ -1,0 +1,225 @@
+"""A ranker, refiner or simulated user from the user's code: a config's ``_target_``.
+
+``ranker: {_target_: my_ranker.MyRanker, k1: 1.2}`` (or the override
+``ranker._target_=my_ranker.MyRanker``), ``refiner: {_target_: ...}``,
+``policies.mine: {_target_: ...}``. At plan time the target is imported and called with the
+keys of its config that its signature takes (:mod:`evidence_bench._targets`), and what it
+returns is checked against the protocol of its seam: :class:`~evidence_bench.engine.base.
+Ranker`, :class:`~evidence_bench.engine.base.Refiner`, :class:`~evidence_bench.users.
+policies.UserPolicy`. A user part's effective parameters are its config: two configs giving
+one target the same parameters are aliases, as for the shipped parts.
+
+The part runs inside a guard that holds it to its protocol's contract on every call (a
+ranking is a permutation of the candidates, a refiner returns a
+:class:`~evidence_bench.engine.base.RefinedQuery`, a user marks only displayed results it
+had not examined), so a broken part stops the run naming its key instead of skewing a
+number. A ranker's no-feedback control is the same ranker given empty feedback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from evidence_bench._targets import TARGET, build, call_params, check_protocol
+from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
+from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import Evidence
+from evidence_bench.users.policies import LabelKind, Mark, UserPolicy
+
+__all__ = [
+    "RANKER_KEYS",
+    "REFINER_KEYS",
+    "USER_KEYS",
+    "USER_OFFERED",
+    "UserJudge",
+    "UserRanker",
+    "UserRefiner",
+    "is_users",
+    "part_params",
+    "schema_defaults",
+    "user_judge",
+    "user_ranker",
+    "user_refiner",
+]
+
+#: The keys of ``ranker`` the harness applies to any ranker (never passed to a target)
+RANKER_KEYS = ("name", "boost_relevant", "evidence", "idf")
+#: ... of ``refiner``
+REFINER_KEYS = ("name", "evidence", "idf", "expand_depth")
+#: ... of a ``policies`` entry: its kind
+USER_KEYS = ("kind",)
+#: the keys a run sets on every user, passed to a target that takes them
+USER_OFFERED = ("seed", "depth")
+
+
+def is_users(conf: Mapping[str, Any]) -> bool:
+    """Whether a part's config names a target of the user's."""
+    return bool(conf.get(TARGET))
+
+
+def part_params(
+    where: str,
+    conf: Mapping[str, Any],
+    schema: type,
+    harness: Sequence[str],
+    offered: Sequence[str] = (),
+) -> tuple[tuple[str, Any], ...]:
+    """The parameters ``conf``'s target is called with (:func:`~evidence_bench._targets.
+    call_params`, against ``schema``'s defaults)."""
+    defaults = schema_defaults(schema)
+    return call_params(where, conf, harness=harness, defaults=defaults, offered=offered)
+
+
+def schema_defaults(schema: type) -> dict[str, Any]:
+    """Each key of a config schema (a dataclass) and its default."""
+    return {
+        spec.name: spec.default_factory() if callable(spec.default_factory) else spec.default
+        for spec in fields(schema)
+    }
+
+
+def _at(where: str, target: str) -> str:
+    return f"{where}.{TARGET}={target}"
+
+
+@dataclass(eq=False)
+class UserRanker:
+    """A user's ranker held to :class:`~evidence_bench.engine.base.Ranker`'s contract;
+    ``feedback=False``: the no-feedback control, the ranker given empty feedback.
+
+    Not frozen (the protocol's ``name`` is a plain attribute); treat it as immutable.
+    """
+
+    inner: Ranker
+    target: str
+    feedback: bool = True
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = str(self.inner.name)
+
+    def rank(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> list[Evidence]:
+        """The inner ranking of ``candidates``, checked to be a permutation of them, with
+        ``rank`` renumbered 1..n."""
+        results = self.inner.rank(query, list(candidates), feedback if self.feedback else {})
+        at = f"{_at('ranker', self.target)}: rank() for query {query!r}"
+        if not isinstance(results, Sequence) or not all(
+            isinstance(item, Evidence) for item in results
+        ):
+            raise ConfigurationError(f"{at} did not return a list of the candidates (Evidence)")
+        held = {item.key for item in candidates}
+        seen: set[str] = set()
+        for item in results:
+            if item.key not in held:
+                raise ConfigurationError(f"{at} returned {item.url!r}, not a candidate")
+            if item.key in seen:
+                raise ConfigurationError(f"{at} returned {item.url!r} twice")
+            seen.add(item.key)
+        if len(seen) != len(held):
+            raise ConfigurationError(
+                f"{at} returned {len(seen)} of the {len(held)} candidates (it must return all)"
+            )
+        return [
+            item if item.rank == rank else replace(item, rank=rank)
+            for rank, item in enumerate(results, start=1)
+        ]
+
+
+@dataclass(frozen=True, eq=False)
+class UserRefiner:
+    """A user's refiner held to :class:`~evidence_bench.engine.base.Refiner`'s contract."""
+
+    inner: Refiner
+    target: str
+
+    def refine(
+        self, query: str, candidates: Sequence[Evidence], feedback: Feedback
+    ) -> RefinedQuery:
+        """The inner refined query, checked to be a :class:`RefinedQuery`."""
+        refined = self.inner.refine(query, list(candidates), feedback)
+        if not isinstance(refined, RefinedQuery):
+            raise ConfigurationError(
+                f"{_at('refiner', self.target)}: refine() for query {query!r} returned "
+                f"{type(refined).__name__}, not a RefinedQuery"
+            )
+        return refined
+
+
+@dataclass(frozen=True, eq=False)
+class UserJudge:
+    """A user's simulated user held to :class:`~evidence_bench.users.policies.UserPolicy`'s
+    contract: each mark a :class:`Mark` of a displayed result it had not examined, once."""
+
+    inner: UserPolicy
+    where: str
+    target: str
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return frozenset(self.inner.expects)
+
+    @property
+    def seed(self) -> int | None:
+        """The inner user's seed, if it takes one (a run over seeds runs it at each)."""
+        return getattr(self.inner, "seed", None)
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        """The inner user's marks, checked."""
+        marks = self.inner.judge(
+            query_id=query_id,
+            round=round,
+            displayed=displayed,
+            judgments=judgments,
+            examined=examined,
+        )
+        at = f"{_at(self.where, self.target)}: judge() for query {query_id!r} round {round}"
+        shown = {item.key for item in displayed}
+        seen: set[str] = set()
+        for mark in marks:
+            if not isinstance(mark, Mark) or not (
+                mark.label is None or isinstance(mark.label, Label)
+            ):
+                raise ConfigurationError(f"{at} returned {mark!r}, not a Mark(key, Label|None)")
+            if mark.key not in shown:
+                raise ConfigurationError(f"{at} marked {mark.key!r}, which was not displayed")
+            if mark.key in examined or mark.key in seen:
+                raise ConfigurationError(f"{at} marked {mark.key!r} again")
+            seen.add(mark.key)
+        return list(marks)
+
+
+def user_ranker(target: str, params: tuple[tuple[str, Any], ...], *, feedback: bool) -> Ranker:
+    """The user's ranker ``target`` built with ``params``, checked and guarded."""
+    ranker = build("ranker", target, params)
+    check_protocol("ranker", target, ranker, Ranker)
+    return UserRanker(ranker, target, feedback)
+
+
+def user_refiner(target: str, params: tuple[tuple[str, Any], ...]) -> Refiner:
+    """The user's refiner ``target`` built with ``params``, checked and guarded."""
+    refiner = build("refiner", target, params)
+    check_protocol("refiner", target, refiner, Refiner)
+    return UserRefiner(refiner, target)
+
+
+def user_judge(where: str, target: str, params: tuple[tuple[str, Any], ...]) -> UserPolicy:
+    """The user's simulated user ``target`` (at config key ``where``), checked and guarded."""
+    user = build(where, target, params)
+    check_protocol(where, target, user, UserPolicy)
+    return UserJudge(user, where, target)
