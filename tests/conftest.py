@@ -154,6 +154,8 @@ LONGEST_FIRST = (
     "test_gate.py",
     "test_attribution.py",
     "test_aliases.py",
+    "test_targets.py",
+    "test_wheel.py",
     "test_faults.py",
     "test_main.py",
     "test_validity.py",

@@ -1,0 +1,194 @@
+"""The package as another project installs it: the wheel, in a fresh venv, from an empty
+directory, gating the user's own ranker in their CI.
+
+Nothing is downloaded. The wheel is built from a copy of this checkout with the dev venv's
+setuptools (``--no-build-isolation --no-index``) and installed with ``--no-deps --no-index``
+into a venv made without pip; its dependencies are the dev venv's, seen through a ``.pth``
+file that names the dev venv's site-packages. A plain path line does not run the ``.pth``
+files of that directory, so the dev venv's editable install is not seen: the test checks
+that ``evidence_bench`` imports from the fresh venv, and that each dependency the wheel
+declares is installed at the version ``requirements.lock`` pins.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What the wheel is built from: the package and the data its ``_data/`` links point to
+SOURCES = ("pyproject.toml", "README.md", "evidence_bench", "conf", "collections", "cassettes")
+
+#: The starter project ``evidence-bench init`` writes, as this test writes it while the
+#: installed package has no ``init`` command
+MY_EXPERIMENT = """\
+# @package _global_
+# My ranker against the default, oracle and noisy users, Cranfield through the simulator.
+defaults:
+  - /policy@policies.oracle: oracle
+  - /policy@policies.noisy: noisy
+ranker:
+  _target_: my_ranker.MyRanker
+experiment:
+  name: my_experiment
+  description: MyRanker on the first 10 Cranfield queries, oracle and noisy users.
+  rounds: 1
+  queries: 10
+"""
+MY_RANKER = '''\
+"""My ranker: results the user marked relevant first, then the provider's order."""
+
+from evidence_bench import Label
+
+
+class MyRanker:
+    name = "my_ranker"
+
+    def rank(self, query, candidates, feedback):
+        pulled = [c for c in candidates if feedback.get(c.key) in (Label.MORE, Label.RELEVANT)]
+        return pulled + [c for c in candidates if c not in pulled]
+'''
+WORSE_RANKER = '''\
+"""A ranker deliberately worse than any: the provider's list backwards."""
+
+
+class WorseRanker:
+    name = "worse_ranker"
+
+    def rank(self, query, candidates, feedback):
+        return list(reversed(candidates))
+'''
+
+LOCKED = """\
+import sys
+from importlib.metadata import distribution, version
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+import evidence_bench
+
+fresh = Path(sys.argv[1]).resolve()
+assert Path(evidence_bench.__file__).resolve().is_relative_to(fresh), evidence_bench.__file__
+dist = distribution("evidence_bench")
+assert Path(str(dist.locate_file(""))).resolve().is_relative_to(fresh), dist
+lock = {}
+for line in Path(sys.argv[2]).read_text().splitlines():
+    name, _, pinned = line.partition("==")
+    if pinned:
+        lock[name.strip().lower().replace("_", "-")] = pinned.split(";")[0].strip()
+for text in dist.requires or []:
+    requirement = Requirement(text)
+    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+        continue
+    name = requirement.name.lower().replace("_", "-")
+    assert name in lock, f"{name} is not pinned in requirements.lock"
+    assert version(name) == lock[name], (name, version(name), lock[name])
+    assert requirement.specifier.contains(lock[name], prereleases=True), (text, lock[name])
+print("ok")
+"""
+
+
+def _run(
+    argv: Sequence[str | Path], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, f"{done.args}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def _wheel(tmp: Path, env: dict[str, str]) -> Path:
+    """The wheel built from a copy of the checkout (a build writes ``build/`` beside it)."""
+    source = tmp / "source"
+    source.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(
+                ROOT / name,
+                source / name,
+                symlinks=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    out = tmp / "dist"
+    _ok(_run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+              "--no-build-isolation", "--no-index", "-w", out, "."], source, env))  # fmt: skip
+    (wheel,) = out.glob("evidence_bench-*.whl")
+    return wheel
+
+
+def _fresh_venv(tmp: Path, wheel: Path, env: dict[str, str]) -> Path:
+    """A venv holding the wheel, its dependencies the dev venv's (through a ``.pth``)."""
+    venv = tmp / "fresh"
+    _ok(_run([sys.executable, "-m", "venv", "--without-pip", venv], tmp, env))
+    python = venv / "bin" / "python"
+    _ok(_run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
+              "--no-deps", "--no-index", "--no-compile", wheel], tmp, env))  # fmt: skip
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = Path(_ok(_run([python, "-c", where], tmp, env)).strip())
+    (purelib / "dev_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return venv
+
+
+def _starter_project(project: Path, bench: Path, env: dict[str, str]) -> str:
+    """The user's project: ``evidence-bench init`` where the package has it, else the
+    starter files written here (which one ran is returned)."""
+    done = _run([bench, "init", project], project.parent, env)
+    if done.returncode == 0:
+        return "init"
+    assert "init" in done.stderr  # the command is unknown to this package: write its files
+    (project / "conf" / "experiment").mkdir(parents=True)
+    (project / "conf" / "experiment" / "my_experiment.yaml").write_text(MY_EXPERIMENT)
+    (project / "my_ranker.py").write_text(MY_RANKER)
+    (project / "baselines").mkdir()
+    return "written"
+
+
+@pytest.mark.slow
+def test_the_wheel_gates_a_users_ranker_from_an_empty_directory(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    wheel = _wheel(tmp_path, env)
+    venv = _fresh_venv(tmp_path, wheel, env)
+    python, bench = venv / "bin" / "python", venv / "bin" / "evidence-bench"
+    (tmp_path / "locked.py").write_text(LOCKED)
+    checked = [python, tmp_path / "locked.py", venv, ROOT / "requirements.lock"]
+    assert _ok(_run(checked, tmp_path, env)) == "ok\n"
+
+    project = tmp_path / "project"
+    project.mkdir()
+    _starter_project(project, bench, env)
+    (project / "worse_ranker.py").write_text(WORSE_RANKER)
+    run = [bench, "run", "+experiment=my_experiment", "progress=false"]
+    runs = project / "runs" / "my_experiment"
+    _ok(_run(run, project, env))
+    assert (runs / "latest" / "report.html").is_file()  # rendered from the packaged templates
+    check = [bench, "check", runs / "latest", "--baseline", "baselines/my_experiment.yaml"]
+    _ok(_run([*check, "--update"], project, env))
+    assert "PASS" in _ok(_run(check, project, env))
+
+    _ok(_run([*run, "report=false", "ranker._target_=worse_ranker.WorseRanker"], project, env))
+    failed = _run([*check, "--junit", "junit.xml"], project, env)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert failed.stdout.startswith("FAIL: ")
+    suite = ET.parse(project / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and int(suite.get("failures", "0")) > 0
+    failures = [case.find("failure") for case in suite.iter("testcase")]
+    message = next(f for f in failures if f is not None).get("message", "")
+    assert message.startswith("nDCG@10 ") and "baseline" in message
+    assert (runs / "latest").resolve().is_relative_to(project.resolve())  # not the package's
