@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ import pytest
 
 from evidence_bench.collections.beir import Collection, load_collection
 from evidence_bench.web import saved_index
-from evidence_bench.web.bm25 import BM25Index
+from evidence_bench.web.bm25 import INDEX_FORMAT, BM25Index
 from evidence_bench.web.saved_index import CACHE_ENV, collection_index, index_directory
 from tests.conftest import write_tiny_collection
 
@@ -87,7 +88,7 @@ def test_a_saved_index_is_reused_by_the_next_run(
     collection = load_collection(write_tiny_collection(tmp_path / "tiny"))
     first = collection_index(collection)
     directory = index_directory(collection)
-    assert directory == tmp_path / "cache" / "bm25" / f"{collection.checksum}-v1"
+    assert directory == tmp_path / "cache" / "bm25" / f"{collection.checksum}-v{INDEX_FORMAT}"
     assert directory.is_dir() and sorted(os.listdir(directory.parent)) == [directory.name]
 
     def never(_collection: Collection) -> BM25Index:
@@ -109,19 +110,67 @@ def test_another_collection_has_its_own_saved_index(
     assert len(os.listdir(tmp_path / "cache" / "bm25")) == 2
 
 
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-4])
+
+
+def _one_byte_changed(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01  # the last posting's term frequency: the shapes still fit together
+    path.write_bytes(bytes(data))
+
+
+def _not_an_array(path: Path) -> None:
+    path.write_bytes(b"not an array")
+
+
+@pytest.mark.parametrize(
+    ("file", "damage"),
+    [
+        ("docs.npy", _not_an_array),
+        ("tf.npy", _truncated),
+        ("tf.npy", _one_byte_changed),
+        ("terms.txt", _one_byte_changed),
+        ("index.json", _truncated),
+        ("index.json", lambda path: path.write_text("[]")),
+    ],
+)
 def test_a_damaged_saved_index_is_built_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    file: str, damage: Callable[[Path], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     collection = load_collection(write_tiny_collection(tmp_path / "tiny"))
-    expected = collection_index(collection).search("shock wave", 10)
+    expected = [
+        collection_index(collection).search(q.text, 48) for q in collection.queries.values()
+    ]
     directory = index_directory(collection)
     assert directory is not None
-    (directory / "docs.npy").write_bytes(b"not an array")
-    assert collection_index(collection).search("shock wave", 10) == expected
-    assert BM25Index.load(directory, list(collection.documents)).search("shock wave", 10) == (
-        expected
-    )
+    damage(directory / file)
+    with pytest.raises(ValueError, match=r"index|not the file"):
+        BM25Index.load(directory, list(collection.documents))
+    again = collection_index(collection)
+    assert [again.search(q.text, 48) for q in collection.queries.values()] == expected
+    reloaded = BM25Index.load(directory, list(collection.documents))  # saved whole again
+    assert [reloaded.search(q.text, 48) for q in collection.queries.values()] == expected
+
+
+def test_a_changed_collection_never_loads_the_old_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    root = write_tiny_collection(tmp_path / "tiny")
+    before = load_collection(root)
+    assert collection_index(before).search("wingspan", 5) == []
+    corpus = root / "corpus.jsonl"
+    lines = corpus.read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    lines[0] = json.dumps({**first, "text": first["text"] + " wingspan"}) + "\n"
+    corpus.write_text("".join(lines))  # same documents, one word more in the first
+    after = load_collection(root)
+    assert after.checksum != before.checksum
+    assert index_directory(after) != index_directory(before)
+    assert [doc for doc, _ in collection_index(after).search("wingspan", 5)] == [first["_id"]]
+    assert collection_index(before).search("wingspan", 5) == []  # the old one is its own
 
 
 def test_no_cache_directory_saves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,9 +25,11 @@ maps them back into memory without reading them.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -223,12 +225,17 @@ class BM25Index:
 
     def save(self, directory: Path) -> None:
         """Write the index's arrays and vocabulary into ``directory`` (which must exist):
-        what :meth:`load` reads back, memory-mapped."""
+        what :meth:`load` reads back, memory-mapped. ``index.json``, written last, holds
+        each file's size and sha256, which :meth:`load` checks."""
         for name in _ARRAYS:
             np.save(directory / f"{name}.npy", getattr(self, f"_{name}"), allow_pickle=False)
         terms = "\n".join(self._term_ids)  # a term is a run of letters or digits: no newline
         (directory / _TERMS).write_text(terms, encoding="utf-8")
-        meta = {"format": INDEX_FORMAT, "k1": self.k1, "b": self.b, "documents": len(self)}
+        files = {file: _file_digest(directory / file) for file in _FILES}
+        meta = {
+            "format": INDEX_FORMAT, "k1": self.k1, "b": self.b, "documents": len(self),
+            "files": files,
+        }  # fmt: skip
         (directory / _META).write_text(json.dumps(meta), encoding="utf-8")
 
     @classmethod
@@ -236,10 +243,20 @@ class BM25Index:
         """The index :meth:`save` wrote into ``directory``, over documents ``doc_ids`` (in
         the saved order), its postings memory-mapped (pages shared by every process that
         reads them). ValueError or OSError when the files are not a whole index of this
-        format over as many documents."""
-        meta = json.loads((directory / _META).read_text(encoding="utf-8"))
+        format over as many documents, or any file's size or sha256 is not the one saved
+        (a truncated or damaged file is never used)."""
+        try:
+            meta = json.loads((directory / _META).read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{directory / _META}: not the index's JSON ({exc})") from exc
+        if not isinstance(meta, dict):
+            raise ValueError(f"{directory / _META}: not the index's JSON")
         if meta.get("format") != INDEX_FORMAT or meta.get("documents") != len(doc_ids):
             raise ValueError(f"{directory}: not an index of format {INDEX_FORMAT} over these")
+        files = meta.get("files")
+        for file in _FILES:
+            if not isinstance(files, dict) or files.get(file) != _file_digest(directory / file):
+                raise ValueError(f"{directory / file}: not the file the index saved")
         index = cls.__new__(cls)
         _check_parameters(meta["k1"], meta["b"])
         index.k1, index.b, index.analyzer = float(meta["k1"]), float(meta["b"]), tokenize
@@ -334,14 +351,24 @@ class BM25Index:
 _BLOCK = 8192
 _NARROW_TF = np.iinfo(np.uint16).max
 #: The saved index's layout; another number is never read (it is built again).
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 _ARRAYS = ("ptr", "docs", "tf", "lengths", "tie_rank")
 _TERMS, _META = "terms.txt", "index.json"
+_FILES = (*(f"{name}.npy" for name in _ARRAYS), _TERMS)
 
 
 def _check_parameters(k1: float, b: float) -> None:
     if k1 < 0 or not 0 <= b <= 1:
         raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1 (got k1={k1}, b={b})")
+
+
+def _file_digest(path: Path) -> dict[str, Any]:
+    """A file's size and sha256, read a block at a time."""
+    with path.open("rb") as handle:
+        return {
+            "bytes": os.fstat(handle.fileno()).st_size,
+            "sha256": hashlib.file_digest(handle, "sha256").hexdigest(),
+        }
 
 
 def _appending(pairs: Iterable[tuple[str, str]], ids: list[str]) -> Iterator[tuple[str, str]]:
