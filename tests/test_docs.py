@@ -21,8 +21,8 @@ from types import ModuleType
 import pytest
 
 import evidence_bench
-from evidence_bench import __main__ as harness
 from evidence_bench import cli
+from evidence_bench import commands as harness
 from evidence_bench.engine.base import Label
 from evidence_bench.livefetch import _cli as livefetch_cli
 
@@ -48,21 +48,30 @@ def _pages() -> dict[str, str]:
 
 def _usage_commands() -> list[str]:
     """The commands ``python -m evidence_bench --help`` lists."""
-    block = harness.USAGE.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+    block = harness.usage().split("commands:\n", 1)[1].split("\n\n", 1)[0]
     return [line.split()[0] for line in block.splitlines() if line.strip()]
+
+
+def _reference_commands() -> list[str]:
+    """The commands ``docs/reference/cli.rst`` has a section for, in its order."""
+    page = (DOCS / "reference" / "cli.rst").read_text()
+    return re.findall(r"^\.\. _cli-([a-z]+):\n\n``\1``\n~+$", page, re.MULTILINE)
 
 
 # --- the CLI ---------------------------------------------------------------------------------
 
 
-def test_the_usage_lists_every_command_the_harness_dispatches(
+def test_the_usage_the_error_and_the_reference_list_the_registrys_commands(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    registry = [command.name for command in harness.COMMANDS]
     with pytest.raises(SystemExit):
         harness.main(["no-such-command"])
     dispatched = capsys.readouterr().err.split("commands: ", 1)[1].strip()
-    assert _usage_commands() == dispatched.split(", ")
-    assert _usage_commands() == [
+    assert dispatched.split(", ") == registry
+    assert _usage_commands() == registry
+    assert _reference_commands() == registry
+    assert registry == [
         "run", "record", "serve", "report", "gather", "export", "check", "livefetch",
         "pool", "assess",
     ]  # fmt: skip
@@ -87,7 +96,7 @@ def test_the_cli_reference_is_generated_from_the_commands_themselves() -> None:
     page = (DOCS / "reference" / "cli.rst").read_text()
     cliref = _extension("cliref")
     for directive in (
-        "literal-of:: evidence_bench.__main__:USAGE",
+        "literal-of:: evidence_bench.commands:usage",
         "help-of:: evidence_bench.gate:main",
         "argparse-options:: evidence_bench.cli:_parser",
         "literal-of:: evidence_bench.cli:_HELP",

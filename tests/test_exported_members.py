@@ -15,7 +15,7 @@ def test_all_is_sorted_and_complete() -> None:
     public = {name for name in dir(evidence_bench) if not name.startswith("_")}
     modules = {"api", "collections", "web", "engine", "users", "protocol", "errors", "evidence",
                "evaluation", "experiment", "report", "gate", "cli", "seeding",
-               "livefetch", "assess", "runs", "callbacks"}  # fmt: skip
+               "livefetch", "assess", "runs", "callbacks", "commands"}  # fmt: skip
     assert public - modules - set(exported) == set()
     for name in exported:
         assert hasattr(evidence_bench, name), name

@@ -1,4 +1,4 @@
-"""A plain ``run`` composes its config once (``__main__._run_once``) and hands the task
+"""A plain ``run`` composes its config once (``commands._hydra._run_once``) and hands the task
 exactly what ``hydra.main``'s path, which composes it three times, hands it."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-import evidence_bench.__main__ as entry
+import evidence_bench.commands._hydra as entry
 import evidence_bench.experiment.run as run_module
+from evidence_bench.__main__ import main
 
 
 class _Outcome:
@@ -52,7 +53,7 @@ def _seen(
         return used
 
     monkeypatch.setattr(entry, "_run_once", run_once)
-    entry.main(["run", *args])
+    main(["run", *args])
     return seen, used
 
 

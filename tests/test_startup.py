@@ -12,7 +12,7 @@ import pytest
 import evidence_bench
 import evidence_bench.livefetch
 import evidence_bench.web
-from evidence_bench.__main__ import EXPORT_FORMATS
+from evidence_bench.commands.export import EXPORT_FORMATS
 from evidence_bench.experiment.export import ExportFormat
 
 ROOT = Path(__file__).resolve().parents[1]

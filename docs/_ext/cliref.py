@@ -1,7 +1,8 @@
 """The CLI reference, generated from the commands' own usage text and argparse parsers.
 
-- ``.. literal-of:: module:NAME`` prints a string constant (``__main__.USAGE``, the
-  interactive help of ``evidence-fetcher``) as a literal block;
+- ``.. literal-of:: module:NAME`` prints a string constant (the interactive help of
+  ``evidence-fetcher``), or what a function of no arguments returns (the harness's usage,
+  ``evidence_bench.commands:usage``), as a literal block;
 - ``.. help-of:: module:function`` calls ``function(["--help"])`` and prints what it
   printed (argparse's help of ``python -m evidence_bench check``);
 - ``.. argparse-options:: module:factory`` prints the usage and description of the parser
@@ -98,7 +99,8 @@ class LiteralOf(SphinxDirective):
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        return _literal(str(resolve(self.arguments[0])).rstrip("\n"))
+        value = resolve(self.arguments[0])
+        return _literal(str(value() if callable(value) else value).rstrip("\n"))
 
 
 class HelpOf(SphinxDirective):

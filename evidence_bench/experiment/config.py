@@ -21,11 +21,12 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from evidence_bench._resources import packaged
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.experiment.bounds import check_bounds
+from evidence_bench.experiment.catalog import CONF_DIR, search_dirs
 
 __all__ = [
+    "CONF_DIR",
     "ROOT_CONFIG",
     "AnalyzerConf",
     "EvalConf",
@@ -407,32 +408,15 @@ _OPEN = ("ranker", "refiner", "query_set")
 
 #: The root config's name in the ConfigStore: every composition starts from it.
 ROOT_CONFIG = "evidence_bench"
-#: The shipped configs (the checkout's ``conf/``, package data in a wheel)
-CONF_DIR = packaged("conf")
 
 
 def config_dirs(config_dir: str | Path | None = None) -> tuple[Path, ...]:
-    """Where configs are looked up, the first that has one winning: the user's directory
-    (``config_dir``, else ``conf/`` in the working directory if there is one), then the
-    shipped one. So a user's experiments, query sets and policies sit beside the shipped
-    ones, can name them (``defaults: [/policy@policies.oracle: oracle]``) and can shadow them;
-    the user's own ``config.yaml`` there applies over the shipped root (:func:`_store_root`).
-    """
-    if config_dir is None:
-        user = Path("conf")
-        if not user.is_dir():
-            _store_root(None)
-            return (CONF_DIR,)
-    else:
-        user = Path(config_dir).expanduser()
-        if not user.is_dir():
-            raise ConfigurationError(f"--config-dir {config_dir}: no such directory")
-    user = user.resolve()
-    if user == CONF_DIR:
-        _store_root(None)
-        return (CONF_DIR,)
-    _store_root(user)
-    return (user, CONF_DIR)
+    """Where configs are looked up (:func:`~evidence_bench.experiment.catalog.search_dirs`),
+    the first that has one winning; the user's own ``config.yaml`` there applies over the
+    shipped root (:func:`_store_root`)."""
+    dirs = search_dirs(config_dir)
+    _store_root(dirs[0] if len(dirs) > 1 else None)
+    return dirs
 
 
 #: An experiment's name is one directory under ``runs_dir``: a single, plain path component.

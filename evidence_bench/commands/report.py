@@ -1,0 +1,29 @@
+"""``report``: re-render a run's (or a multirun's) report.html from its files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from evidence_bench.commands._common import asks_help, fail
+
+__all__ = ["report_command"]
+
+
+def report_command(argv: list[str]) -> None:
+    usage = "usage: python -m evidence_bench report RUN_DIR"
+    asks_help(argv, usage)
+    if len(argv) != 1:
+        fail(usage, 2)
+    target = Path(argv[0])
+    if not target.is_dir():
+        fail(f"report: {target} is not a directory", 2)
+    from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.report.page import report
+
+    try:
+        path, note = report(target)  # a run directory, or a multirun of them
+    except EvidenceBenchError as exc:
+        fail(str(exc))
+    print(f"report: {note}", file=sys.stderr)  # whether the stored analysis was used, or why not
+    print(f"report: {path}")
