@@ -53,6 +53,8 @@ def test_importing_the_package_imports_none_of_its_dependencies() -> None:
         (["gather", "-h"], "usage: python -m evidence_bench gather SHARD_DIR..."),
         (["export", "--help"], "usage: python -m evidence_bench export"),
         (["serve", "--help"], "usage: python -m evidence_bench serve [collection=<name or path>]"),
+        (["run", "--help"], "usage: python -m evidence_bench run +experiment=NAME"),
+        (["record", "-h"], "usage: python -m evidence_bench record +experiment=NAME"),
     ],
 )
 def test_a_commands_help_answers_before_its_imports(command: list[str], usage: str) -> None:

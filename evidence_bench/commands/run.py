@@ -10,19 +10,29 @@ from pathlib import Path
 from typing import Any
 
 from evidence_bench.commands._common import fail
-from evidence_bench.commands._hydra import collecting, hydra_task, resolved
+from evidence_bench.commands._help import asks_for_help, print_help
+from evidence_bench.commands._hydra import collecting, config_dir_option, hydra_task, resolved
 
 __all__ = ["record_command", "run_command"]
 
 
 def run_command(argv: list[str]) -> None:
     """``run +experiment=NAME [overrides]``."""
+    _answer_help("run", argv)
     hydra_task(_run, argv)
 
 
 def record_command(argv: list[str]) -> None:
     """``record +experiment=NAME [overrides]``."""
+    _answer_help("record", argv)
     hydra_task(_record, argv)
+
+
+def _answer_help(command: str, argv: list[str]) -> None:
+    """``--help``: the experiments, or the chosen one's knobs (:mod:`._help`), and exit."""
+    if asks_for_help(argv):
+        rest, config_dir = config_dir_option(argv)
+        print_help(command, rest, config_dir)
 
 
 def _run(cfg: Any) -> None:
