@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evidence_bench.collections.beir import Collection, Document, Query, load_collection
+from evidence_bench.collections.beir import Collection, Corpus, Document, Query, load_collection
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
 
@@ -348,3 +348,29 @@ def test_the_corpus_is_read_a_line_at_a_time(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert len(collection.documents) == 20_000
     assert peak - held < size / 3, (peak - held, size)  # whole: about 3.5 times size
+
+
+def test_a_corpus_gives_back_every_document_as_it_was_read(tmp_path: Path) -> None:
+    docs = [
+        Document("b", "Ünïcode — title", "text with \u2028 a line separator and 日本語"),
+        Document("a", "", ""),
+        Document("10", "lone \ud800 surrogate", ""),
+        Document("2", "", "only text\nover two lines"),
+    ]
+    corpus = Corpus(docs)
+    assert list(corpus) == ["b", "a", "10", "2"]  # file order, not sorted
+    assert [corpus[d.doc_id] for d in docs] == docs
+    assert list(corpus.values()) == docs and len(corpus) == 4
+    assert corpus == {d.doc_id: d for d in docs}
+    assert "a" in corpus and "c" not in corpus and corpus.get("c") is None
+    with pytest.raises(KeyError):
+        corpus["c"]
+    lines = [{"_id": d.doc_id, "title": d.title, "text": d.text} for d in docs]
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "corpus.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "1", "text": "x"}) + "\n")
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n1\tb\t1\n")
+    loaded = load_collection(root)
+    assert isinstance(loaded.documents, Corpus)
+    assert list(loaded.documents.values()) == docs

@@ -21,7 +21,8 @@ import hashlib
 import json
 import re
 import warnings
-from collections.abc import Container, Iterable, Iterator
+from array import array
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,7 +32,15 @@ from urllib.parse import quote, unquote
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
 
-__all__ = ["Collection", "Document", "Query", "is_web_id", "load_collection", "read_judgments"]
+__all__ = [
+    "Collection",
+    "Corpus",
+    "Document",
+    "Query",
+    "is_web_id",
+    "load_collection",
+    "read_judgments",
+]
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -55,6 +64,50 @@ class Document:
     text: str
 
 
+class Corpus(Mapping[str, Document]):
+    """A collection's documents by ``doc_id``, in file order, held compactly: every title
+    and text in one UTF-8 buffer, each decoded into a :class:`Document` when it is asked
+    for. A document costs its bytes, its id and two offsets, where a dict of documents
+    holds three more objects for each."""
+
+    def __init__(self, documents: Iterable[Document] = ()) -> None:
+        """``documents`` in order; a repeated ``doc_id`` keeps the last."""
+        self._rows: dict[str, int] = {}
+        self._buffer = bytearray()
+        #: document ``i``'s title is ``_buffer[_bounds[2i]:_bounds[2i + 1]]``, its text runs
+        #: from there to ``_bounds[2i + 2]``
+        self._bounds = array("q", [0])
+        for document in documents:
+            self._add(document)
+
+    def _add(self, document: Document) -> None:
+        buffer, bounds = self._buffer, self._bounds
+        self._rows[document.doc_id] = len(bounds) // 2
+        buffer += document.title.encode("utf-8", "surrogatepass")
+        bounds.append(len(buffer))
+        buffer += document.text.encode("utf-8", "surrogatepass")
+        bounds.append(len(buffer))
+
+    def __getitem__(self, doc_id: str) -> Document:
+        row = self._rows[doc_id]
+        start, middle, end = self._bounds[2 * row : 2 * row + 3]
+        buffer = self._buffer
+        return Document(
+            doc_id,
+            buffer[start:middle].decode("utf-8", "surrogatepass"),
+            buffer[middle:end].decode("utf-8", "surrogatepass"),
+        )
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """One query (topic) of a collection."""
@@ -76,7 +129,7 @@ class Collection:
     """
 
     name: str
-    documents: dict[str, Document] = field(repr=False)
+    documents: Mapping[str, Document] = field(repr=False)
     queries: dict[str, Query] = field(repr=False)
     qrels: dict[str, dict[str, int]] = field(repr=False)
     path: Path | None = None
@@ -181,14 +234,14 @@ def load_collection(
     # Each file is read a line at a time and hashed as it passes (the checksum is of the
     # three files' bytes in this order): its bytes and lines are never held whole.
     digest = hashlib.sha256()
-    documents = {
-        doc_id: Document(
+    documents = Corpus(
+        Document(
             doc_id,
             _text_field(record, "title", corpus_file, n),
             _text_field(record, "text", corpus_file, n),
         )
         for n, doc_id, record in _records(corpus_file, digest, "document")
-    }
+    )
     queries = {
         query_id: Query(query_id, _text_field(record, "text", queries_file, n, required=True))
         for n, query_id, record in _records(queries_file, digest, "query")
