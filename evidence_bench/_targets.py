@@ -115,12 +115,20 @@ def call_params(
     return tuple(params)
 
 
-def build(where: str, target: str, params: tuple[tuple[str, Any], ...]) -> Any:
+def build(
+    where: str,
+    target: str,
+    params: tuple[tuple[str, Any], ...],
+    given: Mapping[str, Any] | None = None,
+) -> Any:
     """``target`` called with ``params`` (lists, which a frozen config holds as tuples,
-    as lists again)."""
+    as lists again), and with those of ``given`` (what the harness offers, such as the
+    collection) its signature takes."""
     factory = locate(where, target)
+    taken = _taken(factory)
+    offered = {k: v for k, v in (given or {}).items() if taken is None or k in taken}
     try:
-        return factory(**{key: thawed(value) for key, value in params})
+        return factory(**{key: thawed(value) for key, value in params}, **offered)
     except Exception as exc:  # the user's constructor refused its parameters
         raise ConfigurationError(f"{where}.{TARGET}={target}: {type(exc).__name__}: {exc}") from exc
 

@@ -30,6 +30,7 @@ from tests.conftest import exported
 TOY = '''
 """Toy parts of a user's own."""
 from evidence_bench.engine.base import Label, RefinedQuery
+from evidence_bench.evidence import Evidence
 from evidence_bench.users.policies import LabelKind, Mark
 
 PULL = (Label.MORE, Label.RELEVANT)
@@ -119,6 +120,24 @@ class FirstOnly:
 class Inventor(FirstOnly):
     def judge(self, *, query_id, round, displayed, judgments, examined):
         return [Mark("https://elsewhere.example/", Label.RELEVANT)]
+
+
+class FirstDocs:
+    """Answers every search with the collection's documents from ``shift`` on, in its order."""
+
+    def __init__(self, collection, shift=0):
+        self.collection = collection
+        self.shift = shift
+
+    def search(self, query, *, limit):
+        docs = self.collection.documents
+        ids = list(docs)[self.shift : self.shift + limit]
+        return [Evidence(docs[i].title, self.collection.url_for(i), docs[i].text[:80]) for i in ids]
+
+
+class TooMany(FirstDocs):
+    def search(self, query, *, limit):
+        return super().search(query, limit=limit + 1)
 
 
 def broken(**kwargs):
@@ -372,6 +391,31 @@ def test_a_users_simulated_user_marks_as_it_says(user_code: Path) -> None:
     assert set(round_one["rank"]) == {1}  # the first result shown
 
 
+def test_a_users_search_provider_answers_every_search(user_code: Path) -> None:
+    from evidence_bench.collections.beir import load_collection
+
+    run = _run(
+        user_code,
+        "search_provider._target_=toy.FirstDocs",
+        "search_provider.shift=3",
+        "experiment.queries=3",
+    )
+    exported(run, "trec")
+    cranfield = load_collection(packaged("collections/cranfield"))
+    # by hand: every query's first page is the collection's documents 4 to 23, in file order
+    first_page = [cranfield.url_for(doc_id) for doc_id in list(cranfield.documents)[3:23]]
+    initial = _trec(run, "c00.oracle.r0.initial.run.gz")
+    assert len(initial) == 3
+    assert all(_ordered(docs) == first_page for docs in initial.values())
+    expected = _by_pytrec_eval(run, "c00.oracle.r0.initial.run.gz")
+    frame = pd.read_parquet(run / "scores.parquet")
+    rows = frame[(frame["stage"] == "initial") & (frame["eval_mode"] == "full")
+                 & (frame["measure"] == "nDCG@10") & (frame["round"] == 0)]  # fmt: skip
+    found = dict(zip(rows["query_id"].astype(str), rows["value"], strict=True))
+    assert found == pytest.approx(expected, abs=1e-9)
+    assert json.loads((run / "manifest.json").read_text())["replay"]["replayed"] == 0
+
+
 # --- what the plan refuses, in one line ---------------------------------------------------------
 
 _NO_RANK = "no method rank(query, candidates, feedback)"
@@ -414,6 +458,19 @@ _NO_RANK = "no method rank(query, candidates, feedback)"
             "judge(*, query_id, round, displayed, judgments, examined)",
         ),
         (
+            ["search_provider._target_=toy.Reverse"],
+            "search_provider._target_=toy.Reverse: no method search(query, *, limit)",
+        ),
+        (
+            [
+                "search_provider._target_=toy.FirstDocs",
+                "ranker.evidence=page",
+                "ranker.idf=background",
+            ],
+            "search_provider: idf=background reads the cassettes' first pages; "
+            "use idf=candidates with a search provider of your own",
+        ),
+        (
             ["+experiment.grid={k1:[1.0,2.0]}", "ranker._target_=toy.MarkedFirst"],
             "ranker.k1=1.0: toy.MarkedFirst takes no parameter 'k1' (it takes: weight)",
         ),
@@ -454,6 +511,11 @@ def test_the_command_line_says_it_in_one_line_and_exits_1(user_code: Path) -> No
             ["ranker._target_=toy.Drops"],
             "ranker._target_=toy.Drops: rank() for query '{query}' returned 19 of the 20 "
             "candidates (it must return all)",
+        ),
+        (
+            ["search_provider._target_=toy.TooMany"],
+            "search_provider._target_=toy.TooMany: search() for query '{query}' returned 21 "
+            "results (limit=20)",
         ),
         (
             ["~policies.oracle", "+policy@policies.bad=inventor"],

@@ -38,6 +38,7 @@ __all__ = [
     "RefinerConf",
     "ReplayConf",
     "RunConf",
+    "SearchProviderConf",
     "TuneConf",
     "check_config",
     "compose",
@@ -124,6 +125,16 @@ class RankerConf:
     #: tfidf_rocchio: where idf comes from: candidates (the results it ranks) or background
     #: (the pages of every query's first results plus the candidates; engine/background.py).
     idf: str = "candidates"
+
+
+@dataclass
+class SearchProviderConf:
+    """A search provider of your own: every search of a run (the first, the deeper list, each
+    expansion) asks it instead of the cassettes and the simulator."""
+
+    #: ``module.Class`` (or a function), called with the keys of this node it takes, and
+    #: with ``collection`` (the query set's) if it takes one; null: the cassettes.
+    _target_: str | None = None
 
 
 @dataclass
@@ -316,6 +327,8 @@ class RunConf:
     pages: PagesConf = field(default_factory=PagesConf)
     #: The provider ``record`` talks to: ``simulator`` (loopback) or ``brave_live``.
     provider: str = "simulator"
+    #: A search provider of your own, asked by ``run`` instead of the cassettes.
+    search_provider: SearchProviderConf = field(default_factory=SearchProviderConf)
     #: Feedback rounds ``record`` captures (0: all rounds of the experiment).
     record_rounds: int = 1
     #: Record the provider's next pages for the equal-depth controls too.
@@ -404,7 +417,7 @@ def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 #: The nodes that take keys no schema declares when they name a ``_target_``; the schema's
 #: own keys keep their types, and :func:`check_config` refuses another key without one.
-_OPEN = ("ranker", "refiner", "query_set")
+_OPEN = ("ranker", "refiner", "query_set", "search_provider")
 
 #: The root config's name in the ConfigStore: every composition starts from it.
 ROOT_CONFIG = "evidence_bench"

@@ -14,7 +14,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from evidence_bench._targets import TARGET
+from evidence_bench._targets import TARGET, frozen
+from evidence_bench.collections.queryset import load_query_set
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evaluation.measures import Measure, parse_measure
 from evidence_bench.experiment.components import (
@@ -24,7 +25,13 @@ from evidence_bench.experiment.components import (
     engine_config,
     make_user,
 )
-from evidence_bench.experiment.config import RankerConf, RefinerConf, check_config
+from evidence_bench.experiment.config import (
+    RankerConf,
+    RefinerConf,
+    SearchProviderConf,
+    check_config,
+)
+from evidence_bench.experiment.targets import is_users, part_params, user_provider
 from evidence_bench.protocol.stages import EVAL_MODES
 from evidence_bench.web.cassettes import OnMiss
 from evidence_bench.web.pages import check_failure_rate
@@ -101,6 +108,9 @@ class RunPlan:
 
     #: ``pages.failure_rate``: the share of pages the simulator fails (evidence=page|both)
     page_failure_rate: float = 0.05
+    #: ``search_provider``: the user's provider asked instead of the cassettes, as its
+    #: ``_target_`` and parameters (None: the cassettes)
+    search_provider: tuple[str, tuple[tuple[str, Any], ...]] | None = None
 
     @property
     def reads_pages(self) -> bool:
@@ -212,6 +222,7 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
         raise ConfigurationError(
             f"shard={shard} must be between 0 and {shards - 1} (shards={shards})"
         )
+    search_provider = _search_provider(cfg, engines)
     return RunPlan(
         experiment=str(experiment["name"]),
         query_set=dict(cfg["query_set"]),
@@ -235,7 +246,27 @@ def plan_run(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) -> 
         seeds=tuple(seeds),
         variants=variants,
         page_failure_rate=check_failure_rate((cfg.get("pages") or {}).get("failure_rate", 0.05)),
+        search_provider=search_provider,
     )
+
+
+def _search_provider(
+    cfg: Mapping[str, Any], engines: Sequence[EngineConfig]
+) -> tuple[str, tuple[tuple[str, Any], ...]] | None:
+    """The user's search provider, built and checked now (None: the cassettes answer)."""
+    conf = cfg.get("search_provider") or {}
+    if not is_users(conf):
+        return None
+    if any(engine.uses_background for engine in engines):
+        raise ConfigurationError(
+            "search_provider: idf=background reads the cassettes' first pages; "
+            "use idf=candidates with a search provider of your own"
+        )
+    target = str(conf[TARGET])
+    params = frozen(part_params("search_provider", conf, SearchProviderConf, ()))
+    collection = load_query_set(cfg["query_set"], limit=None).collection
+    user_provider(target, params, collection)  # a bad target fails now, naming the key
+    return target, params
 
 
 def _int_list(values: Any, key: str, *, low: int, high: int | None = None) -> list[int]:

@@ -55,6 +55,7 @@ from evidence_bench.experiment.components import (
 from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
 from evidence_bench.experiment.memo import QueryMemo
 from evidence_bench.experiment.plan import RunPlan, deep_limit
+from evidence_bench.experiment.targets import user_provider
 from evidence_bench.protocol.episode import EpisodeResult, Judgments
 from evidence_bench.runs.store import (
     EpisodeRound,
@@ -202,6 +203,8 @@ class ReplayWorker:
     users: list[tuple[str, UserPolicy]]
     #: the page cassette, where some engine config reads pages
     pages: PageStore | None = None
+    #: the user's search provider (``search_provider``), asked instead of the cassettes
+    search: SearchProvider | None = None
 
 
 _WORKER: ReplayWorker | None = None
@@ -241,7 +244,11 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
         if pages is not None and plan.uses_background:
             background = first_page_background(plan, store, pages)
         engines = engine_parts(plan, pages=pages, background=background)
-        _WORKER = ReplayWorker(plan, query_set, store, engines, plan_users(plan), pages)
+        search = None
+        if plan.search_provider is not None:
+            search = user_provider(*plan.search_provider, collection)
+        users = plan_users(plan)
+        _WORKER = ReplayWorker(plan, query_set, store, engines, users, pages, search)
     return _WORKER
 
 
@@ -412,12 +419,13 @@ class ReplayedQuery:
 
 def replay_query(worker: ReplayWorker, query_id: str, client: httpx.Client) -> ReplayedQuery:
     """Ask the initial and the deepened search of ``query_id`` through ``client`` (a replay
-    transport of the worker's cassette store)."""
+    transport of the worker's cassette store), or of the user's search provider."""
     plan = worker.plan
     query = worker.query_set.queries[query_id]
     grades = worker.query_set.qrels[query_id]
     provider = MemoProvider(
-        BraveProvider(
+        worker.search
+        or BraveProvider(
             "replay",
             base_url=REPLAY_BASE_URL,
             http_client=client,

@@ -1,19 +1,23 @@
-"""A ranker, refiner or simulated user from the user's code: a config's ``_target_``.
+"""A ranker, refiner, simulated user or search provider from the user's code: a config's
+``_target_``.
 
 ``ranker: {_target_: my_ranker.MyRanker, k1: 1.2}`` (or the override
-``ranker._target_=my_ranker.MyRanker``), ``refiner: {_target_: ...}``,
-``policies.mine: {_target_: ...}``. At plan time the target is imported and called with the
-keys of its config that its signature takes (:mod:`evidence_bench._targets`), and what it
-returns is checked against the protocol of its seam: :class:`~evidence_bench.engine.base.
-Ranker`, :class:`~evidence_bench.engine.base.Refiner`, :class:`~evidence_bench.users.
-policies.UserPolicy`. A user part's effective parameters are its config: two configs giving
-one target the same parameters are aliases, as for the shipped parts.
+``ranker._target_=my_ranker.MyRanker``), ``refiner: {_target_: ...}``, a policy's
+``_target_``, ``search_provider: {_target_: ...}``. At plan time the target is imported and
+called with the keys of its config that its signature takes (:mod:`evidence_bench._targets`),
+and what it returns is checked against the protocol of its seam:
+:class:`~evidence_bench.engine.base.Ranker`, :class:`~evidence_bench.engine.base.Refiner`,
+:class:`~evidence_bench.users.policies.UserPolicy`,
+:class:`~evidence_bench.engine.base.SearchProvider`. A user part's effective parameters are
+its config: two configs giving one target the same parameters are aliases, as for the
+shipped parts.
 
 The part runs inside a guard that holds it to its protocol's contract on every call (a
-ranking is a permutation of the candidates, a refiner returns a
-:class:`~evidence_bench.engine.base.RefinedQuery`, a user marks only displayed results it
-had not examined), so a broken part stops the run naming its key instead of skewing a
-number. A ranker's no-feedback control is the same ranker given empty feedback.
+ranking is a permutation of the candidates, a search answers at most ``limit`` distinct
+results, a refiner returns a :class:`~evidence_bench.engine.base.RefinedQuery`, a user marks
+only displayed results it had not examined), so a broken part stops the run naming its key
+instead of skewing a number. A ranker's no-feedback control is the same ranker given empty
+feedback.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from evidence_bench._targets import TARGET, build, call_params, check_protocol
-from evidence_bench.engine.base import Feedback, Label, Ranker, RefinedQuery, Refiner
+from evidence_bench.collections.beir import Collection
+from evidence_bench.engine.base import (
+    Feedback,
+    Label,
+    Ranker,
+    RefinedQuery,
+    Refiner,
+    SearchProvider,
+)
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 from evidence_bench.users.policies import LabelKind, Mark, UserPolicy
@@ -34,12 +46,14 @@ __all__ = [
     "USER_KEYS",
     "USER_OFFERED",
     "UserJudge",
+    "UserProvider",
     "UserRanker",
     "UserRefiner",
     "is_users",
     "part_params",
     "schema_defaults",
     "user_judge",
+    "user_provider",
     "user_ranker",
     "user_refiner",
 ]
@@ -223,3 +237,42 @@ def user_judge(where: str, target: str, params: tuple[tuple[str, Any], ...]) -> 
     user = build(where, target, params)
     check_protocol(where, target, user, UserPolicy)
     return UserJudge(user, where, target)
+
+
+@dataclass(frozen=True, eq=False)
+class UserProvider:
+    """A user's search provider held to :class:`~evidence_bench.engine.base.SearchProvider`'s
+    contract: at most ``limit`` results, each an :class:`Evidence` and each once."""
+
+    inner: SearchProvider
+    target: str
+
+    def search(self, query: str, *, limit: int) -> list[Evidence]:
+        """The inner provider's results, checked, ``rank`` renumbered 1..n."""
+        results = self.inner.search(query, limit=limit)
+        at = f"{_at('search_provider', self.target)}: search() for query {query!r}"
+        if not isinstance(results, Sequence) or not all(
+            isinstance(item, Evidence) for item in results
+        ):
+            raise ConfigurationError(f"{at} did not return a list of Evidence")
+        if len(results) > limit:
+            raise ConfigurationError(f"{at} returned {len(results)} results (limit={limit})")
+        seen: set[str] = set()
+        for item in results:
+            if item.key in seen:
+                raise ConfigurationError(f"{at} returned {item.url!r} twice")
+            seen.add(item.key)
+        return [
+            item if item.rank == rank else replace(item, rank=rank)
+            for rank, item in enumerate(results, start=1)
+        ]
+
+
+def user_provider(
+    target: str, params: tuple[tuple[str, Any], ...], collection: Collection
+) -> SearchProvider:
+    """The user's search provider ``target``, built with ``params`` (and the query set's
+    ``collection`` where it takes one), checked and guarded."""
+    provider = build("search_provider", target, params, {"collection": collection})
+    check_protocol("search_provider", target, provider, SearchProvider)
+    return UserProvider(provider, target)
