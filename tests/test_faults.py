@@ -177,7 +177,7 @@ CASES = [
     _param("unknown top key", lambda t: Invocation(smoke_args(t, "+bogus_key=1")),
            "bogus_key: unknown config key (valid: query_set, ranker,"),
     _param("unknown ranker key", lambda t: Invocation(smoke_args(t, "+ranker.foo=1")),
-           "ranker.foo: unknown config key (valid: name, alpha,"),
+           "ranker.foo: unknown config key (valid: name, _target_, alpha,"),
     _param("unknown policy key", lambda t: Invocation(smoke_args(t, "+policies.oracle.foo=1")),
            "policies.oracle.foo: unknown config key (valid: kind,"),
     _param("negative workers", lambda t: Invocation(smoke_args(t, "workers=-1")),

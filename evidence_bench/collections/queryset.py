@@ -21,6 +21,7 @@ from evidence_bench._resources import PACKAGED, packaged
 from evidence_bench._targets import TARGET, build, call_params, frozen
 from evidence_bench.collections.beir import (
     Collection,
+    Corpus,
     Document,
     Query,
     is_web_id,
@@ -206,7 +207,7 @@ def loaded_collection(name: str, target: str, found: object) -> Collection:
                     f"{grade!r}, not an integer"
                 )
         qrels[str(query_id)] = {str(doc_id): grade for doc_id, grade in grades.items()}
-    return Collection(name, documents, queries, qrels)
+    return Collection(name, Corpus(documents.values()), queries, qrels)
 
 
 def _query_set_collection(conf: Mapping[str, Any], name: str) -> tuple[Collection, str]:
