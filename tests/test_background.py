@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class NoPages:
-    def page_text(self, url: str) -> str | None:
-        return None  # every page failed: each result is read as its snippet
+    def page_texts(self, urls: Sequence[str]) -> list[str | None]:
+        return [None for _ in urls]  # every page failed: each result is read as its snippet
 
 
 def _ev(n: int, title: str, snippet: str = "") -> Evidence:

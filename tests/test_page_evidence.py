@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 import socket
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -56,9 +57,9 @@ class FakePages:
         self.texts = texts
         self.asked: list[str] = []
 
-    def page_text(self, url: str) -> str | None:
-        self.asked.append(url)
-        return self.texts.get(url)
+    def page_texts(self, urls: Sequence[str]) -> list[str | None]:
+        self.asked.extend(urls)
+        return [self.texts.get(url) for url in urls]
 
 
 def _item(n: int, title: str, snippet: str) -> Evidence:

@@ -185,9 +185,9 @@ def test_extracted_texts_are_remembered_per_failure_rate_and_extractor(
         )
 
     url = cranfield.url_for("1")
-    first = store(0.0).page_text(url)
+    first = store(0.0).page_texts([url])[0]
     assert first is not None and first.startswith("experimental investigation of the aero")
-    assert store(1.0).page_text(url) is None  # every page fails at rate 1.0
-    assert store(0.0).page_text(url) == first  # (remembered)
+    assert store(1.0).page_texts([url])[0] is None  # every page fails at rate 1.0
+    assert store(0.0).page_texts([url])[0] == first  # (remembered)
     monkeypatch.setattr(page_text_module, "EXTRACT", lambda html, url, kind: "another extractor")
-    assert store(0.0).page_text(url) == "another extractor"
+    assert store(0.0).page_texts([url])[0] == "another extractor"

@@ -55,16 +55,17 @@ def evidence_mode(key: str, value: object) -> EvidenceMode:
 
 @runtime_checkable
 class PageSource(Protocol):
-    """The extracted text of the page at a URL: fetched (or replayed) and cached by the
-    source; None when the page failed (not found, timeout, not HTML) or holds no text."""
+    """The extracted text of the page at each URL, in order: fetched (or replayed) and
+    cached by the source, a batch at a time (so a fetching source can fetch them side by
+    side); None where the page failed (not found, timeout, not HTML) or holds no text."""
 
-    def page_text(self, url: str) -> str | None: ...
+    def page_texts(self, urls: Sequence[str]) -> list[str | None]: ...
 
 
 class _NoPages:
     """The source of a part built without pages (config validation): reading fails."""
 
-    def page_text(self, url: str) -> str | None:
+    def page_texts(self, urls: Sequence[str]) -> list[str | None]:
         raise ConfigurationError(
             "evidence=page or both needs the pages of a query set's page cassette; "
             "this engine part was built without them"
@@ -74,8 +75,7 @@ class _NoPages:
 NO_PAGES: PageSource = _NoPages()
 
 
-def _read(item: Evidence, mode: EvidenceMode, pages: PageSource) -> Evidence:
-    text = pages.page_text(item.url)
+def _read(item: Evidence, mode: EvidenceMode, text: str | None) -> Evidence:
     if not text:
         return item  # no page: the snippet is what there is
     text = text[:MAX_CHARS]
@@ -106,7 +106,8 @@ def reading_copies(
     where the page failed, or for ``snippet``."""
     if mode is EvidenceMode.SNIPPET:
         return list(candidates)
-    return [_read(item, mode, pages) for item in candidates]
+    texts = pages.page_texts([item.url for item in candidates])
+    return [_read(item, mode, text) for item, text in zip(candidates, texts, strict=True)]
 
 
 @dataclass

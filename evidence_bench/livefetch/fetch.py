@@ -25,13 +25,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.fetch import Admit, Limits, afetch
+from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Admit, Limits, afetch
 from evidence_bench.web.fetch import Answer as FetchedPage
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, AsyncGuardedTransport
 
 __all__ = [
     "HTML_TYPES",
     "MAX_BYTES",
+    "MAX_CONCURRENCY",
     "MAX_REDIRECTS",
     "PER_HOST",
     "USER_AGENT",
@@ -49,8 +50,6 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 MAX_BYTES = 3 * 1024 * 1024
 #: Redirects followed before giving up (browsers allow 20; articles need one or two).
 MAX_REDIRECTS = 5
-#: Requests in flight to one host at once.
-PER_HOST = 2
 
 _HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)", re.I | re.S)
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
@@ -92,7 +91,7 @@ class PageFetcher:
     def __init__(
         self,
         *,
-        max_concurrency: int = 6,
+        max_concurrency: int = MAX_CONCURRENCY,
         per_host: int = PER_HOST,
         timeout_s: float = 15.0,
         max_redirects: int = MAX_REDIRECTS,

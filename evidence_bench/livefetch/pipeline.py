@@ -47,6 +47,7 @@ from evidence_bench.livefetch.discovery import (
 from evidence_bench.livefetch.extract import clip_text, read_page
 from evidence_bench.livefetch.fetch import (
     MAX_BYTES,
+    MAX_CONCURRENCY,
     MAX_REDIRECTS,
     PER_HOST,
     USER_AGENT,
@@ -144,7 +145,7 @@ class LiveFetch:
     """
 
     #: Page requests in flight at once (overall; ``per_host`` bounds each host).
-    MAX_CONCURRENCY: ClassVar[int] = 6
+    MAX_CONCURRENCY: ClassVar[int] = MAX_CONCURRENCY
     #: Seconds for each request phase and for a whole page request.
     TIMEOUT_S: ClassVar[float] = 15.0
     #: A packet's text is the extracted text clipped to this many characters.

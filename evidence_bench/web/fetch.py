@@ -38,6 +38,8 @@ from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, deadline, remainin
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "MAX_CONCURRENCY",
+    "PER_HOST",
     "Answer",
     "Limits",
     "Refused",
@@ -46,6 +48,10 @@ __all__ = [
     "get",
 ]
 
+#: Requests in flight at once, and to one host, of a fetcher of many pages (LiveFetch's,
+#: a recording's): politeness, and no host starves the others.
+MAX_CONCURRENCY = 6
+PER_HOST = 2
 #: The codings this module decodes, and so the only ones it asks for.
 ACCEPT_ENCODING = "gzip, deflate"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})

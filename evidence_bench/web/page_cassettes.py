@@ -30,13 +30,16 @@ the same cassette bytes). :class:`LivePages` is the recording one.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -53,9 +56,10 @@ from evidence_bench.web.cassettes import (
     secret_forms,
 )
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.fetch import Limits, fetch
+from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Limits, fetch
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
 from evidence_bench.web.page_text import page_text
+from evidence_bench.web.pages import STALL_HEADER
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -190,7 +194,10 @@ class DirectTransport(httpx.BaseTransport):
 class LoopbackRouter(DirectTransport):
     """Sends every request to the simulator on 127.0.0.1:``port`` instead of its host (a
     collection's ``*.evidence-bench.test`` addresses resolve nowhere); the page is recorded
-    under its own URL all the same."""
+    under its own URL all the same. An answer carrying
+    :data:`~evidence_bench.web.pages.STALL_HEADER` (a simulator served with
+    ``page_stall_s=0``) is the timeout it stands for, raised at once, as the in-process
+    :class:`~evidence_bench.web.simulator.SimulatorTransport` raises it."""
 
     def __init__(self, port: int, *, timeout: float) -> None:
         super().__init__(timeout=timeout)
@@ -198,13 +205,23 @@ class LoopbackRouter(DirectTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self._port)
-        return super().handle_request(request)
+        response = super().handle_request(request)
+        if STALL_HEADER in response.headers:
+            response.close()
+            raise httpx.ReadTimeout("the simulated page never answers", request=request)
+        return response
 
 
 class LivePages:
     """A page source that fetches each URL once through ``client`` (:func:`fetch_page`,
     ``timeout_s`` and ``policy``) and keeps the record (``record`` writes :attr:`records`
-    to the page cassette)."""
+    to the page cassette).
+
+    The pages of a batch that it lacks are fetched side by side, at most ``concurrency`` at
+    once and ``per_host`` to one host (LiveFetch's bounds by default); each is recorded as
+    it would be alone, and its text extracted in the batch's order, in the calling thread.
+    One thread calls it at a time.
+    """
 
     def __init__(
         self,
@@ -213,22 +230,50 @@ class LivePages:
         *,
         timeout_s: float = 5.0,
         policy: AddressPolicy = ANY_ADDRESS,
+        concurrency: int = MAX_CONCURRENCY,
+        per_host: int = PER_HOST,
     ):
         self._client = client
         self._timeout_s = timeout_s
         self._policy = policy
+        self._concurrency = max(1, concurrency)
+        self._per_host = max(1, per_host)
+        self._hosts: dict[str, threading.BoundedSemaphore] = {}
         self.records: dict[str, PageRecord] = dict(known or {})
         self._texts: dict[str, str | None] = {}
 
-    def page_text(self, url: str) -> str | None:
-        key = canonical_url(url)
-        if key not in self._texts:
+    def page_texts(self, urls: Sequence[str]) -> list[str | None]:
+        keys = [canonical_url(url) for url in urls]
+        missing: dict[str, str] = {}  # canonical URL -> the first URL asked for it
+        for url, key in zip(urls, keys, strict=True):
             if key not in self.records:
-                self.records[key] = fetch_page(
-                    self._client, url, timeout_s=self._timeout_s, policy=self._policy
-                )
-            self._texts[key] = self.records[key].text()
-        return self._texts[key]
+                missing.setdefault(key, url)
+        for key, record in zip(missing, self._fetch_all(list(missing.values())), strict=True):
+            self.records[key] = record
+        for key in keys:
+            if key not in self._texts:
+                self._texts[key] = self.records[key].text()
+        return [self._texts[key] for key in keys]
+
+    def _fetch_all(self, urls: list[str]) -> list[PageRecord]:
+        """Each URL's record, in the order of ``urls``, however they finish."""
+        if len(urls) <= 1 or self._concurrency == 1:
+            return [self._fetch(url) for url in urls]
+        for host in {_host(url) for url in urls} - self._hosts.keys():
+            self._hosts[host] = threading.BoundedSemaphore(self._per_host)
+        with ThreadPoolExecutor(min(self._concurrency, len(urls))) as pool:
+            return list(pool.map(self._fetch, urls))
+
+    def _fetch(self, url: str) -> PageRecord:
+        with self._hosts.get(_host(url)) or contextlib.nullcontext():
+            return fetch_page(self._client, url, timeout_s=self._timeout_s, policy=self._policy)
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:  # (fetch_page records it as invalid_url)
+        return ""
 
 
 def read_page_cassette(path: Path) -> tuple[dict[str, Any], dict[str, PageRecord]]:
@@ -377,8 +422,11 @@ class PageStore:
             f"record it with: {self._hint}"
         )
 
-    def page_text(self, url: str) -> str | None:
-        """The page's extracted text, once per process and URL (None: the page failed)."""
+    def page_texts(self, urls: Sequence[str]) -> list[str | None]:
+        """Each page's extracted text, once per process and URL (None: the page failed)."""
+        return [self._text(url) for url in urls]
+
+    def _text(self, url: str) -> str | None:
         sha, records = self._load()
         key = canonical_url(url)
         where = sha or f"missing:{self.path}"

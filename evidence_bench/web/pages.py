@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAGE_PATH",
+    "STALL_HEADER",
     "PageFailure",
     "SimPage",
     "check_failure_rate",
@@ -76,6 +77,12 @@ class PageFailure(StrEnum):
     NOT_FOUND = "404"
     TIMEOUT = "timeout"
     NON_HTML = "non_html"
+
+
+#: The header of the answer a simulator served with ``page_stall_s=0`` sends at once for a
+#: page that times out, instead of holding the connection: ``record``'s loopback router
+#: reads it as the timeout it stands for, without waiting one out.
+STALL_HEADER = "X-Evidence-Bench-Stall"
 
 
 @dataclass(frozen=True, slots=True)

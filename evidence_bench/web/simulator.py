@@ -42,7 +42,7 @@ from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 from evidence_bench.web.bm25 import BM25Index
-from evidence_bench.web.pages import PAGE_PATH, check_failure_rate, render_page
+from evidence_bench.web.pages import PAGE_PATH, STALL_HEADER, check_failure_rate, render_page
 from evidence_bench.web.saved_index import collection_index
 from evidence_bench.web.snippets import SnippetIndex
 
@@ -120,7 +120,9 @@ class BraveSimulator:
     ``wall_clock`` (Unix seconds) stamps error bodies. ``page_failure_rate``: the share of
     document pages that fail (404, timeout or non-HTML, by a hash of the document id);
     ``page_stall_s``: how long the HTTP server holds a timing-out page's connection before
-    closing it unanswered.
+    closing it unanswered (0: it answers at once, a 504 carrying
+    :data:`~evidence_bench.web.pages.STALL_HEADER`, for a client that knows to read it as
+    the timeout: ``record``'s).
     """
 
     def __init__(
@@ -734,6 +736,9 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self.simulator.handle(
             self.command, unquote(split.path), params, dict(self.headers.items())
         )
+        if answer.stall and self.simulator.page_stall_s <= 0:  # the timeout, said at once
+            self._send(SimResponse(504, {STALL_HEADER: "timeout"}, b""), send_body)
+            return
         if answer.stall:  # a page that times out: hold the connection, then hang up
             time.sleep(self.simulator.page_stall_s)
             self.close_connection = True
