@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from tqdm import tqdm
 
 from evidence_bench._lazy import module
 from evidence_bench._trim import old_objects_frozen, release_memory
@@ -30,6 +29,7 @@ from evidence_bench.evaluation.comparisons import RANDOMIZATION_SEED
 from evidence_bench.evaluation.statistics import first_met, group_codes
 from evidence_bench.experiment.components import PARAM_DEFAULTS
 from evidence_bench.experiment.plan import RunPlan, plan_run
+from evidence_bench.experiment.progress import progress_bar
 from evidence_bench.experiment.rundir import (
     RunDirectory,
     new_run_id,
@@ -241,9 +241,10 @@ def _perform(
         if gathered is not None
         else execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
     )
-    if cfg.get("progress", True):
-        tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked
-        outputs = tqdm(outputs, total=len(query_ids), desc=plan.experiment, unit="query")
+    outputs = progress_bar(
+        outputs, total=len(query_ids), desc=plan.experiment, unit="query",
+        enabled=bool(cfg.get("progress", True)),
+    )  # fmt: skip
 
     collection = query_set.collection
     builder = TableBuilder()

@@ -13,18 +13,18 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
 
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.errors import DataError, EvidenceBenchError
 from evidence_bench.experiment.components import EngineConfig
+from evidence_bench.experiment.progress import progress_bar
 from evidence_bench.experiment.run import (
     RunOutcome,
     RunReport,
@@ -110,15 +110,13 @@ def _tune(
     query_ids = list(query_set.queries)
     check_folds(plan, len(query_ids))
     workers = int(cfg.get("workers", 0)) or os.cpu_count() or 1
-    progress: Callable[[Trial], None] | None = None
-    bar = None
-    if cfg.get("progress", True):
-        tqdm.monitor_interval = 0  # no monitor thread: shard processes are forked
-        bar = tqdm(total=plan.folds * plan.trials, desc=plan.run.experiment, unit="trial")
+    bar = progress_bar(
+        None, total=plan.folds * plan.trials, desc=plan.run.experiment, unit="trial",
+        enabled=bool(cfg.get("progress", True)),
+    )  # fmt: skip
 
-        def progress(_trial: Trial) -> None:
-            assert bar is not None
-            bar.update()
+    def progress(_trial: Trial) -> None:
+        bar.update()
 
     try:
         with EpisodeScorer(plan.run, plan.objective, query_ids, workers=workers) as scorer:
@@ -142,8 +140,7 @@ def _tune(
             outputs = scorer.outputs({q: (default, tuned[fold_of[q]]) for q in query_ids})
             episodes, requests = scorer.episodes, scorer.requests
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
 
     replayed = sum(out.replayed_initial for out in outputs)
     if replayed and not sum(out.judged_hits for out in outputs):
