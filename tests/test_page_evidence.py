@@ -299,7 +299,12 @@ def test_recording_at_another_failure_rate_records_the_pages_afresh(
     header that says 0.5, which replay at 0.5 would then accept."""
     cfg, _ = compose(overrides(recorded, tmp_path, "pages.failure_rate=0.5"))
     summary = record(
-        plan_run(cfg), provider="simulator", rounds=0, searches=False, page_timeout_s=1.0
+        plan_run(cfg),
+        provider="simulator",
+        rounds=0,
+        searches=False,
+        page_timeout_s=1.0,
+        force=True,
     )
     path = tmp_path / "cassettes" / PAGES_NAME
     assert summary.afresh == [
