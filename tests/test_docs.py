@@ -316,7 +316,7 @@ def test_every_command_the_manual_shows_names_real_commands_keys_and_options() -
                         problems.append(f"{page}: {' '.join(argv)}: {err.getvalue().strip()}")
             elif command in ("run", "record"):
                 for arg in args:
-                    if arg == "--multirun":
+                    if arg == "--multirun" or (command, arg) == ("record", "--force"):
                         continue
                     first = arg if "[" in arg else arg.split(",", 1)[0]  # a sweep's first value
                     if problem := _override_problem(first, keys, options):

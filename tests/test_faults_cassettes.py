@@ -277,7 +277,7 @@ def test_a_full_disk_leaves_the_cassette_as_it_was(
     before = _snapshot(cassettes)
     # recording every round makes 1.json grow; no file may grow past its current size
     done = cli(
-        *_record_args(collection, cassettes, "record_rounds=0"),
+        *_record_args(collection, cassettes, "record_rounds=0", "--force"),
         file_size_limit=len(before["1.json"]),
     )
     line = one_line(done)
@@ -295,7 +295,9 @@ def test_a_manifest_that_cannot_be_written_is_left_as_it_was(
     collection, cassettes = _copy(recorded, tmp_path)
     before = _snapshot(cassettes)
     # nothing new to record: only the manifest is rewritten, and it cannot be
-    done = cli(*_record_args(collection, cassettes, "record_rounds=1"), file_size_limit=64)
+    done = cli(
+        *_record_args(collection, cassettes, "record_rounds=1", "--force"), file_size_limit=64
+    )
     assert done.returncode == 1
     assert one_line(done).startswith(f"evidence_bench: could not write {cassettes / MANIFEST_NAME}")
     assert _snapshot(cassettes) == before
@@ -310,7 +312,7 @@ def test_record_replaces_a_damaged_cassette_and_says_so(
     collection, cassettes = _copy(recorded, tmp_path)
     good = (cassettes / "2.json").read_bytes()
     (cassettes / "2.json").write_bytes(good[:100])  # the old, in-place write's leftover
-    args = _record_args(collection, cassettes, "record_rounds=1")
+    args = _record_args(collection, cassettes, "record_rounds=1", "--force")
     done = main_in_process(*args, capfd=capfd, monkeypatch=monkeypatch)
     assert done.returncode == 0, done.stderr
     assert one_line(done) == (

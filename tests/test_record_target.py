@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,33 @@ def test_recording_into_an_empty_directory_writes_there() -> None:
     ) == record_target.Destination(
         Path("/nonexistent/cassettes"), Path("/nonexistent/cassettes"), in_place=True
     )
+
+
+def test_the_command_leaves_the_cassettes_and_says_what_force_would_change(
+    first_round: tuple[Path, Path], tmp_path: Path, work: Path
+) -> None:
+    collection, original = first_round
+    cassettes = _copy(original, tmp_path / "cassettes")
+    before = _tree(cassettes)
+    args = [*_overrides(collection, cassettes, tmp_path / "runs"), "record_rounds=0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "evidence_bench", "record", *args],
+        cwd=work, capture_output=True, text=True, check=False, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _tree(cassettes) == before
+    (directory,) = (work / "recordings" / "tiny").iterdir()
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("recorded ")
+    assert lines[0].endswith(f" for 4 queries in {directory.relative_to(work)}; manifest "
+                             f"{directory.relative_to(work) / MANIFEST_NAME}")  # fmt: skip
+    assert lines[1] == (
+        f"{cassettes} is left as it was: the recording would change its files "
+        "(5 changed); to record into it, add --force"
+    )
+    assert lines[2].startswith(
+        "replay from the recording: python -m evidence_bench run +experiment=ci "
+    )
+    assert lines[2].endswith(f"query_set.cassettes={directory.relative_to(work)}")
+    assert "record_rounds" not in lines[2] and str(cassettes) not in lines[2]
+    assert done.stderr == ""  # no progress bar off a terminal

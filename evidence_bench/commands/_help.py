@@ -72,14 +72,16 @@ def print_help(command: str, argv: list[str], config_dir: str | None) -> None:
 def _command_usage(command: str) -> str:
     record = (
         "Records the answers the experiment's episodes need, one cassette per query\n"
-        "(provider=simulator: a simulator on 127.0.0.1; provider=brave_live: Brave).\n"
+        "(provider=simulator: a simulator on 127.0.0.1; provider=brave_live: Brave), into\n"
+        "query_set.cassettes while it holds none; else into a new directory,\n"
+        "recordings/<query set>/<time>, leaving them as they are (--force: into them).\n"
         if command == "record"
         else "Replays the experiment's episodes from the cassettes, simulates the users and\n"
         "writes a run directory with report.html in it.\n"
     )
     return (
-        f"usage: {PROG} {command} +experiment=NAME [overrides] [--multirun] "
-        "[--config-dir DIR]\n\n"
+        f"usage: {PROG} {command} +experiment=NAME [overrides]"
+        f"{' [--force]' if command == 'record' else ''} [--multirun] [--config-dir DIR]\n\n"
         f"{record}"
         f"{PROG} {command} --help +experiment=NAME: that experiment's description and "
         "main knobs\n"
@@ -114,7 +116,8 @@ def experiment_help(
     own = "a key of the ranker's own, passed to its _target_"
     rows = [(f"{key}={_shown(_lookup(cfg, key))}", helps.get(key, own)) for key in knobs]
     lines = [
-        f"usage: {PROG} {command} +experiment={name} [overrides]",
+        f"usage: {PROG} {command} +experiment={name} [overrides]"
+        + (" [--force]" if command == "record" else ""),
         "",
         *textwrap.wrap(f"{name}: {description}", _WIDTH),
         *([f"({_relative(path)})"] if path else []),

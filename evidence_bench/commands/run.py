@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,10 @@ from evidence_bench.commands._common import fail
 from evidence_bench.commands._help import asks_for_help, print_help
 from evidence_bench.commands._hydra import collecting, config_dir_option, hydra_task, resolved
 
-__all__ = ["record_command", "run_command"]
+__all__ = ["FORCE", "record_command", "run_command"]
+
+#: ``record``'s flag to record into cassettes that exist.
+FORCE = "--force"
 
 
 def run_command(argv: list[str]) -> None:
@@ -23,9 +27,16 @@ def run_command(argv: list[str]) -> None:
 
 
 def record_command(argv: list[str]) -> None:
-    """``record +experiment=NAME [overrides]``."""
+    """``record +experiment=NAME [overrides] [--force]``: ``--force`` records into the query
+    set's cassettes even when they exist (:mod:`evidence_bench.experiment.record_target`)."""
     _answer_help("record", argv)
-    hydra_task(_record, argv)
+    force = FORCE in argv
+
+    @functools.wraps(_record)
+    def task(cfg: Any) -> None:
+        _record(cfg, force=force)
+
+    hydra_task(task, [arg for arg in argv if arg != FORCE])
 
 
 def _answer_help(command: str, argv: list[str]) -> None:
@@ -74,7 +85,9 @@ def _run(cfg: Any) -> None:
     print(outcome.announce(), end="")
 
 
-def _record(cfg: Any) -> None:
+def _record(cfg: Any, *, force: bool = False) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.plan import plan_run
     from evidence_bench.experiment.record import record
@@ -90,6 +103,8 @@ def _record(cfg: Any) -> None:
             searches=bool(plain.get("record_searches", True)),
             page_timeout_s=float((plain.get("pages") or {}).get("timeout_s", 5.0)),
             allow_private=bool((plain.get("pages") or {}).get("allow_private", False)),
+            force=force,
+            progress=bool(plain.get("progress", True)),
         )
     except EvidenceBenchError as exc:
         fail(str(exc))
@@ -97,10 +112,4 @@ def _record(cfg: Any) -> None:
         print(f"evidence_bench: {path} could not be read; recorded it afresh", file=sys.stderr)
     for note in summary.afresh:
         print(f"evidence_bench: {note}", file=sys.stderr)
-    print(
-        f"recorded {summary.interactions} interactions for {summary.queries} queries "
-        f"in {summary.directory}; manifest {summary.manifest}"
-    )
-    if summary.pages is not None:
-        failed = ", ".join(f"{n} {reason}" for reason, n in summary.page_failures.items())
-        print(f"recorded {summary.pages} new pages{f' ({failed})' if failed else ''}")
+    print(summary.announce(list(HydraConfig.get().overrides.task)), end="")
