@@ -6,13 +6,16 @@ rewrite the lines above, and an OSC 8 sequence hides a link behind other text. T
 report escapes such text (:mod:`evidence_bench.report`); the command lines print it, and
 their error lines (a server's error detail is its text too), through :func:`printable`, and
 their JSON through :func:`json_text`: ``json.dumps(..., ensure_ascii=False)`` escapes C0 but
-writes DEL and C1 (0x9B is CSI) as they are.
+writes DEL and C1 (0x9B is CSI) as they are. Both redact the API key
+(:func:`evidence_bench._secrets.redact`): a server may echo it.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from evidence_bench._secrets import redact, redact_json
 
 __all__ = ["json_text", "printable"]
 
@@ -24,8 +27,9 @@ _CONTROLS = str.maketrans(
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character but tab and line feed shown as ``?``."""
-    return text.translate(_CONTROLS)
+    """``text`` with every control character but tab and line feed shown as ``?``, and
+    the API key redacted."""
+    return redact(text.translate(_CONTROLS))
 
 
 #: DEL and C1 as JSON escapes (``\\u009b``): the same string to a JSON reader.
@@ -33,5 +37,7 @@ _JSON_CONTROLS = str.maketrans({code: f"\\u{code:04x}" for code in (0x7F, *range
 
 
 def json_text(value: Any) -> str:
-    """``value`` as indented JSON, non-ASCII text as it is, no control character raw."""
-    return json.dumps(value, indent=2, ensure_ascii=False).translate(_JSON_CONTROLS)
+    """``value`` as indented JSON, non-ASCII text as it is, no control character raw, the
+    API key redacted."""
+    text = json.dumps(redact_json(value), indent=2, ensure_ascii=False)
+    return redact(text.translate(_JSON_CONTROLS))

@@ -15,8 +15,9 @@ of one URL end with one of their rows whole, never a mix. Connections stay open 
 it, which made a connection per operation about 80 times slower (36 ms against 0.4 ms
 a put, measured here; shared machine, noisy).
 
-A file that is not a database, is damaged, or stays locked past the busy timeout raises
-:class:`~evidence_bench.errors.CacheError` in one line naming the file.
+Every text is stored with the API key redacted (:func:`evidence_bench._secrets.redact`): a
+page may echo it. A file that is not a database, is damaged, or stays locked past the busy
+timeout raises :class:`~evidence_bench.errors.CacheError` in one line naming the file.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from evidence_bench._secrets import redact
 from evidence_bench.errors import CacheError
 
 __all__ = ["DEFAULT_CACHE_PATH", "CachedDoc", "PageCache"]
@@ -208,7 +210,7 @@ class PageCache:
             row = connection.execute(
                 "SELECT url, content_sha256, fetched_at, published_at, title, text "
                 "FROM docs WHERE url = ?",
-                (url,),
+                (redact(url),),  # as put stored it
             ).fetchone()
         if row is None:
             return None
@@ -222,18 +224,19 @@ class PageCache:
         return CachedDoc(row[0], row[1], fetched, published, row[4] or "", row[5] or "")
 
     def put(self, doc: CachedDoc) -> None:
-        """Insert or replace the row for ``doc.url`` (one atomic statement)."""
+        """Insert or replace the row for ``doc.url`` (one atomic statement), its URL, title
+        and text with the API key redacted."""
         published = _utc(doc.published_at).isoformat() if doc.published_at else None
         with self._connect() as connection:
             connection.execute(
                 _UPSERT,
                 (
-                    doc.url,
+                    redact(doc.url),
                     doc.content_sha256,
                     _utc(doc.fetched_at).isoformat(),
                     published,
-                    doc.title,
-                    doc.text,
+                    redact(doc.title),
+                    redact(doc.text),
                 ),
             )
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import calendar
 import difflib
 import json
-import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -33,6 +32,7 @@ from typing import Any, Protocol
 import httpx
 
 from evidence_bench._atomic import write_atomic
+from evidence_bench._secrets import redact
 from evidence_bench.engine.base import SearchProvider
 from evidence_bench.engine.text import tokenize
 from evidence_bench.errors import (
@@ -71,8 +71,6 @@ OVERSAMPLE = 3
 MAX_CANDIDATES = 30
 #: The format tag of a recorded discovery file.
 RECORDING_FORMAT = "evidence_bench.livefetch.discovery/1"
-_KEY_ENVS = ("BRAVE_SEARCH_API_KEY",)
-_REDACTED = "REDACTED-API-KEY"
 
 
 def candidate_limit(intent: RetrievalIntent) -> int:
@@ -342,9 +340,9 @@ class RecordedDiscovery:
 
     The file holds, per :func:`recording_key`, the candidates the ``inner`` discovery
     returned. It is written whole through a temporary file and a rename, with sorted keys
-    so re-recording the same answers gives the same bytes, and with the value of every
-    API key in the environment replaced by ``REDACTED-API-KEY`` (discovery answers hold
-    none, but a file that may be committed is checked anyway). ``record_mode=none``
+    so re-recording the same answers gives the same bytes, and with every spelling of the
+    API key redacted (:func:`evidence_bench._secrets.redact`; discovery answers hold none,
+    but a file that may be committed is checked anyway). ``record_mode=none``
     (the default) never calls ``inner`` and makes no request.
     """
 
@@ -423,9 +421,6 @@ class RecordedDiscovery:
             sort_keys=True,
             ensure_ascii=False,
         )
-        for env in _KEY_ENVS:
-            secret = os.environ.get(env, "").strip()
-            if secret:
-                text = text.replace(secret, _REDACTED)
+        text = redact(text)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path, text + "\n")

@@ -22,6 +22,7 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
+from evidence_bench._secrets import KEY_ENV, redact, redact_json
 from evidence_bench.errors import (
     ConfigurationError,
     ProviderStatusError,
@@ -52,7 +53,7 @@ __all__ = [
     "RetryPolicy",
 ]
 
-API_KEY_ENV = "BRAVE_SEARCH_API_KEY"
+API_KEY_ENV = KEY_ENV
 BASE_URL_ENV = "BRAVE_SEARCH_BASE_URL"
 DEFAULT_BASE_URL = "https://api.search.brave.com/res/v1"
 #: Brave's bounds: ``count`` is 1–20 results a page; ``offset`` is a page number 0–9.
@@ -303,7 +304,10 @@ class BraveProvider:
                 f"Brave's answer from {self._endpoint} is a JSON {_json_type(body)}, "
                 "expected a JSON object"
             )
-        return body
+        # An echoed key never enters a result: what a live run ranks and refines on is what
+        # its cassette replays (the key in the environment; none set, nothing is walked).
+        redacted: dict[str, object] = redact_json(body)
+        return redacted
 
     def _status_error(self, response: httpx.Response) -> ProviderStatusError:
         code, detail = _error_fields(response)
@@ -318,7 +322,7 @@ class BraveProvider:
         return ProviderStatusError(status, code, detail, self._endpoint)
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._key, _MASK)
+        return redact(text, [self._key])
 
 
 def _error_fields(response: httpx.Response) -> tuple[str | None, str | None]:

@@ -17,7 +17,7 @@ type, body) or the :class:`~evidence_bench.web.failure.FailureReason` that ended
 decoded, every redirect hop under the destination policy. The same hygiene as the search cassettes:
 only the content type of the response headers is kept, no request header is kept at all,
 and every form of the API key is replaced by
-:data:`~evidence_bench.web.cassettes.KEY_PLACEHOLDER` in every body before anything is
+:data:`~evidence_bench._secrets.KEY_PLACEHOLDER` in every body before anything is
 written (a body that still holds it, or is nested too deeply to check, is refused). The
 file is written whole or
 not at all, its pages sorted by URL, so recording the same pages gives the same bytes.
@@ -44,17 +44,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from evidence_bench._atomic import write_atomic
+from evidence_bench._secrets import redact
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
 from evidence_bench.web import page_text as page_text_module
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
-from evidence_bench.web.cassettes import (
-    KEY_PLACEHOLDER,
-    OnMiss,
-    holds_secret,
-    refuse_secrets,
-    secret_forms,
-)
+from evidence_bench.web.cassettes import OnMiss, holds_secret, refuse_secrets
 from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Limits, fetch
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
@@ -308,25 +303,23 @@ def write_page_cassette(
     """Write the page cassette: the records sorted by URL, every form of each secret
     replaced, whole or not at all."""
     pages = [record.to_json() for record in sorted(records, key=lambda r: r.url)]
-    forms = secret_forms(secrets)
-    text = _scrubbed(
-        json.dumps({**header, "format": FORMAT, "pages": pages}, indent=1, sort_keys=True), forms
+    # a body stored as base64 (not UTF-8) cannot be redacted without breaking it: refused
+    for page in pages:
+        if "body_base64" in page and holds_secret(json.dumps(page), secrets):
+            raise WriteError(
+                f"refusing to write {path}: it would hold the API key (the page {page['url']})"
+            )
+    # at the JSON level, since a body's key may be JSON-escaped in the file
+    text = redact(
+        json.dumps({**header, "format": FORMAT, "pages": pages}, indent=1, sort_keys=True), secrets
     )
     try:
         refuse_secrets(path, text, secrets)  # a form scrubbing did not know (a base64 body's)
     except WriteError as refused:
-        held = (p["url"] for p in pages if holds_secret(_scrubbed(json.dumps(p), forms), secrets))
+        held = (p["url"] for p in pages if holds_secret(redact(json.dumps(p), secrets), secrets))
         where = next((f" (the page {url})" for url in held), "")
         raise WriteError(f"{refused}{where}") from None
     write_atomic(path, text + "\n")
-
-
-def _scrubbed(text: str, forms: Sequence[str]) -> str:
-    """``text`` with each of the secret's ``forms`` replaced: at the JSON level, since a
-    body's key may be JSON-escaped in the file."""
-    for form in forms:
-        text = text.replace(form, KEY_PLACEHOLDER)
-    return text
 
 
 #: Extracted texts by what decides them: the page cassette (its sha256), what answers a page
