@@ -81,12 +81,13 @@ def cli(
     file_size_limit: int | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 240,
+    cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m evidence_bench ARGS`` in a fresh process; ``file_size_limit`` caps the
-    size of every file it writes (RLIMIT_FSIZE), so a write fails as on a full disk."""
+    """``python -m evidence_bench ARGS`` in a fresh process (in ``cwd``); ``file_size_limit``
+    caps the size of every file it writes (RLIMIT_FSIZE), so a write fails as on a full disk."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
-        cwd=ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

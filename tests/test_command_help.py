@@ -4,26 +4,15 @@ for the list."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.fault_fixtures import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "conf" / "experiment").glob("*.yaml"))
-
-
-def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "evidence_bench", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _flat(text: str) -> str:
@@ -50,7 +39,7 @@ def _user_conf(root: Path) -> Path:
 @pytest.mark.parametrize("command", ["run", "record"])
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_without_an_experiment_lists_every_shipped_one(command: str, flag: str) -> None:
-    done = _cli(command, flag)
+    done = cli(command, flag)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"usage: python -m evidence_bench {command} +experiment=NAME")
     listed = _flat(done.stdout.split("experiments (", 1)[1])
@@ -61,7 +50,7 @@ def test_help_without_an_experiment_lists_every_shipped_one(command: str, flag: 
 
 def test_help_lists_a_users_own_experiments_from_the_working_directory(tmp_path: Path) -> None:
     _user_conf(tmp_path)
-    done = _cli("run", "--help", cwd=tmp_path)
+    done = cli("run", "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     listed = _flat(done.stdout.split("experiments (", 1)[1])
     assert listed.startswith("conf/experiment, ")  # the user's first, then the shipped
@@ -69,19 +58,19 @@ def test_help_lists_a_users_own_experiments_from_the_working_directory(tmp_path:
     assert " bare (no description: add experiment.description)" in listed
     for path in SHIPPED:
         assert f" {path.stem} {_flat(_description(path))}" in listed, path.stem
-    top = _cli("--help", cwd=tmp_path)
+    top = cli("--help", cwd=tmp_path)
     assert " mine My own three queries." in _flat(top.stdout)
 
 
 def test_help_lists_the_experiments_of_config_dir(tmp_path: Path) -> None:
     conf = _user_conf(tmp_path / "elsewhere")
-    done = _cli("record", "--config-dir", str(conf), "--help")
+    done = cli("record", "--config-dir", str(conf), "--help")
     assert done.returncode == 0, done.stderr
     assert " mine My own three queries." in _flat(done.stdout)
 
 
 def test_help_of_a_missing_config_dir_is_one_line() -> None:
-    done = _cli("run", "--help", "--config-dir", "/nonexistent/conf")
+    done = cli("run", "--help", "--config-dir", "/nonexistent/conf")
     assert (done.returncode, done.stderr) == (
         2,
         "evidence_bench: --config-dir /nonexistent/conf: no such directory\n",
@@ -89,7 +78,7 @@ def test_help_of_a_missing_config_dir_is_one_line() -> None:
 
 
 def test_help_of_an_experiment_is_its_description_and_main_knobs() -> None:
-    done = _cli("run", "--help", "+experiment=smoke", "ranker.beta=2")
+    done = cli("run", "--help", "+experiment=smoke", "ranker.beta=2")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "usage: python -m evidence_bench run +experiment=smoke [overrides]"
@@ -107,7 +96,7 @@ def test_help_of_an_experiment_is_its_description_and_main_knobs() -> None:
 
 
 def test_help_of_a_users_ranker_shows_its_target_and_its_own_keys() -> None:
-    done = _cli("run", "--help", "+experiment=smoke", "ranker._target_=mine.R", "+ranker.k1=1.2")
+    done = cli("run", "--help", "+experiment=smoke", "ranker._target_=mine.R", "+ranker.k1=1.2")
     assert done.returncode == 0, done.stderr
     knobs = {line.split()[0]: line for line in done.stdout.splitlines() if line.startswith("  ")}
     assert "ranker._target_=mine.R" in knobs
@@ -116,7 +105,7 @@ def test_help_of_a_users_ranker_shows_its_target_and_its_own_keys() -> None:
 
 
 def test_record_help_of_an_experiment_shows_what_record_takes() -> None:
-    done = _cli("record", "-h", "+experiment=ci")
+    done = cli("record", "-h", "+experiment=ci")
     assert done.returncode == 0, done.stderr
     knobs = {line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")}
     assert {"provider=simulator", "record_deep=true", "experiment.queries=40"} <= knobs
@@ -126,7 +115,7 @@ def test_help_of_a_users_experiment_composes_it_from_the_working_directory(
     tmp_path: Path,
 ) -> None:
     _user_conf(tmp_path)
-    done = _cli("run", "--help", "+experiment=mine", cwd=tmp_path)
+    done = cli("run", "--help", "+experiment=mine", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "mine: My own three queries." in done.stdout
     assert "(conf/experiment/mine.yaml)" in done.stdout
@@ -144,7 +133,7 @@ def test_help_of_a_users_experiment_composes_it_from_the_working_directory(
 def test_help_of_an_experiment_that_does_not_compose_is_one_line(
     args: list[str], message: str
 ) -> None:
-    done = _cli("run", "--help", *args)
+    done = cli("run", "--help", *args)
     assert done.returncode == 1
     assert message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -73,7 +73,7 @@ def test_the_usage_the_error_and_the_reference_list_the_registrys_commands(
     assert _reference_commands() == registry
     assert registry == [
         "run", "record", "serve", "report", "gather", "export", "check", "livefetch",
-        "pool", "assess",
+        "pool", "assess", "init",
     ]  # fmt: skip
 
 
@@ -276,12 +276,13 @@ def _override_problem(override: str, keys: set[str], options: dict[str, set[str]
 
 def _example_projects() -> tuple[set[str], set[str]]:
     """The experiments of the manual's example projects (``docs/**/conf/experiment/``, a
-    tutorial's files of a user's own), and the keys their parts of the user's own take
-    (``ranker.feedback_weight`` beside ``ranker._target_``)."""
+    tutorial's files of a user's own, and the one ``init`` writes), and the keys their parts
+    of the user's own take (``ranker.feedback_weight`` beside ``ranker._target_``)."""
     import yaml
 
     experiments, keys = set(), set()
-    for path in DOCS.glob("**/conf/experiment/*.yaml"):
+    starter = ROOT / "evidence_bench" / "commands" / "starter" / "my_experiment.yaml"
+    for path in [*DOCS.glob("**/conf/experiment/*.yaml"), starter]:  # init's, for the tutorial
         experiments.add(path.stem)
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         for part in ("ranker", "refiner", "query_set"):

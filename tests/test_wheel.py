@@ -27,44 +27,18 @@ ROOT = Path(__file__).resolve().parent.parent
 #: What the wheel is built from: the package and the data its ``_data/`` links point to
 SOURCES = ("pyproject.toml", "README.md", "evidence_bench", "conf", "collections", "cassettes")
 
-#: The starter project ``evidence-bench init`` writes, as this test writes it while the
-#: installed package has no ``init`` command
-MY_EXPERIMENT = """\
-# @package _global_
-# My ranker against the default, oracle and noisy users, Cranfield through the simulator.
-defaults:
-  - /policy@policies.oracle: oracle
-  - /policy@policies.noisy: noisy
-ranker:
-  _target_: my_ranker.MyRanker
-experiment:
-  name: my_experiment
-  description: MyRanker on the first 10 Cranfield queries, oracle and noisy users.
-  rounds: 1
-  queries: 10
-"""
-MY_RANKER = '''\
-"""My ranker: results the user marked relevant first, then the provider's order."""
-
-from evidence_bench import Label
-
-
-class MyRanker:
-    name = "my_ranker"
-
-    def rank(self, query, candidates, feedback):
-        pulled = [c for c in candidates if feedback.get(c.key) in (Label.MORE, Label.RELEVANT)]
-        return pulled + [c for c in candidates if c not in pulled]
-'''
 WORSE_RANKER = '''\
-"""A ranker deliberately worse than any: the provider's list backwards."""
+"""A change to MyRanker with a bug: it sorts the wrong way round (its parameters are
+MyRanker's, so the experiment's ranker keys still apply)."""
+
+from my_ranker import MyRanker
 
 
-class WorseRanker:
+class WorseRanker(MyRanker):
     name = "worse_ranker"
 
     def rank(self, query, candidates, feedback):
-        return list(reversed(candidates))
+        return super().rank(query, candidates, feedback)[::-1]
 '''
 
 LOCKED = """\
@@ -145,20 +119,6 @@ def _fresh_venv(tmp: Path, wheel: Path, env: dict[str, str]) -> Path:
     return venv
 
 
-def _starter_project(project: Path, bench: Path, env: dict[str, str]) -> str:
-    """The user's project: ``evidence-bench init`` where the package has it, else the
-    starter files written here (which one ran is returned)."""
-    done = _run([bench, "init", project], project.parent, env)
-    if done.returncode == 0:
-        return "init"
-    assert "init" in done.stderr  # the command is unknown to this package: write its files
-    (project / "conf" / "experiment").mkdir(parents=True)
-    (project / "conf" / "experiment" / "my_experiment.yaml").write_text(MY_EXPERIMENT)
-    (project / "my_ranker.py").write_text(MY_RANKER)
-    (project / "baselines").mkdir()
-    return "written"
-
-
 @pytest.mark.slow
 def test_the_wheel_gates_a_users_ranker_from_an_empty_directory(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -172,7 +132,8 @@ def test_the_wheel_gates_a_users_ranker_from_an_empty_directory(tmp_path: Path) 
 
     project = tmp_path / "project"
     project.mkdir()
-    _starter_project(project, bench, env)
+    _ok(_run([bench, "init", project], project.parent, env))  # the starter project
+    assert (project / "my_ranker.py").is_file()
     (project / "worse_ranker.py").write_text(WORSE_RANKER)
     run = [bench, "run", "+experiment=my_experiment", "progress=false"]
     runs = project / "runs" / "my_experiment"

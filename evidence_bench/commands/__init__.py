@@ -104,6 +104,12 @@ COMMANDS: tuple[Command, ...] = (
         "judge a pool by keyboard on 127.0.0.1 [--port P]",
         "evidence_bench.assess.cli:assess_command",
     ),
+    Command(
+        "init",
+        "DIR",
+        "a starter project: your ranker, its experiment, a CI gate",
+        "evidence_bench.commands.init:init_command",
+    ),
 )
 
 
