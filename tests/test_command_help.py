@@ -105,7 +105,7 @@ def test_help_of_a_users_ranker_shows_its_target_and_its_own_keys() -> None:
 
 
 def test_record_help_of_an_experiment_shows_what_record_takes() -> None:
-    done = cli("record", "-h", "+experiment=ci")
+    done = cli("record", "-h", "+experiment=ci", "--force")
     assert done.returncode == 0, done.stderr
     knobs = {line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")}
     assert {"provider=simulator", "record_deep=true", "experiment.queries=40"} <= knobs

@@ -29,8 +29,8 @@ def run_command(argv: list[str]) -> None:
 def record_command(argv: list[str]) -> None:
     """``record +experiment=NAME [overrides] [--force]``: ``--force`` records into the query
     set's cassettes even when they exist (:mod:`evidence_bench.experiment.record_target`)."""
-    _answer_help("record", argv)
     force = FORCE in argv
+    _answer_help("record", [arg for arg in argv if arg != FORCE])
 
     @functools.wraps(_record)
     def task(cfg: Any) -> None:
