@@ -70,6 +70,13 @@ for text in dist.requires or []:
 print("ok")
 """
 
+#: Where the installed package's Cranfield cassettes are
+PACKAGED_CASSETTES = """\
+from evidence_bench._resources import packaged
+
+print(packaged("cassettes/cranfield"))
+"""
+
 
 def _run(
     argv: Sequence[str | Path], cwd: Path, env: dict[str, str]
@@ -153,3 +160,21 @@ def test_the_wheel_gates_a_users_ranker_from_an_empty_directory(tmp_path: Path) 
     message = next(f for f in failures if f is not None).get("message", "")
     assert message.startswith("nDCG@10 ") and "baseline" in message
     assert (runs / "latest").resolve().is_relative_to(project.resolve())  # not the package's
+
+    # record from the wheel: under the project, never into the package's own cassettes
+    packaged = Path(_ok(_run([python, "-c", PACKAGED_CASSETTES], project, env)).strip())
+    assert packaged.is_relative_to(venv.resolve()) and (packaged / "@manifest.json").is_file()
+    before = {p: p.read_bytes() for p in sorted(packaged.rglob("*")) if p.is_file()}
+    record = [bench, "record", "+experiment=smoke", "progress=false"]
+    done = _run([*record, "--force"], project, env)
+    assert done.returncode == 1 and "installed package's cassettes" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    said = _ok(_run(record, project, env))  # record_deep=true: the deeper pages are new
+    (recording,) = (project / "recordings" / "cranfield").iterdir()
+    assert f"in recordings/cranfield/{recording.name};" in said.splitlines()[0]
+    assert f"query_set.cassettes=recordings/cranfield/{recording.name}" in said
+    assert {p: p.read_bytes() for p in sorted(packaged.rglob("*")) if p.is_file()} == before
+    cassettes = f"query_set.cassettes=recordings/cranfield/{recording.name}"
+    replay = [bench, "run", "+experiment=smoke", "progress=false", "report=false",
+              "replay.on_miss=error", cassettes]  # fmt: skip
+    _ok(_run(replay, project, env))
