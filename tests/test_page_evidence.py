@@ -111,11 +111,14 @@ def test_reading_copies_per_mode() -> None:
     assert reading_copies(CANDIDATES, EvidenceMode.SNIPPET, PAGES) == CANDIDATES
 
 
-def test_page_text_is_clipped_to_max_chars() -> None:
-    long = "shock " * 5000
+def test_page_text_is_clipped_to_max_chars_at_a_word_boundary() -> None:
+    # 7-character words: character 12,000 falls inside the 1,715th word ("sh"), which is
+    # dropped whole, with the space before it
+    long = "shocks " * 5000
     pages = FakePages({"https://ex.test/1": long})
     (copy,) = reading_copies(CANDIDATES[:1], EvidenceMode.PAGE, pages)
-    assert MAX_CHARS == 12_000 and copy.snippet == long[:12_000]
+    assert MAX_CHARS == 12_000 and long[:12_000].endswith(" sh")
+    assert copy.snippet == " ".join(["shocks"] * 1714)
 
 
 def test_page_evidence_refines_from_the_pages() -> None:

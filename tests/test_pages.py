@@ -13,10 +13,8 @@ import pytest
 
 from evidence_bench.collections.beir import Collection, load_collection
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.web import page_text as page_text_module
 from evidence_bench.web.cassettes import OnMiss
-from evidence_bench.web.page_cassettes import PageStore
-from evidence_bench.web.page_text import page_text
+from evidence_bench.web.page_cassettes import PageRecord, PageStore
 from evidence_bench.web.pages import (
     PageFailure,
     page_failure,
@@ -36,6 +34,13 @@ def cranfield() -> Collection:
 @pytest.fixture(scope="module")
 def cacm() -> Collection:
     return load_collection(ROOT / "collections" / "cacm")
+
+
+def page_text(collection: Collection, doc_id: str) -> str:
+    """The text page evidence reads of the page of ``doc_id`` ("" for none)."""
+    page = render_page(collection, doc_id)
+    record = PageRecord(collection.url_for(doc_id), page.status, page.content_type, page.body)
+    return record.text() or ""
 
 
 def test_a_page_carries_the_document_boilerplate_and_a_date(cranfield: Collection) -> None:
@@ -73,7 +78,7 @@ def test_web_text_is_escaped_in_the_page(tmp_path: Path) -> None:
 
 
 def test_extraction_keeps_the_document_and_drops_the_boilerplate(cranfield: Collection) -> None:
-    text = page_text(render_page(cranfield, "1").body, url=cranfield.url_for("1"))
+    text = page_text(cranfield, "1")
     words = " ".join(cranfield.documents["1"].text.split())
     assert " ".join(text.split()).endswith(words)  # the article, title heading first
     for boilerplate in ("cookies", "Accept all", "newsletter", "All rights reserved",
@@ -103,8 +108,8 @@ def test_a_page_with_a_heading_alone_gives_no_text(cacm: Collection) -> None:
     # CACM's document 1 is a title alone: its page's article is a heading and a byline, and
     # what is left is boilerplate, which must not pass for the page's text
     assert cacm.documents["1"].text == ""
-    assert page_text(render_page(cacm, "1").body, url=cacm.url_for("1")) == ""
-    text = page_text(render_page(cacm, "1410").body, url=cacm.url_for("1410"))
+    assert page_text(cacm, "1") == ""
+    text = page_text(cacm, "1410")
     assert text.startswith("Interarrival Statistics for Time Sharing Systems\nThe optimization")
     assert "Archive" not in text
 
@@ -168,12 +173,12 @@ def test_the_committed_page_cassettes_hold_what_the_simulator_serves(name: str) 
             )  # fmt: skip
 
 
-def test_extracted_texts_are_remembered_per_failure_rate_and_extractor(
-    tmp_path: Path, cranfield: Collection, monkeypatch: pytest.MonkeyPatch
+def test_extracted_texts_are_remembered_per_failure_rate(
+    tmp_path: Path, cranfield: Collection
 ) -> None:
     """One process, one (missing) page cassette, two runs: the second, at failure rate 1.0,
-    gets every page failed, not the first run's texts; with another extractor, its texts
-    (a multirun over ``pages.failure_rate`` gave every job the first job's numbers)."""
+    gets every page failed, not the first run's texts (a multirun over
+    ``pages.failure_rate`` gave every job the first job's numbers)."""
 
     def store(rate: float) -> PageStore:
         simulator = BraveSimulator(cranfield, page_failure_rate=rate)
@@ -189,5 +194,3 @@ def test_extracted_texts_are_remembered_per_failure_rate_and_extractor(
     assert first is not None and first.startswith("experimental investigation of the aero")
     assert store(1.0).page_texts([url])[0] is None  # every page fails at rate 1.0
     assert store(0.0).page_texts([url])[0] == first  # (remembered)
-    monkeypatch.setattr(page_text_module, "EXTRACT", lambda html, url, kind: "another extractor")
-    assert store(0.0).page_texts([url])[0] == "another extractor"

@@ -24,9 +24,9 @@ import pytest
 from evidence_bench.errors import RequestError, ResponseFormatError
 from evidence_bench.livefetch import LiveFetch, RetrievalIntent, StaticDiscovery
 from evidence_bench.livefetch.discovery import FeedDiscovery
-from evidence_bench.livefetch.extract import decode_html, read_page
 from evidence_bench.livefetch.records import Candidate
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
+from evidence_bench.web.decode import decode_html
 from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.fetch import Answer, Limits, afetch, fetch
 from evidence_bench.web.guard import (
@@ -36,6 +36,7 @@ from evidence_bench.web.guard import (
     GuardedTransport,
 )
 from evidence_bench.web.page_cassettes import fetch_page
+from evidence_bench.web.page_text import read_page
 from tests.hostile_server import HTML, gzip_bomb, hostile
 
 HERE = Path(__file__).resolve().parent

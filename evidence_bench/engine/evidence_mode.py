@@ -2,8 +2,9 @@
 
 Brave's snippet is a few hundred characters; the relevance judgments are of whole
 documents. ``evidence=page`` lets any ranker or refiner read the text of the page behind
-each result instead (fetched once, extracted by :func:`evidence_bench.web.page_text.page_text`
-and clipped to :data:`~evidence_bench.web.page_text.MAX_CHARS`), and ``both`` reads the
+each result instead (fetched once, extracted by the page pipeline,
+:mod:`evidence_bench.web.page_text`, and clipped to its
+:data:`~evidence_bench.web.page_text.MAX_CHARS` at a word boundary), and ``both`` reads the
 snippet and the page. The wrappers here do it without touching the parts they wrap: they
 hand the part a *reading copy* of each candidate, whose ``snippet`` is what the mode reads,
 and map its answer back to the candidates themselves, so rankings, feedback and judgments
@@ -24,7 +25,7 @@ from evidence_bench.engine.base import Feedback, Ranker, RefinedQuery, Refiner
 from evidence_bench.engine.params import part_key
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, renumber
-from evidence_bench.web.page_text import MAX_CHARS
+from evidence_bench.web.page_text import clip_text
 
 __all__ = [
     "EvidenceMode",
@@ -78,7 +79,7 @@ NO_PAGES: PageSource = _NoPages()
 def _read(item: Evidence, mode: EvidenceMode, text: str | None) -> Evidence:
     if not text:
         return item  # no page: the snippet is what there is
-    text = text[:MAX_CHARS]
+    text = clip_text(text)
     extra: tuple[str, ...]
     if mode is EvidenceMode.PAGE:
         snippet, extra = text, ()

@@ -1,11 +1,10 @@
-"""LiveFetch: discover candidate pages, fetch them, extract their text and date, score,
-quote and cache them.
+"""LiveFetch: discover candidate pages, fetch them, extract their text and date (the web
+layer's page pipeline, :mod:`evidence_bench.web.page_text`), score, quote and cache them.
 
 ::
 
     discovery.py   Discovery protocol: Brave, ddgs (web, news), RSS/Atom, recorded JSON
     fetch.py       bounded, capped httpx.AsyncClient fetches; failures as records
-    extract.py     trafilatura (fast), readability-lxml fallback, htmldate dates
     quotes.py      1-3 supporting sentences, exact substrings of the text
     cache.py       SQLite (WAL) cache of fetched, extracted pages
     pipeline.py    LiveFetch: the stages in order, sync and async
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
         StaticDiscovery,
         candidate_limit,
     )
-    from evidence_bench.livefetch.extract import clip_text, decode_html, extract_page
     from evidence_bench.livefetch.fetch import USER_AGENT, FetchedPage, PageFetcher
     from evidence_bench.livefetch.pipeline import LiveFetch, default_discovery
     from evidence_bench.livefetch.quotes import quotes_for
@@ -43,6 +41,8 @@ if TYPE_CHECKING:
         RetrievalIntent,
         ScoreBreakdown,
     )
+    from evidence_bench.web.decode import decode_html
+    from evidence_bench.web.page_text import clip_text, extract_page
 
 __all__ = [
     "DEFAULT_CACHE_PATH",
@@ -92,7 +92,6 @@ __getattr__, __dir__ = attach(
             "StaticDiscovery",
             "candidate_limit",
         ],
-        "evidence_bench.livefetch.extract": ["clip_text", "decode_html", "extract_page"],
         "evidence_bench.livefetch.fetch": ["USER_AGENT", "FetchedPage", "PageFetcher"],
         "evidence_bench.livefetch.pipeline": ["LiveFetch", "default_discovery"],
         "evidence_bench.livefetch.quotes": ["quotes_for"],
@@ -107,6 +106,8 @@ __getattr__, __dir__ = attach(
             "RetrievalIntent",
             "ScoreBreakdown",
         ],
+        "evidence_bench.web.decode": ["decode_html"],
+        "evidence_bench.web.page_text": ["clip_text", "extract_page"],
     },
 )
 del TYPE_CHECKING, attach

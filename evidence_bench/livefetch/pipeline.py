@@ -44,7 +44,6 @@ from evidence_bench.livefetch.discovery import (
     Discovery,
     FeedDiscovery,
 )
-from evidence_bench.livefetch.extract import clip_text, read_page
 from evidence_bench.livefetch.fetch import (
     MAX_BYTES,
     MAX_CONCURRENCY,
@@ -65,6 +64,7 @@ from evidence_bench.livefetch.records import (
     ScoreBreakdown,
 )
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy
+from evidence_bench.web.page_text import MAX_CHARS, clip_text, read_page
 
 __all__ = ["LiveFetch", "default_discovery"]
 
@@ -149,7 +149,7 @@ class LiveFetch:
     #: Seconds for each request phase and for a whole page request.
     TIMEOUT_S: ClassVar[float] = 15.0
     #: A packet's text is the extracted text clipped to this many characters.
-    MAX_CHARS: ClassVar[int] = 12000
+    MAX_CHARS: ClassVar[int] = MAX_CHARS
     #: Freshness F halves every this many days of age before ``as_of``.
     FRESHNESS_HALF_LIFE: ClassVar[float] = 7.0
 

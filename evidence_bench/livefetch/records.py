@@ -2,7 +2,8 @@
 (:class:`EvidencePacket`, :class:`FetchFailure`, together a :class:`PacketSet`; the failure
 vocabulary is the web layer's, :mod:`evidence_bench.web.failure`), and the
 seams between the stages (:class:`Candidate` from discovery, :class:`ExtractedPage` from
-extraction). All are frozen: a packet is a citation, and a citation does not change.
+extraction, the web layer's page pipeline's). All are frozen: a packet is a citation, and
+a citation does not change.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.web.failure import FailureReason, FetchFailure
+from evidence_bench.web.page_text import ExtractedPage
 
 __all__ = [
     "Candidate",
@@ -27,9 +29,6 @@ __all__ = [
     "RetrievalIntent",
     "ScoreBreakdown",
 ]
-
-#: How an extracted page's text was obtained; "none" when no extractor found any text.
-ExtractionMethod = Literal["trafilatura", "readability", "none"]
 
 
 class Mode(enum.StrEnum):
@@ -127,16 +126,6 @@ class Candidate:
             published_at=datetime.fromisoformat(published) if published else None,
             source=str(data.get("source") or ""),
         )
-
-
-@dataclass(frozen=True, slots=True)
-class ExtractedPage:
-    """A page's main text, title and publication date, and which extractor found them."""
-
-    title: str
-    text: str
-    published_at: datetime | None
-    method: ExtractionMethod
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,13 +47,12 @@ from evidence_bench._atomic import write_atomic
 from evidence_bench._secrets import redact
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
-from evidence_bench.web import page_text as page_text_module
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
 from evidence_bench.web.cassettes import OnMiss, holds_secret, refuse_secrets
 from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Limits, fetch
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
-from evidence_bench.web.page_text import page_text
+from evidence_bench.web.page_text import ExtractedPage, read_page
 from evidence_bench.web.pages import STALL_HEADER
 
 __all__ = [
@@ -105,10 +104,14 @@ class PageRecord:
         return None
 
     def text(self) -> str | None:
-        """The extracted text; None when the fetch failed or the page holds no text."""
+        """The extracted text, by the page pipeline with ``precision`` (no boilerplate read
+        as text); None when the fetch failed or the page holds no text."""
         if self.failure is not None:
             return None
-        return page_text(self.body, url=self.url, content_type=self.content_type) or None
+        page = read_page(
+            self.body, url=self.url, content_type=self.content_type, precision=True, metadata=False
+        )
+        return page.text if isinstance(page, ExtractedPage) else None
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"url": self.url, "status": self.status}
@@ -323,10 +326,9 @@ def write_page_cassette(
 
 
 #: Extracted texts by what decides them: the page cassette (its sha256), what answers a page
-#: it lacks (``on_miss``, the simulated failure rate), the extractor
-#: (:data:`~evidence_bench.web.page_text.EXTRACT`) and the canonical URL. Each page is
+#: it lacks (``on_miss``, the simulated failure rate) and the canonical URL. Each page is
 #: extracted once per process, whichever store (or plan) asks; a run in the same process
-#: with another failure rate or extractor (a multirun's next job) extracts its own.
+#: with another failure rate (a multirun's next job) extracts its own.
 _TEXTS: dict[tuple[Any, ...], str | None] = {}
 _TEXTS_LOCK = threading.Lock()
 
@@ -423,7 +425,7 @@ class PageStore:
         sha, records = self._load()
         key = canonical_url(url)
         where = sha or f"missing:{self.path}"
-        cache_key = (where, self.on_miss, self._failure_rate, page_text_module.EXTRACT, key)
+        cache_key = (where, self.on_miss, self._failure_rate, key)
         with _TEXTS_LOCK:
             if cache_key in _TEXTS:
                 return _TEXTS[cache_key]

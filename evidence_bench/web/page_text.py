@@ -1,63 +1,259 @@
-"""The seam where a fetched page becomes the text the engine reads: one function.
+"""The page pipeline after the fetch: decode, extract, clip, and why a page gave no text.
 
-:func:`page_text` extracts a page's main text with trafilatura (fast mode: its own
-algorithm, without the jusText and readability fallbacks), so navigation, cookie banners,
-related links and footers do not count as the page's words. ``favor_precision``: without
-it, a page whose article holds a heading and no paragraph (half of CACM's documents are a
-title alone) came back as its navigation, breadcrumbs and byline; with it such a page gives
-no text, so the reader falls back to the snippet, and pages with an article keep all of it
-(measured on every 8th Cranfield and CACM document: every word of the document kept,
-boilerplate words in 11 of 401 CACM pages instead of 222). LiveFetch's extractor
-(``evidence_bench.livefetch.extract.extract_page``: trafilatura, then readability-lxml)
-does the same job for the LiveFetch pipeline; when both live on one branch, point
-:data:`EXTRACT` at ``lambda html, url, content_type: extract_page(html, url=url,
-content_type=content_type).text`` and everything that reads pages follows (the page
-cassettes hold the HTML, not the text, so they stay valid).
+One extractor serves every reader of pages: LiveFetch's packets and the engine's page
+evidence (``evidence=page``). :func:`read_page` decodes a fetched body
+(:func:`~evidence_bench.web.decode.decode_html`) and extracts its main text
+(:func:`extract_page`), or says why not (``undecodable``, ``no_text``); the reader clips the
+text to :data:`MAX_CHARS` by :func:`clip_text`, the one rule.
 
-The text is clipped to :data:`MAX_CHARS` (LiveFetch's ``MAX_CHARS``) where it is read
-(:mod:`evidence_bench.engine.evidence_mode`), not here.
+:func:`extract_page` runs trafilatura's fast mode (Barbaresi 2021, ACL demos), which keeps
+the main content and drops navigation, related links, cookie banners and footers.
+``precision`` chooses between its two uses:
+
+- ``precision=False`` (LiveFetch): when trafilatura finds no text, readability-lxml (a port
+  of Arc90's Readability) is the fallback: some text beats none for a packet;
+- ``precision=True`` (page evidence): trafilatura's ``favor_precision`` and no fallback, so
+  a page whose article holds no paragraph gives no text (the reader falls back to the
+  snippet) instead of its navigation and byline (docs: "Reading the page").
+
+``metadata`` adds the title and the publication date (htmldate on the page's metadata,
+never a date guessed from the body). Hostile input is expected: nothing here raises on a
+page's content, and markup past :data:`MAX_HTML_CHARS` is not parsed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import html as html_entities
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 from evidence_bench._lazy import module
+from evidence_bench.web.decode import decode_html
+from evidence_bench.web.failure import FailureReason
 
 if TYPE_CHECKING:
     import trafilatura
-else:  # imported at the first page read: a run on snippets never loads it (~12 MB)
+else:  # imported at the first page read: a run on snippets never loads it
     trafilatura = module("trafilatura")
 
-__all__ = ["EXTRACT", "MAX_CHARS", "page_text", "trafilatura_text"]
+__all__ = [
+    "MAX_CHARS",
+    "MAX_HTML_CHARS",
+    "ExtractedPage",
+    "ExtractionMethod",
+    "clip_text",
+    "extract_page",
+    "read_page",
+]
 
-#: The most characters of a page's text a ranker or refiner reads.
+#: The most characters of a page's text a reader (a ranker, a refiner, a packet) reads.
 MAX_CHARS = 12_000
+#: Markup beyond this many characters is not parsed: a main text lies in the first
+#: megabytes, and parsing cost grows with the tree.
+MAX_HTML_CHARS = 2_000_000
+
+#: How an extracted page's text was obtained; "none" when no extractor found any text.
+ExtractionMethod = Literal["trafilatura", "readability", "none"]
+
+# Options of htmldate (through trafilatura and directly): metadata only, the original
+# (published, not updated) date, with the time and zone when the page gives them.
+_DATE_PARAMS: dict[str, Any] = {
+    "extensive_search": False,
+    "original_date": True,
+    "outputformat": "%Y-%m-%dT%H:%M:%S%z",
+}
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.I | re.S)
+_BLANKS = re.compile(r"[ \t\r\f\v\u00a0]+")
+_BLOCK_TAGS = (
+    "p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "blockquote",
+    "pre", "section", "article", "table", "ul", "ol", "dd", "dt",
+)  # fmt: skip
+_DROP_TAGS = ("script", "style", "noscript", "template", "iframe", "svg", "head")
+
+# trafilatura, htmldate and readability log every page they cannot parse, up to ERROR
+# ("empty HTML tree"): that is this module's normal case, reported by method="none", and
+# without a handler Python would print it on stderr of every command.
+for _name in ("trafilatura", "readability", "htmldate"):
+    logging.getLogger(_name).setLevel(logging.CRITICAL)
 
 
-def trafilatura_text(html: bytes | str, url: str, content_type: str | None) -> str:
-    """The main text of ``html`` by trafilatura's fast mode ("" when it finds none).
+@dataclass(frozen=True, slots=True)
+class ExtractedPage:
+    """A page's main text, title and publication date, and which extractor found them."""
 
-    ``content_type`` is unused: trafilatura detects the encoding of bytes itself.
-    """
-    text = trafilatura.extract(
-        html,
-        url=url,
+    title: str
+    text: str
+    published_at: datetime | None
+    method: ExtractionMethod
+
+
+_EMPTY = ExtractedPage(title="", text="", published_at=None, method="none")
+
+
+def clip_text(text: str, max_chars: int = MAX_CHARS) -> str:
+    """``text`` cut to at most ``max_chars`` characters, at the last whitespace before the
+    limit when there is one in its final fifth (so no word is cut in half), then stripped."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space >= max_chars * 4 // 5:
+        cut = cut[:space]
+    return cut.rstrip()
+
+
+def _parse_date(value: str | None) -> datetime | None:
+    """htmldate's ``%Y-%m-%dT%H:%M:%S%z`` (or a bare date) as an aware UTC datetime;
+    a date without a zone is taken as UTC."""
+    if not value:
+        return None
+    text = value.strip()
+    if len(text) > 5 and text[-5] in "+-" and text[-4:].isdigit():  # +0100 -> +01:00
+        text = f"{text[:-2]}:{text[-2:]}"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _clean(text: str) -> str:
+    """Blank runs to one space, lines stripped, empty lines dropped."""
+    lines = (_BLANKS.sub(" ", line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _markup_title(markup: str) -> str:
+    match = _TITLE.search(markup[:200_000])
+    if not match:
+        return ""
+    title = html_entities.unescape(re.sub(r"<[^>]*>", " ", match.group(1)))
+    return _clean(title).replace("\n", " ")
+
+
+def _fragment_text(fragment: str) -> str:
+    """The text of an HTML fragment (readability's summary): scripts and styles dropped,
+    a line break after each block element."""
+    import lxml.html
+
+    root = lxml.html.fromstring(fragment)
+    for element in list(root.iter(*_DROP_TAGS)):
+        element.drop_tree()
+    for element in root.iter(*_BLOCK_TAGS):
+        element.tail = "\n" + (element.tail or "")
+    return _clean(root.text_content())
+
+
+def _trafilatura(
+    markup: str, url: str, *, precision: bool, metadata: bool
+) -> tuple[str, str, datetime | None]:
+    document = trafilatura.bare_extraction(
+        markup,
+        url=url or None,
         fast=True,
-        favor_precision=True,
+        favor_precision=precision,
+        with_metadata=metadata,
         include_comments=False,
         include_tables=True,
         deduplicate=False,
-        with_metadata=False,
+        date_extraction_params=_DATE_PARAMS,
+        # trafilatura keeps <noscript> ("enable JavaScript") and <template> text.
+        prune_xpath=["//noscript", "//template"],
     )
-    return text or ""
+    if document is None or isinstance(document, dict):
+        return "", "", None
+    return (
+        _clean(document.text or ""),
+        _clean(document.title or "").replace("\n", " "),
+        _parse_date(document.date),
+    )
 
 
-#: The extractor :func:`page_text` calls: ``(html, url, content_type) -> text``.
-EXTRACT: Callable[[bytes | str, str, str | None], str] = trafilatura_text
+def _readability(markup: str) -> tuple[str, str]:
+    from readability import Document
+
+    document = Document(markup)
+    return _fragment_text(document.summary(html_partial=True)), _clean(document.short_title())
 
 
-def page_text(html: bytes | str, *, url: str, content_type: str | None = None) -> str:
-    """The text a page's HTML holds for a reader, boilerplate removed ("" when none)."""
-    return EXTRACT(html, url, content_type)
+def _metadata_date(markup: str, url: str) -> datetime | None:
+    from htmldate import find_date
+
+    return _parse_date(find_date(markup, url=url or None, **_DATE_PARAMS))
+
+
+# Extractors are parsers of untrusted markup: any exception of theirs (lxml's parser
+# errors, a RecursionError on deep nesting, a ValueError on NUL bytes, their own bugs) means
+# "this extractor found nothing", never a failed batch; hence the broad excepts below.
+
+
+def extract_page(
+    html: bytes | str,
+    *,
+    url: str,
+    content_type: str | None = None,
+    precision: bool = False,
+    metadata: bool = True,
+) -> ExtractedPage:
+    """The main text (and with ``metadata``, the title and publication date) of one page.
+
+    ``html`` as bytes is decoded by :func:`~evidence_bench.web.decode.decode_html`
+    (``content_type``'s charset first); undecodable bytes give an empty page. trafilatura's
+    fast mode first; unless ``precision``, readability-lxml when it finds no text. The title
+    falls back to ``<title>``, the date to htmldate on the page's metadata. Never raises on
+    a page's content; ``method`` is "none" when no extractor found text.
+    """
+    if isinstance(html, bytes):
+        decoded = decode_html(html, content_type)
+        if decoded is None:
+            return _EMPTY
+        html = decoded
+    markup = html[:MAX_HTML_CHARS].replace("\x00", "")
+    if not markup.strip():
+        return _EMPTY
+    text, title, published = "", "", None
+    method: ExtractionMethod = "none"
+    try:
+        text, title, published = _trafilatura(markup, url, precision=precision, metadata=metadata)
+        if text:
+            method = "trafilatura"
+    except Exception:
+        text = ""
+    if not text and not precision:
+        try:
+            text, fallback_title = _readability(markup)
+            title = title or fallback_title
+            method = "readability" if text else "none"
+        except Exception:
+            text = ""
+    if not metadata:
+        return ExtractedPage(title="", text=text, published_at=None, method=method)
+    if published is None:
+        try:
+            published = _metadata_date(markup, url)
+        except Exception:
+            published = None
+    title = title or _markup_title(markup)
+    return ExtractedPage(title=title, text=text, published_at=published, method=method)
+
+
+def read_page(
+    body: bytes,
+    *,
+    url: str,
+    content_type: str | None = None,
+    precision: bool = False,
+    metadata: bool = True,
+) -> ExtractedPage | FailureReason:
+    """A fetched page's body decoded and extracted (:func:`extract_page`), or why not:
+    ``undecodable`` or ``no_text``."""
+    text = decode_html(body, content_type)
+    if text is None:
+        return FailureReason.UNDECODABLE
+    page = extract_page(text, url=url, precision=precision, metadata=metadata)
+    return page if page.text else FailureReason.NO_TEXT

@@ -1,4 +1,5 @@
-"""Extraction: main text, title and date out of realistic, hostile and broken HTML."""
+"""The page pipeline's extraction: main text, title and date out of realistic, hostile and
+broken HTML, with and without ``precision``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from evidence_bench.livefetch import clip_text, decode_html, extract_page
-from evidence_bench.livefetch.extract import MAX_HTML_CHARS
+from evidence_bench.web.decode import decode_html
+from evidence_bench.web.failure import FailureReason
+from evidence_bench.web.page_text import (
+    MAX_HTML_CHARS,
+    clip_text,
+    extract_page,
+    read_page,
+)
 from tests.livefetch_pages import BOILERPLATE, article_page, collection_docs
 
 ARTICLE = [
@@ -124,6 +131,29 @@ def test_broken_markup_still_gives_its_text() -> None:
     page = extract_page(broken, url="https://x.test/")
     assert "Unclosed paragraph about supersonic shock waves" in page.text
     assert "pressure ratio across the shock" in page.text
+
+
+def test_precision_leaves_out_the_readability_fallback() -> None:
+    """A bare fragment is too small for trafilatura's thresholds: readability takes it for a
+    packet, and with ``precision`` (page evidence) the page gives no text instead."""
+    fragment = "<p>Short text here. Another sentence about slabs.</p>"
+    assert extract_page(fragment, url="u").method == "readability"
+    precise = extract_page(fragment, url="u", precision=True)
+    assert (precise.text, precise.method) == ("", "none")
+    assert read_page(fragment.encode(), url="u", precision=True) is FailureReason.NO_TEXT
+
+
+def test_precision_keeps_an_article_whole() -> None:
+    page = extract_page(article_page("Heat in slabs", ARTICLE), url="u", precision=True)
+    assert page.method == "trafilatura"
+    assert all(paragraph in page.text for paragraph in ARTICLE)
+    assert not [phrase for phrase in BOILERPLATE if phrase in page.text]
+
+
+def test_without_metadata_there_is_no_title_or_date() -> None:
+    page = extract_page(article_page("Heat in slabs", ARTICLE), url="u", metadata=False)
+    assert (page.title, page.published_at) == ("", None)
+    assert ARTICLE[0] in page.text
 
 
 def test_the_readability_fallback_takes_what_trafilatura_leaves() -> None:
