@@ -1,4 +1,4 @@
-"""Web text made safe to print on a terminal.
+"""Web text made safe to print on a terminal, and kept free of control characters.
 
 A title, snippet, URL or page quote is the web's text, and a terminal obeys the control
 characters in what it prints: ESC and CSI sequences move the cursor, clear the screen or
@@ -7,7 +7,10 @@ report escapes such text (:mod:`evidence_bench.report`); the command lines print
 their error lines (a server's error detail is its text too), through :func:`printable`, and
 their JSON through :func:`json_text`: ``json.dumps(..., ensure_ascii=False)`` escapes C0 but
 writes DEL and C1 (0x9B is CSI) as they are. Both redact the API key
-(:func:`evidence_bench._secrets.redact`): a server may echo it.
+(:func:`evidence_bench._secrets.redact`): a server may echo it. Before any of that,
+:func:`plain_text` is applied where web text enters (a result's title and snippet in
+:func:`evidence_bench.evidence.normalize_text`, its URL in the Brave provider), so that a
+control character reaches no run table, report, cache or JSON.
 """
 
 from __future__ import annotations
@@ -17,13 +20,23 @@ from typing import Any
 
 from evidence_bench._secrets import redact, redact_json
 
-__all__ = ["json_text", "printable"]
+__all__ = ["json_text", "plain_text", "printable"]
 
 #: C0 (but tab and line feed, which the listings lay out with), DEL and C1, each as "?"
 #: (as GNU ls shows them).
 _CONTROLS = str.maketrans(
     {code: "?" for code in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if code not in (0x09, 0x0A)}
 )
+
+
+#: The same characters, each as a space: where web text enters, a word boundary is kept
+#: (the tokenizer splits at a control character as at a space) and no byte is kept.
+_CONTROLS_AS_SPACE = str.maketrans(dict.fromkeys(_CONTROLS, " "))
+
+
+def plain_text(text: str) -> str:
+    """``text`` with every control character but tab and line feed as a space."""
+    return text.translate(_CONTROLS_AS_SPACE)
 
 
 def printable(text: str) -> str:

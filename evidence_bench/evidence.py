@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from evidence_bench._printable import plain_text
 from evidence_bench.errors import QueryError
 
 __all__ = [
@@ -163,8 +164,9 @@ def normalize_text(value: str) -> str:
     survives as literal text instead of being removed as a tag. Idempotent on its own output
     except where unescaping reveals a new entity (``&amp;amp;``) or markup (``&lt;b&gt;``
     gives ``<b>``, a tag the next pass strips); applied once, to what the provider answers.
-    Never raises. Control characters are kept: what prints the text makes them harmless
-    (:mod:`evidence_bench._printable`, the report's escaping).
+    Never raises. Control characters become spaces
+    (:func:`evidence_bench._printable.plain_text`): this is where a provider's text enters
+    (an entity such as ``&#27;`` decodes to one).
     """
     tags = value.count("<")
     if tags and tags == value.count("<strong>") + value.count("</strong>"):
@@ -176,7 +178,7 @@ def normalize_text(value: str) -> str:
     if "&" in value:  # without it, no entity
         value = _unescape(value)
     # str.split's white space is re's \s (both str.isspace), and strip() drops the same.
-    return " ".join(value.split())
+    return " ".join(plain_text(value).split())
 
 
 #: What html.escape writes (Brave's and the simulator's descriptions hold little else),

@@ -248,21 +248,21 @@ def test_json_output(brave: FakeBrave, capsys: pytest.CaptureFixture[str]) -> No
 def test_control_characters_of_web_text_are_not_printed(
     brave: FakeBrave, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A title, URL or snippet cannot drive the terminal: each control character is printed
-    as "?"; JSON output keeps the text (json.dumps escapes it)."""
+    """A title, URL or snippet cannot drive the terminal: each control character became a
+    space where Brave's text entered (``plain_text``), in the listing and in JSON alike."""
     code, out, _ = _run(["hostile"], capsys)
     assert code == 0
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)
     assert out == (
-        "1. heat ?]8;;https://evil.example?click?]8;;? ?[2Jslab\n"
-        "   https://hostile.example/a?[31m\n"
-        "   heat transfer ?[1A?[2Kspoofed line ?31m\n"
+        "1. heat ]8;;https://evil.example click ]8;; [2Jslab\n"
+        "   https://hostile.example/a [31m\n"
+        "   heat transfer [1A [2Kspoofed line 31m\n"
     )
     code, out, _ = _run(["hostile", "--format", "json"], capsys)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out)  # C1's CSI (0x9b) too
-    assert "\\u001b" in out and "\\u009b31m" in out
-    assert json.loads(out)[0]["title"] == HOSTILE[0][0]
-    assert json.loads(out)[0]["snippet"] == HOSTILE[0][2]
+    assert "\\u001b" not in out and "\\u009b" not in out
+    assert json.loads(out)[0]["title"] == "heat ]8;;https://evil.example click ]8;; [2Jslab"
+    assert json.loads(out)[0]["snippet"] == "heat transfer [1A [2Kspoofed line 31m"
 
 
 def test_an_error_line_prints_no_control_character_of_the_servers(

@@ -223,28 +223,28 @@ def test_error_lines(
     assert_no_key_in_files(tmp_path)
 
 
-def test_record_run_and_report(
-    echoed: str,
+def record_run_report(
+    edit: Callable[[dict[str, Any]], None],
     tiny_collection: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
-) -> None:
-    """Recorded from a Brave that echoes the key into its results, then run and reported
-    from those cassettes: cassettes, manifest, run directory and report hold no key."""
+) -> tuple[Path, str, str]:
+    """Record the tiny collection from a simulator whose every result ``edit`` changes,
+    run from those cassettes and report the run; the run directory, report's stdout and
+    stderr."""
     simulator = BraveSimulator(load_collection(tiny_collection, name="tiny"), token=KEY)
-    handle, form = simulator.handle, FORMS[echoed]
+    handle = simulator.handle
 
-    def echoing(method: str, path: str, params: object, headers: dict[str, str]) -> object:
+    def editing(method: str, path: str, params: object, headers: dict[str, str]) -> object:
         answer = handle(method, path, params, headers)  # type: ignore[arg-type]
         body = answer.json()
         for result in body.get("web", {}).get("results", []):
-            result["title"] += f" {form}"
-            result["description"] += f" token {form} here"
-        answer.headers["X-Echo-Token"] = form
+            edit(result)
         return type(answer)(answer.status, answer.headers, json.dumps(body).encode())
 
-    monkeypatch.setattr(simulator, "handle", echoing)
+    monkeypatch.setattr(simulator, "handle", editing)
+    monkeypatch.setenv("BRAVE_SEARCH_API_KEY", KEY)
     overrides = [
         "+experiment=ci", "query_set=beir", "query_set.name=tiny",
         f"query_set.path={tiny_collection}", f"query_set.cassettes={tmp_path / 'cassettes'}",
@@ -255,11 +255,30 @@ def test_record_run_and_report(
         monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", running.base_url)
         cfg, _ = compose([*overrides, "provider=brave_live", "report=false"])
         record(plan_run(cfg), provider="brave_live", rounds=1)
-    cfg, text = compose([*overrides, "replay.on_miss=error", "report=true"])
+    cfg, text = compose([*overrides, "replay.on_miss=error", "report=false"])
     run_dir = perform_run(cfg, text).path
     status, out, err = _run(bench_main, ["report", str(run_dir)], capfd)
     assert status == 0, err
     assert (run_dir / "report.html").exists()
+    return run_dir, out, err
+
+
+def test_record_run_and_report(
+    echoed: str,
+    tiny_collection: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Recorded from a Brave that echoes the key into its results, then run and reported
+    from those cassettes: cassettes, manifest, run directory and report hold no key."""
+    form = FORMS[echoed]
+
+    def echo(result: dict[str, Any]) -> None:
+        result["title"] += f" {form}"
+        result["description"] += f" token {form} here"
+
+    run_dir, out, err = record_run_report(echo, tiny_collection, tmp_path, monkeypatch, capfd)
     assert_no_key(out.encode() + err.encode(), "stdout/stderr")
     assert assert_no_key_in_files(tmp_path / "cassettes") >= 5
     assert assert_no_key_in_files(run_dir) >= 3

@@ -22,6 +22,7 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
+from evidence_bench._printable import plain_text
 from evidence_bench._secrets import KEY_ENV, redact, redact_json
 from evidence_bench.errors import (
     ConfigurationError,
@@ -409,7 +410,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         return _checked_evidence(item, path, where, rank)
     return Evidence.from_fields(
         _normalized(title),
-        url,
+        plain_text(url),
         _normalized(description or ""),
         "brave",
         rank,
@@ -423,7 +424,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
 
 
 def _checked_evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> Evidence:
-    url = _required(item, "url", str, path, where).strip()
+    url = plain_text(_required(item, "url", str, path, where).strip())
     if not url:
         raise ResponseFormatError(f"{where}: {path}.url is empty")
     title = _required(item, "title", str, path, where)
