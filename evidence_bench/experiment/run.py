@@ -265,8 +265,11 @@ def _perform(
         judged_hits += out.judged_hits
     # the part of the wall the workers share; the rest (start-up, the tail) is serial
     episodes_time = time.perf_counter() - episodes_started
+    unjudged_hits = ""
     if replayed_initials and not judged_hits:
-        raise DataError(_no_judged_hits(query_set, documents, replayed_initials))
+        unjudged_hits = _no_judged_hits(query_set, documents, replayed_initials)
+        if query_set.source != "live":
+            raise DataError(unjudged_hits)
 
     # the tail: its collections walk only what it makes (builder, frames, report), not
     # the older objects
@@ -415,6 +418,8 @@ def _perform(
                 pass  # a shard's numbers are partial: the run gathered from its shards reports
             else:  # no summary table, but a policy that gave no labels of a kind is still said
                 terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
+        if unjudged_hits:  # results from the web: none judged until someone judges them
+            terminal += f"warning: {unjudged_hits}\n"
         if notice := unjudged_notice(whole):
             terminal += f"{notice}\n"
         if requests["simulated"] and not requests["replayed"]:  # (a mistyped cassette path?)
@@ -445,15 +450,23 @@ def _seeds(seed: int, users: Sequence[tuple[str, UserPolicy]]) -> dict[str, Any]
 
 def _no_judged_hits(query_set: QuerySet, documents: Mapping[str, Any], replayed: int) -> str:
     """Why the scores mean nothing: no URL the cassettes answered with is one the qrels
-    judge (typically a ``query_set.name`` other than the collection the cassettes were
-    recorded from, which names the documents' host)."""
+    judge. From a collection's cassettes that is a mistake (typically a ``query_set.name``
+    other than the collection they were recorded from, which names the documents' host);
+    from live ones it is where judging starts (``pool``, ``assess``, ``query_set.qrels``)."""
     retrieved = next(iter(documents), "none")
     judged = next((url for grades in query_set.qrels.values() for url in grades), "none")
-    return (
+    found = (
         f"no retrieved URL matches a judged document in any of {replayed} queries replayed "
-        f"from {query_set.cassettes} (retrieved e.g. {retrieved}, judged e.g. {judged}); "
-        f"check that query_set.name={query_set.name!r} names the collection they were "
-        "recorded from"
+        f"from {query_set.cassettes} (retrieved e.g. {retrieved}, judged e.g. {judged})"
+    )
+    if query_set.source == "live":
+        return (
+            f"{found}: every score is 0 until the results are judged (pool the run, judge "
+            "the pool with assess, run again with query_set.qrels=FILE)"
+        )
+    return (
+        f"{found}; check that query_set.name={query_set.name!r} names the collection they "
+        "were recorded from"
     )
 
 
