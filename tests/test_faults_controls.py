@@ -96,3 +96,54 @@ def test_no_control_character_reaches_a_run_report_or_export(
     assert checked >= 4
     report = (run_dir / "report.html").read_text()
     assert "\x1b" not in report and "\x9b" not in report
+
+
+def _page_server(text: str) -> Any:
+    def answer(request: Any) -> tuple[int, dict[str, str], bytes]:
+        port = request.server.server_address[1]
+        if request.path.startswith("/res/v1/web/search"):
+            url = f"http://127.0.0.1:{port}/page"
+            web = {"results": [{"title": "Heat", "url": url, "description": "Heat flow"}]}
+            body = json.dumps({"type": "search", "web": web}).encode()
+            return 200, {"Content-Type": "application/json"}, body
+        page = (
+            f"<html><head><title>Heat {text} transfer</title></head><body><article>"
+            f"<p>Heat transfer in a boundary layer {text} is measured in this study.</p>"
+            "<p>Heat transfer across the boundary layer depends on the flow.</p>"
+            "</article></body></html>"
+        )
+        return 200, {"Content-Type": "text/html; charset=utf-8"}, page.encode()
+
+    return answer
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_no_control_character_of_a_page_reaches_livefetch_json_or_its_cache(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from evidence_bench.livefetch._cli import main as livefetch_main
+    from tests.fault_fixtures import serve_bytes
+
+    cache = tmp_path / "lf.sqlite"
+    monkeypatch.setenv("BRAVE_SEARCH_API_KEY", "k" * 24)
+    with serve_bytes(_page_server(text)) as base_url:
+        monkeypatch.setenv("BRAVE_SEARCH_BASE_URL", base_url)
+        argv = ["heat transfer", "--mode", "web", "--format", "json", "--allow-private"]
+        argv += ["--freshness-days", "none", "--cache", str(cache)]
+        status, out, err = run_main(livefetch_main, argv, capfd)
+    assert status == 0, err
+    answer = json.loads(out)
+    # a packet without the controls, or the page refused as binary (undecodable)
+    assert [p["title"][:4] for p in answer["packets"]] == ["Heat"] or [
+        f["reason"] for f in answer["failures"]
+    ] == ["undecodable"], out
+    for value in _json_strings(json.loads(out)):
+        assert not CONTROL.search(value), value
+    with sqlite3.connect(cache) as db:
+        rows = db.execute("SELECT url, title, text FROM docs").fetchall()
+    assert len(rows) == len(answer["packets"])
+    for row in rows:
+        for value in row:
+            assert not CONTROL.search(value), value

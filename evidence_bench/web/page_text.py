@@ -18,7 +18,9 @@ the main content and drops navigation, related links, cookie banners and footers
 
 ``metadata`` adds the title and the publication date (htmldate on the page's metadata,
 never a date guessed from the body). Hostile input is expected: nothing here raises on a
-page's content, and markup past :data:`MAX_HTML_CHARS` is not parsed.
+page's content, markup past :data:`MAX_HTML_CHARS` is not parsed, and the text and title
+come back without control characters (:func:`evidence_bench._printable.plain_text`: this
+is where a page's text enters).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from evidence_bench._lazy import module
+from evidence_bench._printable import plain_text
 from evidence_bench.web.decode import decode_html
 from evidence_bench.web.failure import FailureReason
 
@@ -232,14 +235,16 @@ def extract_page(
         except Exception:
             text = ""
     if not metadata:
-        return ExtractedPage(title="", text=text, published_at=None, method=method)
+        return ExtractedPage(title="", text=plain_text(text), published_at=None, method=method)
     if published is None:
         try:
             published = _metadata_date(markup, url)
         except Exception:
             published = None
     title = title or _markup_title(markup)
-    return ExtractedPage(title=title, text=text, published_at=published, method=method)
+    return ExtractedPage(
+        title=plain_text(title), text=plain_text(text), published_at=published, method=method
+    )
 
 
 def read_page(
