@@ -63,6 +63,11 @@ class MarkedFirst:
         return pulled + rest + pushed
 
 
+class Two(MarkedFirst):
+    def __init__(self, a=0, b=0):
+        self.a, self.b = a, b
+
+
 class Recording:
     name = "recording"
 
@@ -321,6 +326,22 @@ def test_a_users_ranker_with_the_same_config_is_an_alias(user_code: Path) -> Non
     ]
     assert plan.engines[0].params()["weight"] == 1.0
     assert plan.engines[-1].ranker == "provider_order"
+
+
+def test_a_users_ranker_given_its_parameters_in_another_order_is_an_alias(
+    user_code: Path,
+) -> None:
+    configs = (
+        "+experiment.configs=[{ranker: {_target_: toy.Two, a: 1, b: 2}},"
+        "{ranker: {_target_: toy.Two, b: 2, a: 1}}, {ranker: {_target_: toy.Two, b: 1, a: 2}}]"
+    )
+    plan = plan_run(compose(["+experiment=smoke", configs])[0])
+    assert plan.aliases == {"c01": "c00"}
+    assert [e.label for e in plan.asked] == [
+        "toy.Two a=1 b=2",
+        "toy.Two b=2 a=1",
+        "toy.Two b=1 a=2",
+    ]
 
 
 def test_a_grid_sweeps_a_users_ranker_parameters(user_code: Path) -> None:

@@ -416,17 +416,19 @@ def effective_key(config: EngineConfig) -> Hashable:
 
 
 def _key(config: EngineConfig, part: str) -> Hashable | None:
-    """A user part's key: its target and config, with what the harness wraps it in (boost,
-    page evidence, expansion depth); None for a shipped part."""
+    """A user part's key: its target and config (in key order, however the config listed
+    them), with what the harness wraps it in (boost, page evidence, expansion depth); None
+    for a shipped part."""
     if part == "refiner":
         if not config.refiner_target:
             return None
-        return (TARGET, config.refiner, config.refiner_params, config.refiner_evidence,
-                config.expand_depth)  # fmt: skip
+        params = tuple(sorted(config.refiner_params, key=lambda item: item[0]))
+        return (TARGET, config.refiner, params, config.refiner_evidence, config.expand_depth)
     if not config.ranker_target:
         return None
     boost = config.boost_relevant and part == "ranker"
-    return (TARGET, part, config.ranker, config.ranker_params, config.evidence, boost)
+    params = tuple(sorted(config.ranker_params, key=lambda item: item[0]))
+    return (TARGET, part, config.ranker, params, config.evidence, boost)
 
 
 #: Every user kind a config may name (``policies.<name>.kind``): judges, then click models.
