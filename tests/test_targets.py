@@ -437,6 +437,19 @@ def test_a_users_search_provider_answers_every_search(user_code: Path) -> None:
     assert json.loads((run / "manifest.json").read_text())["replay"]["replayed"] == 0
 
 
+def test_record_refuses_a_users_search_provider(user_code: Path) -> None:
+    from evidence_bench.experiment.record import record
+
+    plan = plan_run(compose(["+experiment=smoke", "search_provider._target_=toy.FirstDocs"])[0])
+    with pytest.raises(ConfigurationError) as caught:
+        record(plan, provider="simulator", rounds=1)
+    assert str(caught.value) == (
+        "search_provider._target_=toy.FirstDocs: a run asks your search provider itself and "
+        "replays no cassette, so there is nothing to record"
+    )
+    assert not (user_code / "recordings").exists()
+
+
 # --- what the plan refuses, in one line ---------------------------------------------------------
 
 _NO_RANK = "no method rank(query, candidates, feedback)"
