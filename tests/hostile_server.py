@@ -1,9 +1,10 @@
 """A hostile web server on 127.0.0.1 (port 0) for the guarded HTTP layer's fault tests.
 
 Each path is one attack: dripping headers or body, stacked or bombed content codings,
-a wrong charset label, redirects to the inside. Run as a script inside an address-space
-limit, it starts the server, runs one fetch case against it and prints one line: the
-failure reason and its detail (``python tests/hostile_server.py CASE BOMB_FILE``).
+a page slow to parse, a wrong charset label, redirects to the inside. Run as a script
+inside an address-space limit, it starts the server, runs one fetch case against it and
+prints one line: the failure reason and its detail
+(``python tests/hostile_server.py CASE BOMB_FILE``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ FEED = (
     b"<item><title>Heat transfer news</title><link>https://example.org/a</link></item>"
     b"</channel></rss>"
 )
+#: A page whose parse keeps trafilatura and lxml busy for many seconds (2 MB of words
+#: between ``<br>``s), far longer than its fetch.
+SLOW_PARSE = b"<html><body><p>" + b"w<br>" * 400_000 + b"</p></body></html>"
 _DRIP_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n"
 BRAVE = b'{"type": "search", "web": {"results": []}}'
 
@@ -114,6 +118,7 @@ class HostileServer:
         stop = self._stop
         routes: dict[str, Callable[[], None]] = {
             "/ok": lambda: _send(conn, _answer("200 OK", html, HTML)),
+            "/slow-parse": lambda: _send(conn, _answer("200 OK", html, SLOW_PARSE)),
             "/drip-body": lambda: (
                 _send(conn, _DRIP_HEAD),
                 _drip(conn, b"<" * 100_000, 0.05, stop),

@@ -11,7 +11,9 @@ over the extracted page text instead of a snippet: relevance R, freshness F with
 half-life of ``FRESHNESS_HALF_LIFE`` days from ``as_of``, trust T by public suffix, and
 redundancy D with the packets already ranked, greedily as in MMR. A candidate that fails
 (fetch, decode, extraction) is a :class:`~evidence_bench.livefetch.records.FetchFailure`
-beside the packets, never an error of the batch.
+beside the packets, never an error of the batch. A page's extraction runs in a child process
+within what its request left of ``TIMEOUT_S`` (:mod:`evidence_bench.web.bounded`): a hostile
+page that keeps the parser busy is a ``timeout``, and the pages after it are read.
 
 ``as_of`` (the freshness reference) and ``clock`` (what ``fetched_at`` and the cache's
 age are measured with) are injectable, so a run against recorded pages reproduces.
@@ -63,8 +65,9 @@ from evidence_bench.livefetch.records import (
     RetrievalIntent,
     ScoreBreakdown,
 )
+from evidence_bench.web.bounded import read_page_bounded
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy
-from evidence_bench.web.page_text import MAX_CHARS, clip_text, read_page
+from evidence_bench.web.page_text import MAX_CHARS, clip_text
 
 __all__ = ["LiveFetch", "default_discovery"]
 
@@ -117,7 +120,6 @@ def _probe(host: str) -> Evidence:
 _READ_DETAIL = {
     FailureReason.UNDECODABLE: "no text encoding fits",
     FailureReason.NO_TEXT: "no main text found",
-    FailureReason.TIMEOUT: "extraction ran out of time",
 }
 
 
@@ -146,7 +148,8 @@ class LiveFetch:
 
     #: Page requests in flight at once (overall; ``per_host`` bounds each host).
     MAX_CONCURRENCY: ClassVar[int] = MAX_CONCURRENCY
-    #: Seconds for each request phase and for a whole page request.
+    #: Seconds for a whole page: its request (connect, headers and body) and its extraction
+    #: together (waiting for a free connection or extraction slot not counted).
     TIMEOUT_S: ClassVar[float] = 15.0
     #: A packet's text is the extracted text clipped to this many characters.
     MAX_CHARS: ClassVar[int] = MAX_CHARS
@@ -311,9 +314,16 @@ class LiveFetch:
         page = await loop.run_in_executor(
             pool,
             functools.partial(
-                read_page, fetched.body, url=fetched.final_url, content_type=fetched.content_type
+                read_page_bounded,
+                fetched.body,
+                url=fetched.final_url,
+                content_type=fetched.content_type,
+                timeout_s=self.TIMEOUT_S - fetched.elapsed_s,
             ),
         )
+        if page is FailureReason.TIMEOUT:
+            detail = f"extraction ran past the page's {self.TIMEOUT_S:g} s"
+            return FetchFailure(candidate.url, page, detail)
         if isinstance(page, FailureReason):
             return FetchFailure(candidate.url, page, _READ_DETAIL[page])
         doc = CachedDoc(

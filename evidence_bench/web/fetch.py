@@ -25,6 +25,7 @@ Neither raises for a URL's trouble: each returns an :class:`Answer` or a
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,13 +72,16 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A final answer: the URL asked for, every URL visited (``hops``, the last is where
-    the body came from), its status, headers (without the content coding's) and body."""
+    the body came from), its status, headers (without the content coding's) and body;
+    ``elapsed_s``: the seconds the request took, of its deadline (the page pipeline gives
+    its extraction what is left)."""
 
     url: str
     hops: tuple[str, ...]
     status: int
     headers: httpx.Headers = field(repr=False)
     body: bytes = field(repr=False)
+    elapsed_s: float = 0.0
 
     @property
     def final_url(self) -> str:
@@ -229,7 +233,9 @@ def _opened(response: httpx.Response, limits: Limits, check: Check | None) -> _B
     return _Body(response, limits.max_bytes)
 
 
-def _answer(url: str, hops: list[str], response: httpx.Response, body: bytes) -> Answer:
+def _answer(
+    url: str, hops: list[str], response: httpx.Response, body: bytes, started: float
+) -> Answer:
     headers = httpx.Headers(
         [
             (name, value)
@@ -237,7 +243,8 @@ def _answer(url: str, hops: list[str], response: httpx.Response, body: bytes) ->
             if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
         ]
     )
-    return Answer(url, tuple(hops), response.status_code, headers, body)
+    elapsed = time.monotonic() - started
+    return Answer(url, tuple(hops), response.status_code, headers, body, elapsed)
 
 
 def _failure(url: str, exc: BaseException, limits: Limits) -> FetchFailure:
@@ -288,6 +295,7 @@ def get(
     """GET ``url`` through ``client`` under the rules above; raises what ended it (httpx's
     errors, :class:`Refused`, BlockedAddressError). ``check``'s refusal is returned."""
     hops: list[str] = []
+    started = time.monotonic()
     with deadline(limits.timeout_s):
         target: str | None = url
         while target is not None:
@@ -306,7 +314,7 @@ def get(
                 for raw in parts or response.iter_raw():
                     opened.feed(raw)
                     _late()
-                return _answer(url, hops, response, opened.done())
+                return _answer(url, hops, response, opened.done(), started)
             finally:
                 response.close()
     raise AssertionError("unreachable")  # pragma: no cover
@@ -343,6 +351,7 @@ async def afetch(
 ) -> Answer | FetchFailure:
     """:func:`fetch` through an ``httpx.AsyncClient``; the deadline also cancels the task."""
     hops: list[str] = []
+    started = time.monotonic()
     try:
         async with asyncio.timeout(limits.timeout_s):
             with deadline(limits.timeout_s):
@@ -368,7 +377,7 @@ async def afetch(
                                 else:
                                     opened.feed(raw)
                                 _late()
-                        return _answer(url, hops, response, opened.done())
+                        return _answer(url, hops, response, opened.done(), started)
                     finally:
                         await response.aclose()
     except _ERRORS as exc:

@@ -34,9 +34,11 @@ import contextlib
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +49,7 @@ from evidence_bench._atomic import write_atomic
 from evidence_bench._secrets import redact
 from evidence_bench.errors import DataError, ReplayMissError, WriteError
 from evidence_bench.evidence import canonical_url
+from evidence_bench.web.bounded import read_page_bounded
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
 from evidence_bench.web.cassettes import OnMiss, holds_secret, refuse_secrets
 from evidence_bench.web.failure import FailureReason, FetchFailure
@@ -103,14 +106,21 @@ class PageRecord:
             return FailureReason.NOT_HTML
         return None
 
-    def text(self) -> str | None:
-        """The extracted text, by the page pipeline with ``precision`` (no boilerplate read
-        as text); None when the fetch failed or the page holds no text."""
-        if self.failure is not None:
-            return None
-        page = read_page(
+    def read(self, timeout_s: float | None = None) -> ExtractedPage | FailureReason:
+        """The page extracted by the page pipeline with ``precision`` (no boilerplate read
+        as text), or why it gives no text. With ``timeout_s``, the extraction runs in a child
+        process (:mod:`evidence_bench.web.bounded`) and past it gives ``timeout``; without,
+        in this process, as replay reads (its texts must not depend on the machine)."""
+        if (failure := self.failure) is not None:
+            return failure
+        read = read_page if timeout_s is None else partial(read_page_bounded, timeout_s=timeout_s)
+        return read(
             self.body, url=self.url, content_type=self.content_type, precision=True, metadata=False
         )
+
+    def text(self) -> str | None:
+        """:meth:`read`'s text in this process; None when the page gave none."""
+        page = self.read()
         return page.text if isinstance(page, ExtractedPage) else None
 
     def to_json(self) -> dict[str, Any]:
@@ -217,8 +227,9 @@ class LivePages:
 
     The pages of a batch that it lacks are fetched side by side, at most ``concurrency`` at
     once and ``per_host`` to one host (LiveFetch's bounds by default); each is recorded as
-    it would be alone, and its text extracted in the batch's order, in the calling thread.
-    One thread calls it at a time.
+    it would be alone, and its text extracted in the batch's order, each page's within what
+    its fetch left of ``timeout_s`` (:meth:`PageRecord.read`). One thread calls it at a
+    time.
     """
 
     def __init__(
@@ -246,15 +257,28 @@ class LivePages:
         for url, key in zip(urls, keys, strict=True):
             if key not in self.records:
                 missing.setdefault(key, url)
-        for key, record in zip(missing, self._fetch_all(list(missing.values())), strict=True):
+        fetched = self._fetch_all(list(missing.values()))
+        spent = {}
+        for key, (record, elapsed) in zip(missing, fetched, strict=True):
             self.records[key] = record
+            spent[key] = elapsed
         for key in keys:
             if key not in self._texts:
-                self._texts[key] = self.records[key].text()
+                self._texts[key] = self._read(key, self._timeout_s - spent.get(key, 0.0))
         return [self._texts[key] for key in keys]
 
-    def _fetch_all(self, urls: list[str]) -> list[PageRecord]:
-        """Each URL's record, in the order of ``urls``, however they finish."""
+    def _read(self, key: str, timeout_s: float) -> str | None:
+        """The page's text within what its fetch left of ``timeout_s``; a page whose
+        extraction runs past it is recorded as ``timeout`` (its HTML is not kept), so a
+        replay reads it as this run did."""
+        read = self.records[key].read(timeout_s)
+        if read is FailureReason.TIMEOUT:
+            self.records[key] = PageRecord(key, error=FailureReason.TIMEOUT.value)
+        return read.text if isinstance(read, ExtractedPage) else None
+
+    def _fetch_all(self, urls: list[str]) -> list[tuple[PageRecord, float]]:
+        """Each URL's record and the seconds its fetch took, in the order of ``urls``,
+        however they finish."""
         if len(urls) <= 1 or self._concurrency == 1:
             return [self._fetch(url) for url in urls]
         for host in {_host(url) for url in urls} - self._hosts.keys():
@@ -262,9 +286,11 @@ class LivePages:
         with ThreadPoolExecutor(min(self._concurrency, len(urls))) as pool:
             return list(pool.map(self._fetch, urls))
 
-    def _fetch(self, url: str) -> PageRecord:
+    def _fetch(self, url: str) -> tuple[PageRecord, float]:
         with self._hosts.get(_host(url)) or contextlib.nullcontext():
-            return fetch_page(self._client, url, timeout_s=self._timeout_s, policy=self._policy)
+            started = time.monotonic()
+            record = fetch_page(self._client, url, timeout_s=self._timeout_s, policy=self._policy)
+            return record, time.monotonic() - started
 
 
 def _host(url: str) -> str:
