@@ -855,9 +855,51 @@ class TablesWriter:
             self._thread.join()  # the block's error is the run's
 
 
+#: What each column of a run's tables holds, by kind (:func:`_check_types`); a column not
+#: named here is not checked.
+_KINDS: dict[str, str] = {
+    **dict.fromkeys((*_CATEGORIES, "doc_id", "url", "query", "detail"), "text"),
+    **dict.fromkeys(("round", "marks", "rank", "ranking", "relevance", "n", *_LISTS), "integer"),
+    **dict.fromkeys(("value", "mean", "std", "ci_low", "ci_high"), "number"),
+    "fixed": "boolean",
+    "items": "list of text",
+}
+
+
+def _kind_of(kind: str, type_: pa.DataType) -> bool:
+    if pa.types.is_dictionary(type_):
+        type_ = type_.value_type
+    if pa.types.is_null(type_):  # a column with no value in it (an empty table)
+        return True
+    if kind == "text":
+        return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
+    if kind == "integer":
+        return bool(pa.types.is_integer(type_))
+    if kind == "number":
+        return bool(pa.types.is_integer(type_) or pa.types.is_floating(type_))
+    if kind == "boolean":
+        return bool(pa.types.is_boolean(type_))
+    return bool(
+        (pa.types.is_list(type_) or pa.types.is_large_list(type_))
+        and _kind_of("text", type_.value_type)
+    )
+
+
+def _check_types(path: Path, schema: pa.Schema) -> None:
+    """A :class:`DataError` naming the table and the first column whose type is not the
+    kind :data:`_KINDS` says it holds (strings where numbers belong, say)."""
+    for column in schema:
+        kind = _KINDS.get(column.name)
+        if kind is not None and not _kind_of(kind, column.type):
+            raise DataError(
+                f"{path}: column {column.name!r} holds {column.type}, expected {kind}; "
+                "the table was not written by evidence_bench (run it again)"
+            )
+
+
 def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """``<name>.parquet`` of ``run_dir``; a missing, unreadable or incomplete one is a
-    :class:`DataError` naming it."""
+    """``<name>.parquet`` of ``run_dir``; a missing, unreadable or incomplete one, or one
+    with a column of the wrong type, is a :class:`DataError` naming it."""
     path = run_dir / f"{name}.parquet"
     if not path.is_file():
         old = run_dir / ("per_query.csv" if name == "scores" else f"{name}.csv")
@@ -871,6 +913,7 @@ def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -
         table = pq.read_table(path, columns=list(columns) if columns is not None else None)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: cannot be read as Parquet: {exc}") from exc
+    _check_types(path, table.schema)
     frame: pd.DataFrame = table.to_pandas()
     missing = [c for c in (columns or TABLES.get(name, ())) if c not in frame.columns]
     if missing:
@@ -904,6 +947,7 @@ def _rankings(run_dir: Path) -> Sequence[Sequence[str]]:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: cannot be read as Parquet: {exc}") from exc
+    _check_types(path, table.schema)
     if (
         table.column_names[:2] != ["ranking", "items"]
         or not (table["ranking"].to_numpy() == np.arange(table.num_rows)).all()
