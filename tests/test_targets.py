@@ -122,6 +122,18 @@ class FirstOnly:
         return []
 
 
+class Patient(FirstOnly):
+    """Marks the first ``marks`` results it has not examined relevant."""
+
+    def __init__(self, depth=10, marks=1):
+        self.depth = depth
+        self.marks = marks
+
+    def judge(self, *, query_id, round, displayed, judgments, examined):
+        fresh = [item for item in displayed if item.key not in examined]
+        return [Mark(item.key, Label.RELEVANT) for item in fresh[: self.marks]]
+
+
 class Inventor(FirstOnly):
     def judge(self, *, query_id, round, displayed, judgments, examined):
         return [Mark("https://elsewhere.example/", Label.RELEVANT)]
@@ -448,6 +460,23 @@ def test_record_refuses_a_users_search_provider(user_code: Path) -> None:
         "replays no cassette, so there is nothing to record"
     )
     assert not (user_code / "recordings").exists()
+
+
+def test_a_users_simulated_user_takes_keys_of_its_own_in_params(user_code: Path) -> None:
+    _policy(user_code, "patient", "_target_: toy.Patient\nparams: {marks: 3}\n")
+    run = _run(user_code, "~policies.oracle", "+policy@policies.patient=patient",
+               "experiment.queries=2")  # fmt: skip
+    marks = pd.read_parquet(run / "feedback.parquet")
+    assert len(marks) == 2 * 3 and sorted(set(marks["rank"])) == [1, 2, 3]
+    with pytest.raises(ConfigurationError) as caught:
+        plan_run(compose(["+experiment=smoke", "+policies.oracle.params.marks=3"])[0])
+    assert str(caught.value).startswith("policies.oracle.params={'marks': 3}: kind 'oracle'")
+    _policy(user_code, "twice", "_target_: toy.Patient\ndepth: 5\nparams: {depth: 3}\n")
+    with pytest.raises(ConfigurationError) as caught:
+        plan_run(compose(["+experiment=smoke", "+policy@policies.twice=twice"])[0])
+    assert str(caught.value) == (
+        "policies.twice.params.depth: given beside policies.twice.depth; give it once"
+    )
 
 
 # --- what the plan refuses, in one line ---------------------------------------------------------

@@ -457,7 +457,12 @@ def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:
     if is_users(conf):  # the user's own (experiment/targets.py)
         where = f"policies.{name}"
         taken = part_params(where, conf, PolicyConf, USER_KEYS, USER_OFFERED)
-        return user_judge(where, str(conf[TARGET]), taken)
+        own = tuple((str(key), frozen(value)) for key, value in (conf.get("params") or {}).items())
+        if twice := sorted({key for key, _ in taken} & {key for key, _ in own}):
+            raise ConfigurationError(
+                f"{where}.params.{twice[0]}: given beside {where}.{twice[0]}; give it once"
+            )
+        return user_judge(where, str(conf[TARGET]), (*taken, *own))
     kind = conf["kind"]
     cls = USERS.get(kind)
     if cls is None:

@@ -221,6 +221,9 @@ class PolicyConf:
     #: pbm, cascade, dbn: the grade read as the tables' last level (None: the highest grade
     #: in the collection's qrels, so binary qrels take the tables' two ends).
     top_grade: int | None = None
+    #: A simulated user of your own (``_target_``): keyword arguments of its own, beside the
+    #: keys above it takes (a policy's keys are typed, so a key of its own goes here).
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -62,8 +62,8 @@ __all__ = [
 RANKER_KEYS = ("name", "boost_relevant", "evidence", "idf")
 #: ... of ``refiner``
 REFINER_KEYS = ("name", "evidence", "idf", "expand_depth")
-#: ... of a ``policies`` entry: its kind
-USER_KEYS = ("kind",)
+#: ... of a ``policies`` entry: its kind, and ``params`` (its own keys, passed as they are)
+USER_KEYS = ("kind", "params")
 #: the keys a run sets on every user, passed to a target that takes them
 USER_OFFERED = ("seed", "depth")
 
