@@ -36,7 +36,7 @@ $(VENV_PYTHON):
 endif
 
 $(STAMP): pyproject.toml requirements.lock | $(VENV_PYTHON)
-	$(PY) $(PIP_INSTALL) -c requirements.lock -e '.[dev,docs]'
+	$(PY) $(PIP_INSTALL) -c requirements.lock -e '.[dev,docs,pages]'
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -51,6 +51,7 @@ from evidence_bench.experiment.targets import (
 )
 from evidence_bench.users.clicks import CLICK_MODELS
 from evidence_bench.users.policies import POLICIES, UserPolicy
+from evidence_bench.web.page_text import require_pages
 
 __all__ = [
     "PARAM_DEFAULTS",
@@ -292,6 +293,13 @@ def engine_config(
             "idf=background reads the pages of every query's first results: "
             "set ranker.evidence or refiner.evidence to page or both"
         )
+    if config.reads_pages:
+        key, mode = (
+            ("ranker.evidence", config.evidence)
+            if config.evidence != "snippet"
+            else ("refiner.evidence", config.refiner_evidence)
+        )
+        require_pages(f"{key}={mode}")
     make_ranker(config)  # a bad parameter value fails now, not in a worker
     make_refiner(config)
     return config

@@ -52,6 +52,7 @@ from evidence_bench.livefetch.records import (
 )
 from evidence_bench.web.fetch import Answer, Limits, fetch
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, GuardedTransport
+from evidence_bench.web.page_text import require_pages
 
 __all__ = [
     "BraveDiscovery",
@@ -253,6 +254,7 @@ class FeedDiscovery:
     ) -> None:
         if not feeds:
             raise ConfigurationError("rss discovery needs at least one feed URL")
+        require_pages("rss discovery", ("feedparser",))
         self.feeds = list(feeds)
         self.timeout_s = timeout_s
         self.policy = policy

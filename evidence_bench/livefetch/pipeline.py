@@ -67,7 +67,7 @@ from evidence_bench.livefetch.records import (
 )
 from evidence_bench.web.bounded import read_page_bounded
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy
-from evidence_bench.web.page_text import MAX_CHARS, clip_text
+from evidence_bench.web.page_text import MAX_CHARS, clip_text, require_pages
 
 __all__ = ["LiveFetch", "default_discovery"]
 
@@ -173,6 +173,7 @@ class LiveFetch:
         user_agent: str = USER_AGENT,
         policy: AddressPolicy = OPEN_WEB,
     ) -> None:
+        require_pages("LiveFetch")
         self.discovery = discovery
         self.policy = policy
         self.feeds = tuple(feeds)

@@ -26,6 +26,7 @@ is where a page's text enters).
 from __future__ import annotations
 
 import html as html_entities
+import importlib.util
 import logging
 import re
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evidence_bench._lazy import module
 from evidence_bench._printable import plain_text
+from evidence_bench.errors import ConfigurationError
 from evidence_bench.web.decode import decode_html
 from evidence_bench.web.failure import FailureReason
 
@@ -45,11 +47,13 @@ else:  # imported at the first page read: a run on snippets never loads it
 __all__ = [
     "MAX_CHARS",
     "MAX_HTML_CHARS",
+    "PAGE_STACK",
     "ExtractedPage",
     "ExtractionMethod",
     "clip_text",
     "extract_page",
     "read_page",
+    "require_pages",
 ]
 
 #: The most characters of a page's text a reader (a ranker, a refiner, a packet) reads.
@@ -57,6 +61,16 @@ MAX_CHARS = 12_000
 #: Markup beyond this many characters is not parsed: a main text lies in the first
 #: megabytes, and parsing cost grows with the tree.
 MAX_HTML_CHARS = 2_000_000
+
+#: What this module and LiveFetch import of the optional extra ``pages``.
+PAGE_STACK = (
+    "trafilatura",
+    "readability",
+    "lxml",
+    "lxml_html_clean",
+    "htmldate",
+    "charset_normalizer",
+)
 
 #: How an extracted page's text was obtained; "none" when no extractor found any text.
 ExtractionMethod = Literal["trafilatura", "readability", "none"]
@@ -81,6 +95,21 @@ _DROP_TAGS = ("script", "style", "noscript", "template", "iframe", "svg", "head"
 # without a handler Python would print it on stderr of every command.
 for _name in ("trafilatura", "readability", "htmldate"):
     logging.getLogger(_name).setLevel(logging.CRITICAL)
+
+
+def require_pages(what: str, modules: tuple[str, ...] = PAGE_STACK) -> None:
+    """Raise a ConfigurationError naming the ``pages`` extra unless ``modules`` can be
+    imported; ``what`` says what needs them (``ranker.evidence=page``)."""
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # (ValueError: a module blocked in sys.modules)
+            found = False
+        if not found:
+            raise ConfigurationError(
+                f"{what} needs the page stack, an optional extra: "
+                f"pip install 'evidence_bench[pages]' (cannot import {name})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
