@@ -170,7 +170,8 @@ def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
     Counts the run only sums (requests, skipped expands, ...) are the shard's totals, given
     to its first query; documents too, in the order first seen."""
     documents = (
-        Evidence(d["title"], d["url"], d["snippet"]) for d in _jsonl(shard.path / "documents.jsonl")
+        Evidence(d["title"], d["url"], d["snippet"])
+        for d in read_jsonl(shard.path / "documents.jsonl")
     )
     outputs = _query_outputs(shard, read_tables(shard.path), query_ids, documents)
     first = outputs[0]
@@ -222,13 +223,6 @@ def _query_outputs(
         for evidence in documents:
             first.documents.setdefault(evidence.key, evidence)
     return [outs[qid] for qid in query_ids]
-
-
-def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
-    """A shard's JSON-lines file, which every shard must have."""
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    return read_jsonl(path)
 
 
 def gather_shards(

@@ -38,6 +38,7 @@ from evidence_bench.collections.beir import is_web_id, read_judgments
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
 from evidence_bench.protocol.stages import PARTNERS
+from evidence_bench.runs.data import numbered_jsonl, read_jsonl
 from evidence_bench.runs.store import read_tables, trec_qrels, trec_runs
 from evidence_bench.seeding import derived_random
 
@@ -171,14 +172,9 @@ def _query_order(query_id: str) -> tuple[int, int | str]:
 
 def _documents(run_dir: Path) -> dict[str, dict[str, Any]]:
     """``documents.jsonl``'s rows by canonical URL."""
-    path = run_dir / "documents.jsonl"
     found: dict[str, dict[str, Any]] = {}
-    for number, line in _lines(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
-        if isinstance(row, dict) and isinstance(row.get("url"), str):
+    for row in read_jsonl(run_dir / "documents.jsonl"):
+        if isinstance(row.get("url"), str):
             found.setdefault(canonical_url(row["url"]), row)
     return found
 
@@ -253,13 +249,7 @@ def write_pool(path: Path, pool: Pool) -> None:
 def read_pool(path: Path) -> list[PoolItem]:
     """The rows of a pool file; a row that is not one is a :class:`DataError` naming its line."""
     items: list[PoolItem] = []
-    for number, line in _lines(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{number}: expected a JSON object")
+    for number, row in numbered_jsonl(path):
         missing = [n for n in FIELDS[:-1] if not isinstance(row.get(n), str)]
         if missing:
             raise DataError(f"{path}:{number}: missing or not text: {', '.join(missing)}")

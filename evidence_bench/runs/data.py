@@ -12,7 +12,7 @@ query id ``001`` must not become ``1``.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ __all__ = [
     "load_episodes",
     "load_run",
     "merge_runs",
+    "numbered_jsonl",
     "read_jsonl",
 ]
 
@@ -456,22 +457,35 @@ def _merged_seed(seeds: Sequence[int]) -> int:
     return distinct[0] if len(distinct) == 1 else derived_seed("multirun", *distinct)
 
 
-def read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
-    """A run's JSON-lines file record by record (none when it is absent); a bad line is a
-    :class:`DataError` naming the file and the line."""
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{number}: not valid JSON: {exc}") from exc
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{number}: expected a JSON object")
-            yield record
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """A JSON-lines file record by record: :func:`numbered_jsonl` without the numbers."""
+    return (record for _number, record in numbered_jsonl(path))
+
+
+def numbered_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A JSON-lines file's records, each with its line number, blank lines skipped; a
+    missing or unreadable file, or a line that is not a JSON object, is a
+    :class:`DataError` naming the file (and the line)."""
+    try:
+        lines = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc})") from exc
+    with lines:
+        try:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path}:{number}: invalid JSON ({exc.msg})") from exc
+                if not isinstance(record, dict):
+                    raise DataError(f"{path}:{number}: expected a JSON object")
+                yield number, record
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: cannot be read ({exc})") from exc
 
 
 def load_episodes(
@@ -515,6 +529,8 @@ def _episodes(
     if tables is None and (source.path / "episodes.parquet").is_file():
         tables = read_tables(source.path, ("episodes", "rankings"))
     if tables is None:
+        if not (source.path / "episodes.jsonl").is_file():
+            return
         for record in read_jsonl(source.path / "episodes.jsonl"):
             if str(record.get("config_id")) == config_id and (
                 queries is None or str(record.get("query_id")) in queries
@@ -533,6 +549,8 @@ def load_documents(data: RunData, doc_ids: Iterable[str]) -> dict[str, dict[str,
     wanted = set(doc_ids)
     found: dict[str, dict[str, str]] = {}
     for source in data.sources:
+        if not (source.path / "documents.jsonl").is_file():
+            continue
         for record in read_jsonl(source.path / "documents.jsonl"):
             doc_id = source.id_prefix + str(record.get("doc_id"))
             if doc_id in wanted and doc_id not in found:
