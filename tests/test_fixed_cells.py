@@ -1,6 +1,7 @@
-"""``_fixed_cells`` on a frame small enough to work by hand, through each of its paths: the
-fast one by codes (categorical keys, feedback rounds rising) and the per-episode loop (plain
-string keys; feedback rows not in round order), which must give the same set."""
+"""summarize_scores' ``fixed`` column: on frames small enough to work by hand (categorical
+or plain string keys, feedback rows in or out of round order), on Cranfield and on random
+episodes against the definition (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`
+of each frozen row's pins, one row at a time)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evidence_bench.evaluation.frozen import fixed_in_frozen
+from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.experiment import rundir
-from evidence_bench.experiment.rundir import _fixed_cells
 from evidence_bench.runs.store import (
     FEEDBACK_COLUMNS,
     PER_QUERY_COLUMNS,
@@ -90,70 +92,49 @@ def _frames(categorical: bool, shuffled: bool) -> tuple[pd.DataFrame, pd.DataFra
     return per_query, feedback
 
 
-@pytest.mark.parametrize("categorical", [True, False], ids=["categorical", "strings"])
-@pytest.mark.parametrize("shuffled", [False, True], ids=["rising", "shuffled"])
-def test_fixed_cells_by_hand(
-    categorical: bool, shuffled: bool, monkeypatch: pytest.MonkeyPatch
+def _reference(
+    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: dict[str, dict[str, int]]
+) -> dict[tuple[Any, ...], bool]:
+    """Each summary cell's ``fixed`` from the definition: a frozen cell is fixed when every
+    one of its rows' measure is fixed in its episode's frozen rankings, whose pins are the
+    episode's feedback of rounds up to its own, each document at its last rank (rows taken
+    by round, in their order within one)."""
+    rows = sorted(feedback.astype({"round": int}).itertuples(index=False), key=lambda r: r.round)
+    cells: dict[tuple[Any, ...], bool] = {}
+    for row in per_query.itertuples(index=False):
+        key = tuple(getattr(row, c) for c in SUMMARY_KEYS)
+        if row.eval_mode != "frozen":
+            cells[key] = False
+            continue
+        pins = {
+            str(f.url): int(f.rank)
+            for f in rows
+            if (str(f.config_id), str(f.policy), str(f.query_id))
+            == (str(row.config_id), str(row.policy), str(row.query_id))
+            and f.round <= row.round
+        }
+        measure = parse_measure(str(row.measure))
+        fixed = fixed_in_frozen(measure, pins, qrels.get(str(row.query_id), {}))
+        cells[key] = cells.get(key, True) and fixed
+    return cells
+
+
+def _fixed_as_reference(
+    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: dict[str, dict[str, int]]
 ) -> None:
-    per_query, feedback = _frames(categorical, shuffled)
-    paths: list[bool] = []
-    pinned = rundir._pinned_slices
-
-    def spy(*args: Any) -> Any:
-        found = pinned(*args)
-        paths.append(found is not None)
-        return found
-
-    monkeypatch.setattr(rundir, "_pinned_slices", spy)
-    fixed = _fixed_cells(per_query, feedback, QRELS)
-    # the fast path only for categories with rising rounds; the loop otherwise
-    assert paths == ([categorical] if not shuffled else [])
-    cells = {
-        (config, policy, round_, measure)
-        for config, policy, _ in EPISODES
-        for round_ in (0, 1, 2)
-        for measure in ("P@1", "RR")
-    }
-    want = {
-        (config, policy, round_, "rerank", "frozen", measure): (
-            (config, policy, round_, measure) in FIXED
-        )
-        for config, policy, round_, measure in cells
-    }
-    got = {
-        tuple(str(v) if isinstance(v, str) else int(v) for v in key): f for key, f in fixed.items()
-    }
-    assert got == want
-
-
-# --- summarize_scores: every episode judged at once by codes ------------------------------
-
-
-def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Which way summarize_scores judged: ``codes`` (every episode at once) or ``loop``."""
-    paths: list[str] = []
-    for name, path in (("_judged", "codes"), ("_fixed_cells", "loop")):
-        original = getattr(rundir, name)
-
-        def spy(*args: Any, _original: Any = original, _path: str = path) -> Any:
-            paths.append(_path)
-            return _original(*args)
-
-        monkeypatch.setattr(rundir, name, spy)
-    return paths
+    summary = rundir.summarize_scores(per_query, feedback, qrels)
+    want = _reference(per_query, feedback, qrels)
+    keys = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
+    assert summary["fixed"].tolist() == [want[key] for key in keys]
 
 
 @pytest.mark.parametrize("categorical", [True, False], ids=["categorical", "strings"])
 @pytest.mark.parametrize("shuffled", [False, True], ids=["rising", "shuffled"])
-def test_summary_fixed_by_hand(
-    categorical: bool, shuffled: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """summarize_scores' ``fixed`` is the cells worked out above, whether every episode is
-    judged at once (categories, rising rounds) or by ``_fixed_cells``' loop."""
+def test_summary_fixed_by_hand(categorical: bool, shuffled: bool) -> None:
+    """summarize_scores' ``fixed`` is the cells worked out above, whatever the keys' dtype
+    and the feedback's row order."""
     per_query, feedback = _frames(categorical, shuffled)
-    paths = _spy(monkeypatch)
     summary = rundir.summarize_scores(per_query, feedback, QRELS)
-    assert paths == (["codes"] if categorical and not shuffled else ["loop"])
     assert summary["fixed"].dtype == bool
     fixed = summary[summary["fixed"]]
     got = set(
@@ -225,13 +206,14 @@ def test_summary_fixed_with_a_document_or_position_twice(categorical: bool) -> N
         )
     )
     assert got == TWICE_FIXED
-    old = _fixed_cells(per_query, feedback, QRELS)
-    assert {(str(k[0]), int(k[2]), str(k[5])) for k, f in old.items() if f} == TWICE_FIXED
+    _fixed_as_reference(per_query, feedback, QRELS)
 
 
-def test_summary_fixed_on_cranfield_is_the_loops(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_summary_fixed_on_cranfield_is_the_definitions(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """The first 15 Cranfield queries, four configs, two users, two rounds, as stored: every
-    cell's ``fixed`` by codes is the one ``_fixed_cells``' per-episode loop gives."""
+    cell's ``fixed`` is the definition's."""
     tables = read_tables(shared_run(tmp_path_factory, "cranfield15", CRANFIELD15))
     per_query = tables.scores
     feedback = pd.DataFrame(list(feedback_frame(tables)), columns=FEEDBACK_COLUMNS)
@@ -240,18 +222,13 @@ def test_summary_fixed_on_cranfield_is_the_loops(tmp_path_factory: pytest.TempPa
     qrels: dict[str, dict[str, int]] = {}
     for query_id, url, grade in tables.trec_qrels.itertuples(index=False, name=None):
         qrels.setdefault(str(query_id), {})[str(url)] = int(grade)
-    with pytest.MonkeyPatch.context() as patch:
-        paths = _spy(patch)
-        summary = rundir.summarize_scores(per_query, feedback, qrels)
-    assert paths == ["codes"]
-    old = _fixed_cells(per_query, feedback, qrels)
-    want = [old.get(key, False) for key in summary[SUMMARY_KEYS].itertuples(index=False, name=None)]
-    assert summary["fixed"].tolist() == want
+    summary = rundir.summarize_scores(per_query, feedback, qrels)
+    _fixed_as_reference(per_query, feedback, qrels)
     frozen = summary[summary["eval_mode"] == "frozen"]
     assert 0 < int(frozen["fixed"].sum()) < len(frozen)  # neither all nor none
 
 
-# --- the codes path against the loop on random episodes ---------------------------------
+# --- against the definition on random episodes ------------------------------------------
 
 URLS = [f"https://x.test/{name}" for name in "abcdefgh"]
 MEASURES = ["P@1", "P@3", "RR", "nDCG@5", "AP", "R@2", "P(rel=2)@2", "RR(rel=2)"]
@@ -296,7 +273,8 @@ def episodes(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dic
         )
     )
     rows += draw(st.lists(row, max_size=3))
-    rows.sort(key=lambda row: row[3])  # rounds rise (stable: each round's rows keep order)
+    if draw(st.booleans()):  # rounds rise (stable: each round's rows keep order), or not
+        rows.sort(key=lambda row: row[3])
     measures = draw(st.lists(st.sampled_from(MEASURES), min_size=1, max_size=4, unique=True))
     per_query = pd.DataFrame(
         [
@@ -322,16 +300,9 @@ def episodes(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dic
 
 @settings(deadline=None, max_examples=300)
 @given(episodes())
-def test_summary_fixed_by_codes_is_the_loops_on_random_episodes(
+def test_summary_fixed_is_the_definitions_on_random_episodes(
     case: tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, int]]],
 ) -> None:
-    """Every cell's ``fixed`` by codes (every episode at once) is the one ``_fixed_cells``'
-    loop gives (``fixed_measures`` per episode's pins), whatever the pins look like."""
-    per_query, feedback, qrels = case
-    with pytest.MonkeyPatch.context() as patch:
-        paths = _spy(patch)
-        summary = rundir.summarize_scores(per_query, feedback, qrels)
-    assert paths == ["codes"]  # (rising rounds, categories: never the loop)
-    old = _fixed_cells(per_query, feedback, qrels)
-    want = [old.get(key, False) for key in summary[SUMMARY_KEYS].itertuples(index=False, name=None)]
-    assert summary["fixed"].tolist() == want
+    """Every cell's ``fixed`` (every episode at once, by codes) is the definition's,
+    whatever the pins look like."""
+    _fixed_as_reference(*case)

@@ -26,13 +26,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from evidence_bench._lazy import module
-from evidence_bench.errors import ConfigurationError, WriteError
+from evidence_bench.errors import ConfigurationError, DataError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures, frozen_prefix
 from evidence_bench.evaluation.measures import Measure, parse_measure
@@ -40,7 +40,6 @@ from evidence_bench.evaluation.statistics import (
     first_met,
     group_codes,
     summarize_codes,
-    summarize_groups,
 )
 from evidence_bench.evaluation.trec import write_qrels, write_run
 from evidence_bench.runs.store import (
@@ -273,46 +272,37 @@ def summarize_scores(
     (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks,
     :data:`FEEDBACK_COLUMNS`, and the ``qrels`` keyed by URL); False elsewhere, and
     everywhere without them. The cells are numbered once, one code per row, for the
-    numbers and for ``fixed`` alike.
+    numbers and for ``fixed`` alike; a row missing a key is a :class:`DataError`.
     """
-    judged = qrels if feedback is not None and qrels else None
-    cell = group_codes(per_query, SUMMARY_KEYS)
-    if cell is None:  # keys that are not codes: pandas' grouping, and the dict of cells
-        summary = summarize_groups(per_query, SUMMARY_KEYS)
-        _mark_fixed(summary, per_query, feedback, judged)
-        return summary[SUMMARY_COLUMNS]
-    code, first = first_met(cell)  # groups in the order first met, as summarize_groups has them
+    coded = _categories(per_query)
+    cell = group_codes(coded, SUMMARY_KEYS)
+    if cell is None:
+        raise DataError(f"per_query: a row has no value for one of {', '.join(SUMMARY_KEYS)}")
+    code, first = first_met(cell)  # groups in the order first met
     del cell
     summary = _summarized(per_query, code, first)
-    flagged = (
-        _frozen_flags(per_query, feedback, judged)
-        if feedback is not None and judged is not None
-        else None
-    )
-    if flagged is None:
-        del code
-        _mark_fixed(summary, per_query, feedback, judged)
-        return summary[SUMMARY_COLUMNS]
-    # a cell is fixed when it has frozen rows and none of them is not fixed
-    rows, flag = flagged
-    where = code[rows]
-    del code, rows
-    frozen = np.bincount(where, minlength=len(first)) > 0
-    unfixed = np.bincount(where, weights=~flag, minlength=len(first)) > 0
-    summary["fixed"] = frozen & ~unfixed
+    summary["fixed"] = False
+    if feedback is not None and qrels:
+        # a cell is fixed when it has frozen rows and none of them is not fixed
+        rows, flag = _frozen_flags(coded, feedback, qrels)
+        where = code[rows]
+        frozen = np.bincount(where, minlength=len(first)) > 0
+        unfixed = np.bincount(where, weights=~flag, minlength=len(first)) > 0
+        summary["fixed"] = frozen & ~unfixed
     return summary[SUMMARY_COLUMNS]
 
 
-def _mark_fixed(
-    summary: pd.DataFrame,
-    per_query: pd.DataFrame,
-    feedback: pd.DataFrame | None,
-    qrels: Mapping[str, Mapping[str, int]] | None,
-) -> None:
-    """``summary``'s ``fixed`` column from :func:`_fixed_cells`' dict of cells."""
-    fixed = _fixed_cells(per_query, feedback, qrels) if feedback is not None and qrels else {}
-    cells = summary[SUMMARY_KEYS].itertuples(index=False, name=None)
-    summary["fixed"] = [fixed.get(key, False) for key in cells] if fixed else False
+def _categories(per_query: pd.DataFrame) -> pd.DataFrame:
+    """``per_query`` with each text key a categorical (its values unchanged), as a run's
+    own tables have them: what the cells and episodes are numbered by."""
+    text = [
+        key
+        for key in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure")
+        if not isinstance(per_query[key].dtype, pd.CategoricalDtype)
+    ]
+    if not text:
+        return per_query
+    return per_query.assign(**{key: per_query[key].astype("category") for key in text})
 
 
 def _summarized(
@@ -339,7 +329,8 @@ def _codes(column: pd.Series) -> tuple[npt.NDArray[np.intp], list[str]]:
 
 @dataclass(frozen=True)
 class _Shown:
-    """The feedback by (config, policy, query) group, each group's rows in their order."""
+    """The feedback by (config, policy, query) group, each group's rows by round (in their
+    order within a round)."""
 
     #: each column's codes and names (config_id, policy, query_id, url), in feedback order
     parts: list[tuple[npt.NDArray[np.intp], list[str]]]
@@ -352,11 +343,6 @@ class _Shown:
     rounds: npt.NDArray[np.int64]
     ranks: npt.NDArray[np.int64]
 
-    @property
-    def rising(self) -> bool:
-        """Whether the rounds rise within each group (an episode's pins are then a slice)."""
-        return not (np.diff(self.rounds) < 0)[np.diff(self.grouped) == 0].any()
-
 
 def _shown(feedback: pd.DataFrame) -> _Shown:
     parts = [_codes(feedback[c]) for c in ("config_id", "policy", "query_id", "url")]
@@ -364,26 +350,25 @@ def _shown(feedback: pd.DataFrame) -> _Shown:
     for codes, names in parts[:3]:
         group = group * max(len(names), 1) + codes
     group, starts = first_met(group)
-    order = np.argsort(group, kind="stable")
+    rounds = feedback["round"].to_numpy(np.int64)
+    order = np.lexsort((rounds, group))  # stable: an episode's pins are then a slice
     return _Shown(
         parts,
         starts,
         order,
         group[order],
         parts[3][0][order],
-        feedback["round"].to_numpy(np.int64)[order],
+        rounds[order],
         feedback["rank"].to_numpy(np.int64)[order],
     )
 
 
 def _frozen_flags(
     per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]] | None:
-    """Each frozen row of ``per_query`` (its position) and whether its measure is fixed in
-    its episode: :func:`_fixed_cells`' judgments, for every episode at once by codes, not a
-    call of :func:`~evidence_bench.evaluation.frozen.fixed_measures` per distinct pins.
-    None where its fast path does not apply (keys that are not categories, feedback whose
-    rounds do not rise): :func:`_fixed_cells` then.
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """Each frozen row of ``per_query`` (its position; its text keys categoricals) and
+    whether its measure is fixed in its episode, whose pins are its feedback of rounds up
+    to its own (a document examined twice keeps its last rank), for every episode at once.
 
     With an episode's pins at distinct positions (no document or position twice in its
     (config, policy, query), as an episode shows them), its frozen prefix is the pins at
@@ -396,11 +381,6 @@ def _frozen_flags(
     mode = per_query["eval_mode"]
     keys = [per_query[c] for c in ("config_id", "policy", "query_id")]
     column = per_query["measure"]
-    categorical = [mode, *keys, column]
-    if not all(isinstance(c.dtype, pd.CategoricalDtype) for c in categorical):
-        return None
-    if not pd.api.types.is_integer_dtype(per_query["round"].dtype):
-        return None
     is_frozen = np.append(np.asarray(mode.cat.categories == "frozen", dtype=bool), False)
     rows = np.flatnonzero(is_frozen[mode.cat.codes.to_numpy()])
     if not len(rows):
@@ -410,7 +390,7 @@ def _frozen_flags(
     for key in (*keys, column):
         codes = key.cat.codes.to_numpy()[rows]
         if codes.min() < 0:
-            return None
+            raise DataError(f"per_query: a frozen row has no {key.name}")
         if key is not column:
             episode = episode * max(len(key.cat.categories), 1) + codes
     round_codes, round_values = pd.factorize(per_query["round"].to_numpy()[rows])
@@ -418,15 +398,12 @@ def _frozen_flags(
     del round_codes
     episode, first = first_met(episode)
     shown = _shown(feedback)
-    if not shown.rising:
-        return None
     heads = per_query.iloc[rows[first]][["config_id", "policy", "query_id", "round"]]
-    sliced = _pinned_slices(heads, shown.parts, shown.starts, shown.grouped, shown.rounds)
-    if sliced is None:
-        return None
-    query_ids, begin, end = sliced
+    query_ids, begin, end = _pinned_slices(
+        heads, shown.parts, shown.starts, shown.grouped, shown.rounds
+    )
     measure_codes = column.cat.codes.to_numpy()[rows]
-    used = pd.unique(measure_codes)  # in the order first met, as _fixed_cells parses them
+    used = pd.unique(measure_codes)  # in the order first met
     names = [str(name) for name in column.cat.categories[used]]
     measures = [parse_measure(name) for name in names]
     place = np.full(len(column.cat.categories), -1, dtype=np.intp)
@@ -512,137 +489,19 @@ def _judged(
     return flags
 
 
-def _fixed_cells(
-    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
-) -> dict[tuple[Any, ...], bool]:
-    """Frozen cell -> whether its measure is fixed for every query in it.
-
-    Every stage and measure of one (config, policy, query, round) shares its pins (the
-    examined documents of the episode's rounds up to it, each at the rank it was shown),
-    and configs that showed a query the same documents share them too (round 1: all of
-    them), so each distinct (query, pins) is judged once; rows find their episode's flags
-    by code. The feedback is grouped by codes, each episode's rows in their order.
-    """
-    frozen = per_query[per_query["eval_mode"] == "frozen"]
-    if frozen.empty:
-        return {}
-    shown = _shown(feedback)  # the feedback of each (config, policy, query), rows in order
-    parts, starts, urls, rounds, ranks = (
-        shown.parts,
-        shown.starts,
-        shown.urls,
-        shown.rounds,
-        shown.ranks,
-    )
-    url_names = parts[3][1]
-    bounds = np.searchsorted(shown.grouped, np.arange(len(starts) + 1))
-    where = {
-        (parts[0][1][a], parts[1][1][b], parts[2][1][c]): g
-        for g, (a, b, c) in enumerate(
-            zip(*(parts[k][0][starts].tolist() for k in range(3)), strict=True)
-        )
-    }
-    names = [str(name) for name in pd.unique(frozen["measure"])]
-    measures = [parse_measure(name) for name in names]
-    episodes = ["config_id", "policy", "query_id", "round"]
-    coded = group_codes(frozen, episodes)  # by code: a groupby's int64 copies of every key
-    episode: npt.NDArray[Any] = (
-        frozen.groupby(episodes, observed=True, sort=False).ngroup().to_numpy(np.int64)
-        if coded is None
-        else coded
-    )
-    del coded
-    # each row's episode (numbered as first met), and each episode's first row
-    code, first = first_met(episode)
-    del episode
-    flags = np.zeros((len(first), len(names)), dtype=bool)
-    judged: dict[tuple[Any, ...], list[bool]] = {}
-    by_prefix: dict[tuple[str, tuple[str, ...]], list[bool]] = {}
-
-    def judge(query_id: str, pins: dict[str, int]) -> list[bool]:
-        # the flags follow from the pins' frozen prefix alone (and the qrels): each
-        # distinct (query, prefix) is judged once, with the prefix as its pins
-        prefix = tuple(frozen_prefix(pins))
-        found = by_prefix.get((query_id, prefix))
-        if found is None:
-            own = {key: position for position, key in enumerate(prefix, start=1)}
-            found = fixed_measures(measures, own, qrels.get(query_id, {}))
-            by_prefix[(query_id, prefix)] = found
-        return found
-
-    heads = frozen.iloc[first][episodes]
-    # where the feedback's rounds rise within each (config, policy, query), an episode's
-    # pins (rounds up to its own) are a slice of its rows; elsewhere they are picked out
-    rising = shown.rising
-    sliced = _pinned_slices(heads, parts, starts, shown.grouped, rounds) if rising else None
-    if sliced is not None:
-        query_ids, begin, end = sliced
-        slices = zip(query_ids, begin.tolist(), end.tolist(), strict=True)
-        for row, (query_id, start, stop) in enumerate(slices):
-            pinned_urls, pinned_ranks = urls[start:stop], ranks[start:stop]
-            seen = (query_id, pinned_urls.tobytes(), pinned_ranks.tobytes())
-            found = judged.get(seen)
-            if found is None:
-                pinned = [url_names[u] for u in pinned_urls.tolist()]
-                pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
-                found = judged[seen] = judge(query_id, pins)
-            flags[row] = found
-    keys = heads.itertuples(index=False, name=None) if sliced is None else iter(())
-    for row, (config_id, policy, query_id, round_) in enumerate(keys):
-        g = where.get((str(config_id), str(policy), str(query_id)))
-        if g is None:
-            pinned_urls, pinned_ranks = urls[:0], ranks[:0]
-        elif rising:
-            start, end = bounds[g], bounds[g + 1]
-            end = start + int(np.searchsorted(rounds[start:end], round_, side="right"))
-            pinned_urls, pinned_ranks = urls[start:end], ranks[start:end]
-        else:
-            start, end = bounds[g], bounds[g + 1]
-            mine = np.flatnonzero(rounds[start:end] <= round_) + start
-            pinned_urls, pinned_ranks = urls[mine], ranks[mine]
-        seen = (str(query_id), pinned_urls.tobytes(), pinned_ranks.tobytes())
-        found = judged.get(seen)
-        if found is None:
-            # a document examined twice keeps its last rank, as a dict of the rows keeps it
-            pinned = [url_names[u] for u in pinned_urls.tolist()]
-            pins = dict(zip(pinned, pinned_ranks.tolist(), strict=True))
-            found = judged[seen] = judge(str(query_id), pins)
-        flags[row] = found
-    column = frozen["measure"]
-    if isinstance(column.dtype, pd.CategoricalDtype) and (column.cat.codes >= 0).all():
-        known = pd.Index(names).get_indexer(pd.Index(column.cat.categories.astype(str)))
-        measure = known[column.cat.codes.to_numpy()]
-    else:
-        measure = pd.Index(names).get_indexer(pd.Index(strings(column)))
-    flag = flags[code, measure]
-    del code, measure
-    cell = group_codes(frozen, SUMMARY_KEYS)
-    if cell is None:
-        cells = frozen[SUMMARY_KEYS].assign(fixed=flag)
-        fixed = cells.groupby(SUMMARY_KEYS, sort=False, observed=True)["fixed"].all()
-        return {cast(tuple[Any, ...], key): bool(f) for key, f in fixed.items()}
-    # a cell is fixed when none of its rows is not
-    where_cell, first = first_met(cell)
-    unfixed = np.bincount(where_cell, weights=~flag, minlength=len(first)) > 0
-    keys = frozen.iloc[first][SUMMARY_KEYS].itertuples(index=False, name=None)
-    return {key: not bad for key, bad in zip(keys, unfixed.tolist(), strict=True)}
-
-
 def _pinned_slices(
     heads: pd.DataFrame,
     parts: Sequence[tuple[npt.NDArray[np.intp], list[str]]],
     starts: npt.NDArray[np.intp],
     grouped: npt.NDArray[np.intp],
     rounds: npt.NDArray[np.int64],
-) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Each episode's (``heads``: one row of config_id, policy, query_id, round per episode)
     query id and the slice of the feedback's rows (sorted by (config, policy, query)
     group, ``grouped``, rounds rising within each) that pins it: its group's rows of rounds
-    up to its own, none for an episode without feedback. What the loop of dict lookups and
-    searchsorted calls per episode finds, by code; None for keys that are not categories."""
+    up to its own, none for an episode without feedback; by code (the keys are
+    categoricals)."""
     columns = [heads[c] for c in ("config_id", "policy", "query_id")]
-    if not all(isinstance(c.dtype, pd.CategoricalDtype) for c in columns):
-        return None
     # each key's value -> its feedback code (by the same strings the dict of keys used)
     group = np.zeros(len(heads), dtype=np.int64)
     valid = np.ones(len(heads), dtype=bool)
