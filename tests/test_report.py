@@ -177,41 +177,17 @@ def test_payloads_are_shown_as_text(rendered: Rendered) -> None:
     assert "javascript:alert(1)" in text  # shown, as text
 
 
-def test_the_page_environment_shows_what_plain_jinja_shows() -> None:
-    """The page's environment escapes a string each time it is shown (it remembers each
-    distinct string's escaping) and reads ``d.name`` key first: the same bytes as Jinja2's
-    own autoescaping environment, a dict's methods still its methods."""
+def test_the_page_environment_escapes_every_value_shown() -> None:
+    """The page's environment autoescapes each value shown (Markup alone passes as it is),
+    reads ``d.name`` as Jinja2 does (a dict's methods are still its methods) and refuses an
+    undefined name."""
     source = "{{ t }}|{{ t }}|{{ d.x }}|{{ d.values is callable }}|{{ n }}|{{ m }}"
     values = {"t": "<b>&'\"", "d": {"x": "<i>", "values": 1}, "n": 3, "m": Markup("<hr>")}
     env = page_module._environment()
-    shown = env.render(env.from_string(source), values)
+    shown = env.from_string(source).render(**values)
     assert shown == "&lt;b&gt;&amp;&#39;&#34;|&lt;b&gt;&amp;&#39;&#34;|&lt;i&gt;|True|3|<hr>"
-    assert shown == jinja2.Environment(autoescape=True).from_string(source).render(**values)
-    assert env._escaped == {}  # nothing kept across pages
-    assert shown == env.render(env.from_string(source), values)
-
-
-def test_the_page_is_what_plain_jinja_renders_of_its_context(rendered: Rendered) -> None:
-    """The whole page of a run whose web text carries payloads, rendered by the report's
-    environment and by Jinja2's own (the same template, filters and options): the same
-    bytes, so the faster environment escapes all that Jinja2 escapes."""
-    context = render_module.report_context(
-        render_module.load_source(rendered.run_dir, trials=TRIALS), page_module.MAX_EPISODES
-    )
-    env = page_module._environment()
-    plain = jinja2.Environment(
-        loader=jinja2.PackageLoader("evidence_bench.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    plain.filters.update(env.filters)
-    plain.tests.update(env.tests)
-    plain.globals.update(env.globals)
-    page = page_module.render_page(context)
-    assert PAYLOAD_SCRIPT not in page and "&lt;script&gt;" in page
-    assert page == plain.get_template("report.html.j2").render(**context)
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ missing }}").render()
 
 
 #: Command-line overrides as a user could type them: one carries a payload, one a space.

@@ -25,7 +25,7 @@ import pandas as pd
 from jinja2 import Template
 from markupsafe import Markup
 
-from evidence_bench.report.environment import ReportEnvironment, report_environment
+from evidence_bench.report.environment import report_environment
 
 __all__ = [
     "budget_chart",
@@ -113,7 +113,6 @@ class _Canvas:
 
 @cache
 def _template() -> Template:
-    # a chart's items are dicts, and repeat their strings
     return report_environment().get_template("chart.svg.j2")
 
 
@@ -126,10 +125,7 @@ def _svg(
     hatch: str | None = None,
     gradient: Mapping[str, Any] | None = None,
 ) -> Markup:
-    template = _template()
-    assert isinstance(template.environment, ReportEnvironment)
-    text = template.environment.render(
-        template,
+    text = _template().render(
         {
             "label": label,
             "width": _n(math.ceil(width)),

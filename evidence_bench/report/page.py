@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import BytecodeCache, FileSystemBytecodeCache, UndefinedError
+from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, UndefinedError
 
 from evidence_bench._atomic import write_atomic
-from evidence_bench.report.environment import CACHE_PATTERN, ReportEnvironment, report_environment
+from evidence_bench.report.environment import report_environment
 from evidence_bench.report.numbers import DEFAULT_TRIALS, MAX_EPISODES
 from evidence_bench.report.numbers import MINUS as _MINUS
 from evidence_bench.report.numbers import missing as _missing
@@ -99,7 +99,7 @@ def _ci(low: Any, high: Any) -> str:
 
 
 @functools.cache
-def _environment() -> ReportEnvironment:
+def _environment() -> Environment:
     env = report_environment(bytecode_cache=_bytecode_cache())
     env.tests["missing"] = _missing
     env.globals["ci"] = _ci
@@ -121,17 +121,14 @@ def _bytecode_cache() -> BytecodeCache | None:
     under the temporary one, checked to be the user's alone; each entry is validated
     against its template's source), or None where that directory cannot be had."""
     try:
-        # its own file names (CACHE_PATTERN): templates compiled by ReportEnvironment's
-        # generator call a method a plain Environment lacks
-        return FileSystemBytecodeCache(pattern=CACHE_PATTERN)
+        return FileSystemBytecodeCache()
     except (OSError, RuntimeError):
         return None
 
 
 def render_page(context: Mapping[str, Any]) -> str:
     """The report's HTML for ``context``."""
-    env = _environment()
-    return env.render(env.get_template("report.html.j2"), context)
+    return _environment().get_template("report.html.j2").render(**context)
 
 
 def write_report(context: Mapping[str, Any], target: Path) -> Path:
