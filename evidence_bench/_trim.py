@@ -24,30 +24,15 @@ def _libc() -> Any:
 def release_memory() -> None:
     """Collect cycles, then glibc's ``malloc_trim(0)``: numpy's and pandas' arrays of a few
     MB come from the heap once glibc has raised its mmap threshold (``mallopt(3)``), and a
-    freed one stays resident until trimmed (a sweep's tail held ~70 MB so). Elsewhere
-    (musl, macOS) only the collection."""
+    freed one stays resident until trimmed. Elsewhere (musl, macOS) only the collection.
+
+    Kept for the peak memory of a run (issue 27's rule: a gain of 20% or more):
+    ``benchmarks/bench_ab.py``, ``rocchio_sweep workers=1``, peak RSS 695 MB without it,
+    516 MB with it (-26%); the collection alone gave 687 MB."""
     gc.collect()
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
-
-
-@contextlib.contextmanager
-def old_objects_frozen() -> Iterator[None]:
-    """Every object alive on entry moved to the collector's permanent generation
-    (:func:`gc.freeze`) until exit: a collection, :func:`release_memory`'s and the
-    automatic ones the tail's allocations trigger, then walks only what was made since (a
-    sweep's parent holds ~130k older objects, ~0.1 s a full collection, to find none of
-    them garbage). A cycle among the older objects that becomes garbage meanwhile waits for
-    the exit. Nothing is frozen when the caller has frozen objects itself."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 @contextlib.contextmanager

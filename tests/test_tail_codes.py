@@ -140,47 +140,6 @@ def test_common_queries_of_a_frame_every_combination_keeps_is_the_frame() -> Non
     assert common_queries(frame, within=["policy"], across=["config_id"]) is frame
 
 
-def test_old_objects_frozen_collects_only_new_cycles_and_restores() -> None:
-    """Inside, a full collection finds a new cycle but not an older one (frozen), which is
-    collected once unfrozen; a caller's own freeze is left alone."""
-    import gc
-    import weakref
-
-    from evidence_bench._trim import old_objects_frozen
-
-    class Node:
-        other: object
-
-    def cycle() -> weakref.ref[Node]:
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        return weakref.ref(a)
-
-    gc.collect()
-    assert gc.get_freeze_count() == 0
-    older = Node()
-    older.other = older
-    seen = weakref.ref(older)
-    with old_objects_frozen():
-        assert gc.get_freeze_count() > 0
-        del older
-        newer = cycle()
-        gc.collect()
-        assert newer() is None  # made inside: collected
-        assert seen() is not None  # frozen: waits for the exit
-    assert gc.get_freeze_count() == 0
-    gc.collect()
-    assert seen() is None
-    gc.freeze()
-    try:
-        count = gc.get_freeze_count()
-        with old_objects_frozen():
-            assert gc.get_freeze_count() == count
-        assert gc.get_freeze_count() == count
-    finally:
-        gc.unfreeze()
-
-
 def test_ngroups_numbers_groups_as_pandas_ngroup_does() -> None:
     from evidence_bench.evaluation.statistics import ngroups
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from evidence_bench._lazy import module
-from evidence_bench._trim import old_objects_frozen, release_memory
+from evidence_bench._trim import release_memory
 from evidence_bench.collections.queryset import (
     QuerySet,
     load_query_set,
@@ -271,163 +271,158 @@ def _perform(
         if query_set.source != "live":
             raise DataError(unjudged_hits)
 
-    # the tail: its collections walk only what it makes (builder, frames, report), not
-    # the older objects
-    with old_objects_frozen():
-        _arrow_pool()  # after the episodes: the workers are forked without pyarrow
-        feedback = builder.feedback()
-        tables = builder.tables(query_set.qrels)
-        del builder  # what it collected is in the frames now: its memory is theirs to reuse
-        summary = summarize_scores(tables.scores, feedback, query_set.qrels)
-        tables = replace(
-            tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
+    _arrow_pool()  # after the episodes: the workers are forked without pyarrow
+    feedback = builder.feedback()
+    tables = builder.tables(query_set.qrels)
+    del builder  # what it collected is in the frames now: its memory is theirs to reuse
+    summary = summarize_scores(tables.scores, feedback, query_set.qrels)
+    tables = replace(
+        tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
+    )
+    # the exact values are gone (the keys, all _excluded counts, stay)
+    per_query = tables.scores
+    release_memory()
+    manifest_file = find_manifest(query_set.cassettes)
+    manifest: dict[str, Any] = {
+        "package_version": _package_version(),
+        **git,
+        "overrides": list(overrides) if overrides is not None else None,
+        "experiment": plan.experiment,
+        "query_set": query_set.name,
+        "cassettes": str(query_set.cassettes),
+        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
+        "collection_checksum": collection.checksum,
+        # judgments added to the collection's (query_set.qrels: what `assess` wrote)
+        **(
+            {"added_qrels_sha256": file_sha256(resolve_path(str(added), "query_set.qrels"))}
+            if (added := plan.query_set.get("qrels"))
+            else {}
+        ),
+        "seeds": {
+            **_seeds(plan.seed, users),
+            **({"seeds": list(plan.seeds)} if plan.seeds else {}),
+        },
+        # a run over several seeds or budgets: each user label's user, seed and depth
+        **(
+            {"variants": {label: v.as_dict() for label, v in plan.variants.items()}}
+            if plan.variants
+            else {}
+        ),
+        "queries": len(query_ids),
+        "queries_truncated": query_set.truncated,
+        "queries_without_relevant": query_set.unjudged,
+        "episodes": episodes,
+        "replay": _replay(requests, skipped, plan.on_miss),
+        "excluded": _excluded(per_query, len(query_ids)),
+        # episode rounds whose marks the ranker could not use (all unsure): their rerank
+        # and expand are the no-feedback order
+        "no_usable_feedback": no_feedback,
+        "labels": label_summary(
+            feedback[["config_id", "policy", "round", "label"]],
+            users,  # counted by code
+        ),
+        "sweep": {"params": list(plan.swept)},
+        # Configs asked for and distinct configs run; an alias's results are its target's.
+        "configs": {
+            "asked": len(plan.asked),
+            "distinct": len(plan.engines),
+            "aliases": dict(plan.aliases),
+        },
+        **(
+            {"missing_dates": missing_dates}
+            if any(e.ranker == "livefetch" for e in plan.engines)
+            else {}
+        ),
+        **(
+            {"shard": shard_entry(plan, len(whole.queries), len(query_ids))}
+            if plan.shards > 1
+            else {}
+        ),
+        **(gathered.manifest if gathered is not None else {}),
+    }
+
+    # the Parquet files in a thread (Arrow writes them without the GIL) while the rest
+    # of the tail goes on here; waited for before the directory is moved
+    with target as tmp, TablesWriter(tmp, tables, write_tables) as parquet:
+        (tmp / "config.yaml").write_text(config_yaml)
+        reporting = report is not None and plan.shards == 1 and cfg.get("report", True)
+        if not reporting:
+            parquet.start()  # beside the other files (no report's peak to wait past)
+        params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
+        write_rows(
+            tmp / "configs.csv",
+            # alias_of: the config whose rows an alias shares (empty for one that ran)
+            ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
+            (
+                [
+                    e.config_id,
+                    e.label,
+                    e.ranker,
+                    e.refiner,
+                    e.role,
+                    plan.aliases.get(e.config_id, ""),
+                ]
+                + [e.params().get(k, PARAM_DEFAULTS.get(k, "")) for k in params]
+                for e in plan.asked
+            ),
         )
-        # the exact values are gone (the keys, all _excluded counts, stay)
-        per_query = tables.scores
-        release_memory()
-        manifest_file = find_manifest(query_set.cassettes)
-        manifest: dict[str, Any] = {
-            "package_version": _package_version(),
-            **git,
-            "overrides": list(overrides) if overrides is not None else None,
-            "experiment": plan.experiment,
-            "query_set": query_set.name,
-            "cassettes": str(query_set.cassettes),
-            "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
-            "collection_checksum": collection.checksum,
-            # judgments added to the collection's (query_set.qrels: what `assess` wrote)
-            **(
-                {"added_qrels_sha256": file_sha256(resolve_path(str(added), "query_set.qrels"))}
-                if (added := plan.query_set.get("qrels"))
-                else {}
+        doc_id = collection.doc_id_for
+        write_jsonl(
+            tmp / "documents.jsonl",
+            (
+                {
+                    "doc_id": doc_id(key) or key,
+                    "url": ev.url,
+                    "title": ev.title,
+                    "snippet": ev.snippet,
+                }
+                for key, ev in documents.items()
             ),
-            "seeds": {
-                **_seeds(plan.seed, users),
-                **({"seeds": list(plan.seeds)} if plan.seeds else {}),
-            },
-            # a run over several seeds or budgets: each user label's user, seed and depth
-            **(
-                {"variants": {label: v.as_dict() for label, v in plan.variants.items()}}
-                if plan.variants
-                else {}
+        )
+        write_rows(
+            tmp / "qrels.csv",
+            ["query_id", "doc_id", "relevance"],
+            (
+                (qid, doc_id(key) or key, grade)
+                for qid in query_ids
+                for key, grade in query_set.qrels[qid].items()
             ),
-            "queries": len(query_ids),
-            "queries_truncated": query_set.truncated,
-            "queries_without_relevant": query_set.unjudged,
-            "episodes": episodes,
-            "replay": _replay(requests, skipped, plan.on_miss),
-            "excluded": _excluded(per_query, len(query_ids)),
-            # episode rounds whose marks the ranker could not use (all unsure): their rerank
-            # and expand are the no-feedback order
-            "no_usable_feedback": no_feedback,
-            "labels": label_summary(
-                feedback[["config_id", "policy", "round", "label"]],
-                users,  # counted by code
-            ),
-            "sweep": {"params": list(plan.swept)},
-            # Configs asked for and distinct configs run; an alias's results are its target's.
-            "configs": {
-                "asked": len(plan.asked),
-                "distinct": len(plan.engines),
-                "aliases": dict(plan.aliases),
-            },
-            **(
-                {"missing_dates": missing_dates}
-                if any(e.ranker == "livefetch" for e in plan.engines)
-                else {}
-            ),
-            **(
-                {"shard": shard_entry(plan, len(whole.queries), len(query_ids))}
-                if plan.shards > 1
-                else {}
-            ),
-            **(gathered.manifest if gathered is not None else {}),
-        }
+        )
+        write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
+        manifest["run_id"] = target.final.name
+        manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
+        manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
+        manifest["episodes_time_s"] = round(episodes_time, 3)  # (gathered: reading back)
+        write_json(tmp / "manifest.json", manifest)
+        terminal = ""
+        if reporting:
+            assert report is not None
 
-        # the Parquet files in a thread (Arrow writes them without the GIL) while the rest
-        # of the tail goes on here; waited for before the directory is moved
-        with target as tmp, TablesWriter(tmp, tables, write_tables) as parquet:
-            (tmp / "config.yaml").write_text(config_yaml)
-            reporting = report is not None and plan.shards == 1 and cfg.get("report", True)
-            if not reporting:
-                parquet.start()  # beside the other files (no report's peak to wait past)
-            params = list(dict.fromkeys(k for e in plan.asked for k in e.params()))
-            write_rows(
-                tmp / "configs.csv",
-                # alias_of: the config whose rows an alias shares (empty for one that ran)
-                ["config_id", "label", "ranker", "refiner", "role", "alias_of", *params],
-                (
-                    [
-                        e.config_id,
-                        e.label,
-                        e.ranker,
-                        e.refiner,
-                        e.role,
-                        plan.aliases.get(e.config_id, ""),
-                    ]
-                    + [e.params().get(k, PARAM_DEFAULTS.get(k, "")) for k in params]
-                    for e in plan.asked
-                ),
-            )
-            doc_id = collection.doc_id_for
-            write_jsonl(
-                tmp / "documents.jsonl",
-                (
-                    {
-                        "doc_id": doc_id(key) or key,
-                        "url": ev.url,
-                        "title": ev.title,
-                        "snippet": ev.snippet,
-                    }
-                    for key, ev in documents.items()
-                ),
-            )
-            write_rows(
-                tmp / "qrels.csv",
-                ["query_id", "doc_id", "relevance"],
-                (
-                    (qid, doc_id(key) or key, grade)
-                    for qid in query_ids
-                    for key, grade in query_set.qrels[qid].items()
-                ),
-            )
-            write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
-            manifest["run_id"] = target.final.name
-            manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
-            manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
-            manifest["episodes_time_s"] = round(episodes_time, 3)  # (gathered: reading back)
-            write_json(tmp / "manifest.json", manifest)
-            terminal = ""
-            if reporting:
-                assert report is not None
+            def analyzed() -> None:
+                # what the analysis freed handed back before the writer's Arrow and the
+                # page allocate theirs on top (release_memory)
+                release_memory()
+                # the Parquet files written while the page is (after the analysis: its
+                # randomization tests and validity panel are the tail's peaks of
+                # memory), in place before the stored analysis' key hashes them
+                parquet.start()
 
-                def analyzed() -> None:
-                    # what the analysis freed (its temporaries, in glibc's heap until
-                    # trimmed) handed back before the writer's Arrow and the page allocate
-                    # theirs on top: kept, a sweep's parent peaked ~50 MB higher (bench_run:
-                    # 492 -> 435 MB)
-                    release_memory()
-                    # the Parquet files written while the page is (after the analysis: its
-                    # randomization tests and validity panel are the tail's peaks of
-                    # memory), in place before the stored analysis' key hashes them
-                    parquet.start()
-
-                # the frames just computed, not read back
-                terminal = report(tmp, tables, analyzed=analyzed, inputs=parquet.join)
-            elif plan.shards > 1:
-                pass  # a shard's numbers are partial: the run gathered from its shards reports
-            else:  # no summary table, but a policy that gave no labels of a kind is still said
-                terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
-        if unjudged_hits:  # results from the web: none judged until someone judges them
-            terminal += f"warning: {unjudged_hits}\n"
-        if notice := unjudged_notice(whole):
-            terminal += f"{notice}\n"
-        if requests["simulated"] and not requests["replayed"]:  # (a mistyped cassette path?)
-            terminal += (
-                f"warning: no search was answered from the cassettes in {query_set.cassettes} "
-                f"(none recorded there?): all {requests['simulated']} were simulated\n"
-            )
-        return RunOutcome(target.final, summary, manifest, terminal)
+            # the frames just computed, not read back
+            terminal = report(tmp, tables, analyzed=analyzed, inputs=parquet.join)
+        elif plan.shards > 1:
+            pass  # a shard's numbers are partial: the run gathered from its shards reports
+        else:  # no summary table, but a policy that gave no labels of a kind is still said
+            terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
+    if unjudged_hits:  # results from the web: none judged until someone judges them
+        terminal += f"warning: {unjudged_hits}\n"
+    if notice := unjudged_notice(whole):
+        terminal += f"{notice}\n"
+    if requests["simulated"] and not requests["replayed"]:  # (a mistyped cassette path?)
+        terminal += (
+            f"warning: no search was answered from the cassettes in {query_set.cassettes} "
+            f"(none recorded there?): all {requests['simulated']} were simulated\n"
+        )
+    return RunOutcome(target.final, summary, manifest, terminal)
 
 
 def _seeds(seed: int, users: Sequence[tuple[str, UserPolicy]]) -> dict[str, Any]:

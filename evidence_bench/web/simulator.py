@@ -37,7 +37,6 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
 
-from evidence_bench._trim import collector_paused
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
@@ -441,11 +440,10 @@ def _index_for(collection: Collection) -> tuple[BM25Index, SnippetIndex | None]:
     with _INDEXES_LOCK:
         found = _INDEXES.get(collection.checksum)
         if found is None:
-            with collector_paused():
-                documents = collection.documents
-                whole = len(documents) <= WHOLE_SNIPPETS_LIMIT
-                snippets = SnippetIndex.of(list(documents.values())) if whole else None
-                found = (collection_index(collection), snippets)
+            documents = collection.documents
+            whole = len(documents) <= WHOLE_SNIPPETS_LIMIT
+            snippets = SnippetIndex.of(list(documents.values())) if whole else None
+            found = (collection_index(collection), snippets)
             if len(_INDEXES) >= _INDEXES_KEPT:
                 del _INDEXES[next(iter(_INDEXES))]
             _INDEXES[collection.checksum] = found
