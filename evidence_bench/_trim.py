@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import gc
-from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -33,18 +31,3 @@ def release_memory() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off inside, as it was after (a nested pause leaves it
-    paused): for work that allocates many containers that form no cycles (a query's
-    episodes, the simulator's index), whose automatic collections would walk every object
-    of the process each time and find nothing."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -285,11 +285,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
-#: Test files whose tests check the garbage collector's state a run leaves behind: they see
-#: the collector as a caller's process has it, nothing frozen.
-_OWN_COLLECTOR = frozenset({"test_runner_pool.py", "test_tail_codes.py"})
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Each test with what existed before it (modules, earlier fixtures: hundreds of
@@ -297,14 +292,10 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     collector's view (``gc.freeze``), and back in after it (``gc.unfreeze``).
 
     A run in the test's process collects garbage in full three times (``release_memory``,
-    between the steps of its tail) and the runner freezes what its episodes share; each full
-    collection walked every object of the worker again, ~0.2 s each, about a sixth of the
-    CPU of the files that run experiments in their process. What a test makes is collected
-    as before; what it leaves frozen (the runner freezes what its episodes share when nothing
-    else is frozen) is unfrozen with the rest after it. No result depends on when garbage is
+    between the steps of its tail); each full collection walked every object of the worker
+    again, about a sixth of the CPU of the files that run experiments in their process.
+    What a test makes is collected as before. No result depends on when garbage is
     collected."""
-    if item.path.name in _OWN_COLLECTOR:
-        return (yield)
     gc.freeze()
     try:
         return (yield)

@@ -4,7 +4,6 @@ share those pages instead of each building its own, and the parent lets go of th
 
 from __future__ import annotations
 
-import gc
 import os
 from collections import Counter
 
@@ -43,22 +42,6 @@ def test_workers_use_the_index_the_parent_built_before_forking(
     # the parent replays nothing itself: what it built for the workers is theirs alone
     assert runner._WORKER is None
     assert not simulator._INDEXES
-
-
-@pytest.mark.parametrize("workers", [1, 2])
-def test_the_callers_garbage_collector_is_left_as_it_was(workers: int) -> None:
-    plan = plan_run(compose(["+experiment=ci", "experiment.queries=2"])[0])
-    query_ids = list(runner.replay_worker(plan).query_set.queries)
-    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
-    assert frozen == 0  # nothing of an earlier test left frozen
-    gc.set_threshold(700, 10, 10)
-    try:
-        outputs = list(runner.execute(plan, query_ids, workers=workers))
-        assert [out.query_id for out in outputs] == query_ids
-        assert gc.get_threshold() == (700, 10, 10)
-        assert gc.get_freeze_count() == 0
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def test_a_single_process_lets_go_of_the_worker_once_its_episodes_are_done() -> None:

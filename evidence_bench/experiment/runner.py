@@ -13,8 +13,6 @@ reported instead of waited on forever.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import multiprocessing
 import os
@@ -24,14 +22,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import numpy as np
 
-from evidence_bench._trim import collector_paused, release_memory
+from evidence_bench._trim import release_memory
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.engine.background import Background, query_set_background
 from evidence_bench.engine.base import Ranker, Refiner, SearchProvider
@@ -252,36 +249,6 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
     return _WORKER
 
 
-#: The cyclic collector's thresholds while episodes run (CPython's default: 700, 10, 10).
-_EPISODE_THRESHOLDS = (10_000, 50, 100)
-
-
-@contextmanager
-def _collect_less(plan: RunPlan) -> Iterator[None]:
-    """Keep the cyclic garbage collector from re-scanning what lives as long as the run,
-    while the episodes of this process run; the caller's collector is as it was after.
-
-    The episodes make millions of small objects, most freed by reference counting, and the
-    caches and the worker keep many alive: with CPython's default thresholds a worker spent
-    ~25% of its CPU in collections, most of it in full ones that walk every object alive
-    (3.3 of 20.4 s at 75 queries). What exists once the worker is built is moved out of the
-    collector's view (``gc.freeze``) and collections are rarer; no number depends on when
-    garbage is collected. (A forked worker sets the thresholds in :func:`_start`; what the
-    parent froze before forking stays frozen there.)
-    """
-    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
-    with contextlib.suppress(Exception):  # reported by the query that meets it
-        replay_worker(plan)
-    gc.freeze()
-    gc.set_threshold(*_EPISODE_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        if not frozen:
-            gc.unfreeze()
-
-
 EngineParts = list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
 
 
@@ -464,19 +431,7 @@ def query_output(
     the caller counts what its store answered.
 
     The episodes share one memo, so their scores are ids of the query's distinct
-    evaluations (:attr:`QueryMemo.values`), sent once each.
-
-    Python's cyclic garbage collector is paused meanwhile: a query allocates ~10^5
-    containers that live until it ends (they form no cycles; reference counting frees
-    them), and each full collection it would trigger walks every object of the worker
-    (its indexes and caches), about a third of the episodes' CPU time."""
-    with collector_paused():
-        return _query_output(worker, replayed, engines, plan)
-
-
-def _query_output(
-    worker: ReplayWorker, replayed: ReplayedQuery, engines: EngineParts, plan: RunPlan
-) -> QueryOutput:
+    evaluations (:attr:`QueryMemo.values`), sent once each."""
     query_id, query = replayed.query_id, replayed.query
     doc_id = _doc_ids(worker.query_set.collection.doc_id_for)
     out = QueryOutput(query_id)
@@ -705,11 +660,9 @@ _PLAN: RunPlan | None = None
 
 
 def _start(plan: RunPlan) -> None:
-    """Pool initializer: the plan arrives once per process, the tasks carry query ids only;
-    the collector runs less often (:func:`_collect_less`)."""
+    """Pool initializer: the plan arrives once per process, the tasks carry query ids only."""
     global _PLAN
     _PLAN = plan
-    gc.set_threshold(*_EPISODE_THRESHOLDS)
 
 
 def _call(query_id: str) -> QueryOutput:
@@ -761,8 +714,7 @@ def _share(plan: RunPlan) -> None:
     """Build what every worker needs before forking them: the query set, the cassette store,
     the engines and users (:func:`replay_worker`) and the simulator's index. The workers
     then share these pages copy-on-write instead of each building its own (the index alone
-    is ~0.3 s of CPU and ~16 MB for Cranfield); ``gc.freeze`` keeps the workers' collector
-    from writing to (and so copying) them.
+    is ~0.3 s of CPU and ~16 MB for Cranfield).
 
     Only a head start: what fails here is left for the worker that meets it to report, naming
     its query, as it would without it."""
@@ -772,16 +724,6 @@ def _share(plan: RunPlan) -> None:
             prepare_index(worker.query_set.collection)
     except Exception:  # reported by the worker that meets it
         pass
-    gc.freeze()
-
-
-def _unshare(*, unfreeze: bool = True) -> None:
-    """The parent's side once its workers are forked: it replays nothing itself, so what
-    :func:`_share` built is theirs alone (freed here, the pages stay theirs); ``unfreeze``:
-    the parent had frozen nothing itself before."""
-    _forget_worker()
-    if unfreeze:
-        gc.unfreeze()
 
 
 def _forget_worker() -> None:
@@ -804,16 +746,13 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
     count = max(1, min(count, len(query_ids)))
     if count == 1:
         try:
-            with _collect_less(plan):
-                yield from (_guarded(plan, query_id) for query_id in query_ids)
+            yield from (_guarded(plan, query_id) for query_id in query_ids)
         finally:
             # kept, they stayed beside the tail's frames (a sweep's workers=1 run peaked at
-            # 517 MB, 472 MB without them); collected now, before the tail freezes what is
-            # alive (their cycles would wait for its end)
+            # 517 MB, 472 MB without them)
             _forget_worker()
             release_memory()
         return
-    frozen = gc.get_freeze_count()
     _share(plan)
     pool = ProcessPoolExecutor(
         count,
@@ -821,22 +760,17 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
         initializer=_start,
         initargs=(plan,),
     )
-    thresholds = gc.get_threshold()
     try:
         try:
             results = pool.map(_call, query_ids, chunksize=1)  # the first task forks them all
         finally:
-            _unshare(unfreeze=not frozen)
-        # Receiving (unpickling) and collecting a query's rows makes ~10^4 containers that
-        # live as long as the run, and each full collection they trigger walks all the
-        # parent holds: collected less often meanwhile, as in the workers (~20% of the
-        # parent's receiving at 50 queries).
-        gc.set_threshold(*_EPISODE_THRESHOLDS)
+            # the parent replays nothing itself: what _share built is the workers' alone
+            # (freed here, the pages stay theirs)
+            _forget_worker()
         yield from results
     except BrokenProcessPool as exc:
         raise WorkerError(
             f"a worker process stopped unexpectedly (killed, or out of memory?): {exc}"
         ) from exc
     finally:
-        gc.set_threshold(*thresholds)
         pool.shutdown(wait=False, cancel_futures=True)
