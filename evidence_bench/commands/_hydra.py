@@ -68,9 +68,9 @@ def _jobs(argv: list[str]) -> list[list[str]] | None:
 def _precheck(argv: list[str], config_dir: str | None = None) -> None:
     """Compose the config once before Hydra runs, so a bad override is one clear line
     (Hydra's own report is several lines and a stack hint), and plan it as a run would, for
-    the values only the plan refuses. A multirun is checked job by job (~0.1 s each),
-    before Hydra creates its sweep directory (``<runs_dir>/<experiment.name>``): a bad
-    value of its third job fails at once, naming the job, not after the first two ran."""
+    the values only the plan refuses. A multirun is checked job by job, before Hydra
+    creates its sweep directory (``<runs_dir>/<experiment.name>``): a bad value of its
+    third job fails at once, naming the job, not after the first two ran."""
     jobs: list[list[str]] | None = [argv]
     multirun = any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv)
     if multirun:
@@ -140,7 +140,7 @@ def _run_once(task: Any, argv: list[str], primary: str | None = None) -> bool:
     """Run ``task`` as ``hydra.main`` would for a plain run, composing its config once.
 
     ``hydra.main`` composes it twice (once to learn ``hydra.mode``, once to run) and
-    :func:`_precheck` a third time, ~0.2 s of CPU each. Here the run's own composition is
+    :func:`_precheck` a third time. Here the run's own composition is
     checked and run, through the calls ``hydra.main`` makes (``Hydra.run``, ``run_job``, the
     callbacks; hydra/_internal/hydra.py, 1.3). False, having run nothing, when this is not a
     plain run (a flag, a sweep, an experiment that sets ``hydra.mode: MULTIRUN``) or the

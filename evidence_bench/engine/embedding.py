@@ -92,8 +92,8 @@ class LsaEmbedder:
         if matrix.size == 0:
             return np.zeros((len(texts), 0))
         if matrix.shape[0] < matrix.shape[1]:
-            # X = U Σ Vᵀ <=> Xᵀ = V Σ Uᵀ; LAPACK is several times faster on the tall Xᵀ
-            # (41 x 550: 1.6 ms against 10 ms here), and a few texts have many terms.
+            # X = U Σ Vᵀ <=> Xᵀ = V Σ Uᵀ; LAPACK is faster on the tall Xᵀ, and a few texts
+            # have many terms.
             _v, s, ut = np.linalg.svd(matrix.T, full_matrices=False)
             u = ut.T
         else:
@@ -133,7 +133,7 @@ _EXTRA_HINT = (
 )
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
 # Texts embedded per model, kept across candidate sets: a sweep reranks the same snippets
-# under many configs. float32 as the model computes; ~1.5 kB a text at 384 dimensions.
+# under many configs. float32 as the model computes.
 _TEXT_CACHE_SIZE = 32768
 _LOCK = threading.Lock()
 
@@ -175,7 +175,7 @@ def _quiet_loading() -> contextlib.AbstractContextManager[None]:
 
 @cache
 def _load_model(package: str) -> Any:
-    """The package's SentenceTransformer on CPU; loaded once per process (about 5 s)."""
+    """The package's SentenceTransformer on CPU; loaded once per process."""
     with _offline():
         try:
             module = importlib.import_module(package)

@@ -46,7 +46,7 @@ _DIGITS = 4
 #: Each stored per-query value and the stored mean are rounded to 4 decimals, so the mean of
 #: the stored values is within two half-units of the stored mean.
 _SELF_CONSISTENT = 2 * DEFAULT_TOLERANCE + 1e-9
-#: libyaml's parser when PyYAML was built with it: a 500-entry baseline in 0.1 s, not 1.5 s
+#: libyaml's parser when PyYAML was built with it (the pure-Python one is far slower)
 _SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: The keys a baseline's top level may have: what write_baseline writes
 _TOP_KEYS = (

@@ -276,7 +276,7 @@ def _summary(frame: pd.DataFrame, path: Path) -> dict[Cell, CellFacts]:
             f"{_at(path, unfrozen[0])}: fixed is true in {mode} mode; only a frozen cell can be"
         )
     _no_repeats(frame, path, KEYS, "cell")
-    # a column at a time: a row's .loc was ~2 ms, 1-2 s of CPU per check of a small run
+    # a column at a time, not a row's .loc per cell
     keys = zip(*(frame[key] for key in KEYS), strict=True)
     cells: dict[Cell, CellFacts] = {}
     for key, round_, count, mean, flag in zip(keys, rounds, counts, means, fixed, strict=True):

@@ -1,76 +1,21 @@
 """Simulated users who click: the standard click models as feedback policies.
 
-Real users click; they do not grade. These users scan the displayed list as the click models
-of Chuklin, Markov & de Rijke (*Click Models for Web Search*, 2015) say, and the session
-learns only what a click log would tell it:
+These users scan the displayed list as a click model says (Chuklin, Markov & de Rijke,
+*Click Models for Web Search*, 2015), and the session learns only what a click log tells:
 
-- a click becomes MORE;
-- with ``skip_above="less"`` (the default), a result shown above a click and not clicked
-  becomes LESS: Joachims, Granka, Pan, Hembrooke & Gay (2005, "Accurately interpreting
-  clickthrough data as implicit feedback", SIGIR), "click > skip above". A click log cannot
-  tell a result the user read and passed over from one they never looked at, so under the
-  position-based model an unexamined result above a click is labelled LESS too: that is the
-  position bias the heuristic carries. ``skip_above="none"`` gives no negative label;
-- any other examined result is "seen" (no label); a result the user never examined is no
-  mark at all, and may be shown again in a later round.
+- a click is MORE;
+- with ``skip_above="less"`` (the default), an unclicked result shown above a click is LESS
+  (Joachims et al. 2005, "click > skip above"); ``"none"`` gives no negative label;
+- any other examined result is "seen"; a result never examined is no mark at all.
 
-**The models** (r is the rank, g the result's relevance level, see below):
-
-- ``pbm``, the position-based model (Richardson, Dominowska & Ragno 2007; Craswell, Zoeter,
-  Taylor & Ramsey 2008): P(click at r) = P(E_r) · α(g), examination and attractiveness
-  independent. P(E_r) = (1/r)^η (Joachims, Swaminathan & Schnabel 2017, "Unbiased
-  learning-to-rank with biased feedback", WSDM; η = 1 their default).
-- ``cascade`` (Craswell et al. 2008, "An experimental comparison of click position-bias
-  models", WSDM): the user scans top-down, clicks with probability α(g) and stops after the
-  first click. P(click at r) = α(g_r) · Π_{i<r} (1 − α(g_i)).
-- ``dbn``, the dynamic Bayesian network with satisfaction (Chapelle & Zhang 2009, "A dynamic
-  Bayesian network click model for web search ranking", WWW): top-down; click with
-  probability α(g); after a click the user is satisfied and stops with probability σ(g);
-  otherwise goes on to the next result with probability γ (``p_continue``). With γ = 1 this
-  is the simplified DBN, and exactly the cascade user of the online learning-to-rank
-  literature (Hofmann, Whiteson & de Rijke 2011, "A probabilistic method for inferring
-  preferences from clicks", CIKM; 2013, "Balancing exploration and exploitation in listwise
-  and pairwise online learning to rank", Information Retrieval), whose "perfect",
-  "navigational" and "informational" presets give P(click | R) and P(stop | R) per grade.
-  The DBN rather than the DCM (Guo, Liu & Wang 2009), because the DCM's continuation λ_r
-  after a click depends on the rank only and must be fitted from a log, while those
-  published presets make stopping depend on the result's relevance: the DBN's σ(g).
-  P(E_{r+1} | E_r) = γ (1 − C_r σ(g_r)).
-
-**Presets** (``conf/policy/{pbm,cascade,dbn}_*.yaml``), α and σ per relevance level 0..4,
-from Oosterhuis & de Rijke (2018, "Differentiable unbiased online learning to rank", CIKM)
-and Schuth et al. (2016, "Multileave gradient descent for fast online learning to rank",
-WSDM), whose two-level tables are Hofmann et al.'s binary ones:
-
-=============  ==========================  ==========================
-preset         α: P(click | g = 0..4)      σ: P(stop | click, g)
-=============  ==========================  ==========================
-perfect        0.0 0.2 0.4 0.8 1.0         0.0 0.0 0.0 0.0 0.0
-navigational   0.05 0.3 0.5 0.7 0.95       0.2 0.3 0.5 0.7 0.9
-informational  0.4 0.6 0.7 0.8 0.9         0.1 0.2 0.3 0.4 0.5
-=============  ==========================  ==========================
-
-**Relevance levels from the qrels.** A judged grade g is read on the collection's scale
-0..G (``top_grade`` G: the highest grade in the collection's qrels, set by the run): level
-position g · (L − 1) / G on a table of L entries, interpolated linearly between entries; an
-unjudged result and a grade <= 0 are level 0, a grade above G the last level. Cranfield
-(grades 1..4, 4 = complete answer) meets a five-entry table level for grade; CACM's binary
-relevance (G = 1) takes the table's two ends, which are exactly Hofmann et al.'s binary
-values (navigational 0.05 / 0.95 and 0.2 / 0.9, informational 0.4 / 0.9 and 0.1 / 0.5,
-perfect 0 / 1 and 0 / 0). Without a ``top_grade`` the grade is the table's level.
-
-**The rank a model sees** is a result's place among the results new to the user this round
-(the first result not examined in an earlier round is rank 1), as if each round were a
-fresh page of results; ``depth`` of them are scanned. Under the PBM the examined ranks need
-not be contiguous; frozen evaluation keeps each examined result where it was shown
-(:func:`evidence_bench.evaluation.frozen.frozen_prefix` counts only the contiguous top).
-
-**Seeding** (:mod:`evidence_bench.seeding`), the same numbers in any process: what happens
-at a rank (PBM's examination, DBN's continuation) is drawn from (seed, query_id, round,
-rank); what a result does to the user (attractiveness, then satisfaction) from (seed,
-query_id, round, key), the stream :class:`~evidence_bench.users.policies.NoisyPolicy`
-draws its judgment from, so the same document in the same round gets the same click
-decision whatever else is shown (common random numbers across configs and users).
+The models: :class:`PositionBasedUser` (``pbm``), :class:`CascadeUser` (``cascade``) and
+:class:`DbnUser` (``dbn``), with the :data:`PRESETS` α and σ per relevance level, read
+from a judged grade by :func:`relevance_level`. The rank a model sees is a result's place
+among the results new to the user this round. Draws are seeded
+(:mod:`evidence_bench.seeding`): what happens at a rank from (seed, query_id, round,
+rank), what a result does to the user from (seed, query_id, round, key), the stream
+:class:`~evidence_bench.users.policies.NoisyPolicy` judges with. The models' sources, the
+presets' and the reading of grades as levels: docs/concepts/users.rst ("Users who click").
 """
 
 from __future__ import annotations
@@ -110,7 +55,8 @@ __all__ = [
 SkipAbove = Literal["less", "none"]
 SKIP_ABOVE: tuple[SkipAbove, ...] = ("less", "none")
 
-#: preset -> (α: P(click | level 0..4), σ: P(stop | click, level 0..4)); see the module.
+#: preset -> (α: P(click | level 0..4), σ: P(stop | click, level 0..4)), from Oosterhuis &
+#: de Rijke (2018, CIKM) and Schuth et al. (2016, WSDM), after Hofmann et al.'s binary ones.
 PRESETS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     "perfect": ((0.0, 0.2, 0.4, 0.8, 1.0), (0.0, 0.0, 0.0, 0.0, 0.0)),
     "navigational": ((0.05, 0.3, 0.5, 0.7, 0.95), (0.2, 0.3, 0.5, 0.7, 0.9)),
@@ -198,9 +144,10 @@ def _expects(p_click: Sequence[float], skip_above: SkipAbove, depth: int) -> fro
 
 @dataclass(frozen=True, slots=True)
 class PositionBasedUser:
-    """The position-based model: each of the round's first ``depth`` new results is examined
-    with probability (1/r)^``eta`` and, if examined, clicked with probability α(level)
-    (``p_click``). See the module for labels, levels and seeding."""
+    """The position-based model (Richardson et al. 2007; Craswell et al. 2008): each of the
+    round's first ``depth`` new results is examined with probability (1/r)^``eta``
+    (Joachims, Swaminathan & Schnabel 2017) and, if examined, clicked with probability
+    α(level) (``p_click``): P(click at r) = P(E_r) · α(g)."""
 
     name: ClassVar[str] = "pbm"
     depth: int = 10
@@ -245,8 +192,9 @@ class PositionBasedUser:
 
 @dataclass(frozen=True, slots=True)
 class CascadeUser:
-    """The cascade model: top-down over the round's first ``depth`` new results, click with
-    probability α(level) (``p_click``), stop after the first click. See the module."""
+    """The cascade model (Craswell et al. 2008): top-down over the round's first ``depth``
+    new results, click with probability α(level) (``p_click``), stop after the first click:
+    P(click at r) = α(g_r) · Π_{i<r} (1 − α(g_i))."""
 
     name: ClassVar[str] = "cascade"
     depth: int = 10
@@ -283,10 +231,10 @@ class CascadeUser:
 
 @dataclass(frozen=True, slots=True)
 class DbnUser:
-    """The DBN with satisfaction: top-down over the round's first ``depth`` new results,
-    click with probability α(level) (``p_click``), after a click stop satisfied with
-    probability σ(level) (``p_stop``), else go on with probability γ (``p_continue``).
-    See the module."""
+    """The DBN with satisfaction (Chapelle & Zhang 2009): top-down over the round's first
+    ``depth`` new results, click with probability α(level) (``p_click``), after a click stop
+    satisfied with probability σ(level) (``p_stop``), else go on with probability γ
+    (``p_continue``): P(E_{r+1} | E_r) = γ (1 − C_r σ(g_r))."""
 
     name: ClassVar[str] = "dbn"
     depth: int = 10

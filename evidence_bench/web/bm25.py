@@ -110,7 +110,7 @@ def number_words(
     occurrence, every word's number in order, and each text's word count.
 
     A text's words are made, numbered and freed before the next text's, so the heap keeps
-    no holes where a collection's ~250k repeated words were (~15 MB)."""
+    no holes where a collection's repeated words were."""
     number: dict[str, int] = {}
     words: list[int] = []
     counts: list[int] = []
