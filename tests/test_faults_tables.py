@@ -5,6 +5,7 @@ belong) is refused in one line naming the table and the column, with a non-zero 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -144,3 +145,94 @@ def test_an_intact_run_reports_and_exports(
     scores = (run_dir / "per_query.csv").read_text().splitlines()
     assert scores[0].split(",")[-1] == "value"
     assert all(float(line.rsplit(",", 1)[1]) >= 0 for line in scores[1:])
+
+
+# -- the tables' checksums in the manifest ------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_manifest_holds_each_tables_checksum(tiny_run: Path) -> None:
+    listed = json.loads((tiny_run / "manifest.json").read_text())["tables"]
+    assert listed == {p.name: _sha256(p) for p in sorted(tiny_run.glob("*.parquet"))}
+    assert set(listed) == {f"{t}.parquet" for t in {c[0] for c in CASES}}
+
+
+def _edited(table: pa.Table) -> pa.Table:
+    """The same table, valid and of the same schema, one row fewer (a hand edit)."""
+    return table.slice(0, table.num_rows - 1)
+
+
+@pytest.mark.parametrize("how", ["edited", "swapped"])
+@pytest.mark.parametrize("table", sorted({c[0] for c in CASES}))
+def test_report_refuses_a_table_swapped_or_edited(
+    tiny_run: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], table: str, how: str
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    path = run_dir / f"{table}.parquet"
+    if how == "edited":
+        pq.write_table(_edited(pq.read_table(path)), path)
+    else:  # another table of the run under this one's name
+        other = "summary" if table != "summary" else "scores"
+        shutil.copy(run_dir / f"{other}.parquet", path)
+    status, out, err = _command(["report", str(run_dir)], capfd)
+    assert status == 1, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{run_dir}: table {table}.parquet is not the one the run wrote" in err, err
+    assert not (run_dir / "report.html").exists()
+
+
+def test_a_run_without_checksums_still_reports_and_says_so(
+    tiny_run: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    del manifest["tables"]
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    status, _, err = _command(["report", str(run_dir)], capfd)
+    assert status == 0, err
+    assert (
+        f"report: note: {run_dir} was written before runs kept their tables' checksums: "
+        "its tables are read unchecked"
+    ) in err.splitlines()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("shards")
+    collection = write_tiny_collection(root / "tiny")
+    overrides = [
+        "+experiment=ci", "query_set=beir", "query_set.name=tiny",
+        f"query_set.path={collection}", f"query_set.cassettes={root / 'cassettes'}",
+        "experiment.depth=10", "experiment.rounds=1", "workers=1", "progress=false",
+        "report=false", "shards=2",
+    ]  # fmt: skip
+    cfg, _ = compose([*overrides, f"runs_dir={root / 'r'}"])
+    record(plan_run(cfg), provider="simulator", rounds=1)
+    paths = []
+    for index in range(2):
+        cfg, text = compose([*overrides, f"shard={index}", f"runs_dir={root / str(index)}"])
+        paths.append(perform_run(cfg, text).path)
+    return paths
+
+
+@pytest.mark.parametrize("table", ["scores", "feedback", "episodes"])
+def test_gather_refuses_a_shard_whose_table_was_edited(
+    shards: list[Path], tmp_path: Path, capfd: pytest.CaptureFixture[str], table: str
+) -> None:
+    copies = []
+    for index, shard in enumerate(shards):
+        copies.append(tmp_path / f"shard{index}")
+        shutil.copytree(shard, copies[-1])
+    path = copies[1] / f"{table}.parquet"
+    pq.write_table(_edited(pq.read_table(path)), path)
+    status, out, err = _command(["gather", *map(str, copies)], capfd)
+    assert status == 1, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{copies[1]}: table {table}.parquet is not the one the run wrote" in err, err
+    status, out, err = _command(["gather", str(shards[0]), str(shards[1])], capfd)
+    assert status == 0, err  # the intact shards gather

@@ -127,6 +127,12 @@ def test_a_matching_key_is_trusted(copy: Path) -> None:
 
 
 def test_a_changed_table_is_not_trusted(copy: Path) -> None:
+    # as a run from before the manifest kept its tables' checksums (with them, the changed
+    # table is refused: tests/test_faults_tables.py)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    del manifest["tables"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    report(copy)  # the analysis stored under the key of the run as it is now
     _marked(copy, "stored-marker")
     table = pq.read_table(copy / "scores.parquet")  # the same rows, written anew: other bytes
     pq.write_table(table, copy / "scores.parquet", compression="snappy")

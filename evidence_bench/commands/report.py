@@ -26,4 +26,24 @@ def report_command(argv: list[str]) -> None:
     except EvidenceBenchError as exc:
         fail(str(exc))
     print(f"report: {note}", file=sys.stderr)  # whether the stored analysis was used, or why not
+    for unchecked in _unchecked(target):
+        print(f"report: note: {unchecked}", file=sys.stderr)
     print(f"report: {path}")
+
+
+def _unchecked(target: Path) -> list[str]:
+    """What :func:`~evidence_bench.runs.checksums.check_tables` says of each run in
+    ``target`` written before runs kept their tables' checksums."""
+    import json
+
+    from evidence_bench.runs.checksums import check_tables
+
+    notes = []
+    for manifest in sorted([target / "manifest.json", *target.glob("*/manifest.json")]):
+        try:
+            data = json.loads(manifest.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue  # (the report read it, or said why not)
+        if isinstance(data, dict) and "tables" not in data:
+            notes.append(check_tables(manifest.parent, data))
+    return notes

@@ -32,6 +32,7 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import RunOutcome, RunReport, perform_run
 from evidence_bench.experiment.runner import QueryOutput
 from evidence_bench.experiment.shards import Gathered, shard_slice
+from evidence_bench.runs.checksums import check_tables
 from evidence_bench.runs.data import read_jsonl
 from evidence_bench.runs.store import (
     PER_QUERY_COLUMNS,
@@ -100,6 +101,7 @@ def _read_shard(path: Path) -> _Shard:
             f"{path}: not a shard (its manifest.json has no 'shard' entry; "
             "a shard is run with shards=N shard=i)"
         )
+    check_tables(path, manifest)  # a table swapped or edited since the shard wrote it
     return _Shard(path, int(entry["index"]), int(entry["count"]), manifest, config)
 
 

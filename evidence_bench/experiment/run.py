@@ -40,6 +40,8 @@ from evidence_bench.experiment.rundir import (
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
 from evidence_bench.experiment.shards import Gathered, shard_entry, shard_query_set
+from evidence_bench.runs.checksums import MANIFEST_KEY as TABLES_KEY
+from evidence_bench.runs.checksums import table_checksums
 from evidence_bench.runs.store import (
     RunTables,
     TableBuilder,
@@ -394,6 +396,13 @@ def _perform(
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
         manifest["episodes_time_s"] = round(episodes_time, 3)  # (gathered: reading back)
         write_json(tmp / "manifest.json", manifest)
+
+        def tables_written() -> None:
+            """Wait for the Parquet files, then keep their checksums in the manifest."""
+            parquet.join()
+            manifest[TABLES_KEY] = table_checksums(tmp)
+            write_json(tmp / "manifest.json", manifest)
+
         terminal = ""
         if reporting:
             assert report is not None
@@ -408,11 +417,13 @@ def _perform(
                 parquet.start()
 
             # the frames just computed, not read back
-            terminal = report(tmp, tables, analyzed=analyzed, inputs=parquet.join)
+            terminal = report(tmp, tables, analyzed=analyzed, inputs=tables_written)
         elif plan.shards > 1:
             pass  # a shard's numbers are partial: the run gathered from its shards reports
         else:  # no summary table, but a policy that gave no labels of a kind is still said
             terminal = "".join(f"{line}\n" for line in label_warnings(manifest["labels"]))
+        if TABLES_KEY not in manifest:  # (a report kept them when it hashed the files)
+            tables_written()
     if unjudged_hits:  # results from the web: none judged until someone judges them
         terminal += f"warning: {unjudged_hits}\n"
     if notice := unjudged_notice(whole):

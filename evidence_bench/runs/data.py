@@ -22,6 +22,7 @@ import yaml
 
 from evidence_bench.errors import DataError
 from evidence_bench.protocol.stages import STAGES
+from evidence_bench.runs.checksums import check_tables
 from evidence_bench.runs.store import (
     PER_QUERY_COLUMNS,
     SUMMARY_KEYS,
@@ -228,6 +229,8 @@ def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
         raise DataError(f"{manifest_path}: file not found (is this a run directory?)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{manifest_path}: not valid JSON: {exc}") from exc
+    if tables is None:  # (tables just computed are not read from the files)
+        check_tables(run_dir, manifest)
     config_path = run_dir / "config.yaml"
     config: Any = {}
     if config_path.is_file():

@@ -54,6 +54,8 @@ from evidence_bench.experiment.tune.search import (
     cross_validate,
     sampler_seed,
 )
+from evidence_bench.runs.checksums import MANIFEST_KEY as TABLES_KEY
+from evidence_bench.runs.checksums import table_checksums
 from evidence_bench.runs.store import TableBuilder, as_stored, write_tables
 from evidence_bench.seeding import derivation
 from evidence_bench.users.labels import label_summary
@@ -174,6 +176,7 @@ def _tune(
         manifest["run_id"] = target.final.name
         manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)
+        manifest[TABLES_KEY] = table_checksums(tmp)
         write_json(tmp / "manifest.json", manifest)
         terminal = ""
         if cfg.get("report", True) and report is not None:
