@@ -17,7 +17,7 @@ PY := $(VENV_PYTHON)
 EXPERIMENT ?= rocchio_sweep
 STAMP := $(if $(VENV),$(VENV)/.install.stamp,.make-install.stamp)
 
-.PHONY: install run test check lint typecheck docs unit compiled gate bench clean
+.PHONY: install run test check lint typecheck docs unit compiled gate bench clean samples doctest-slow
 
 # The venv's own pip is the interpreter's bundled one (Debian 12: pip 23.0.1), whose
 # resolver fails on lxml[html_clean] asked for under two spellings (trafilatura and
@@ -99,6 +99,20 @@ compiled: $(STAMP)
 gate: $(STAMP)
 	$(PY) -m evidence_bench run +experiment=ci progress=false
 	$(PY) -m evidence_bench check runs/ci/latest --baseline baselines/ci.yaml
+
+## make doctest-slow: the manual's `slow` commands (rocchio_sweep, validity, the multiruns...),
+## each page on a scratch copy; make test runs the others (tests/test_doc_commands.py).
+## .ci/run calls it after make test.
+doctest-slow: $(STAMP)
+	EVIDENCE_BENCH_DOC_SLOW=1 $(PY) -m pytest -p no:xdist -q tests/test_doc_commands.py \
+	  -k 'slow_commands'
+
+## make samples: run the manual's commands and write what they print (docs/_samples/*.txt)
+## and how long their experiments took (docs/_samples/runtimes.json); commit the result.
+## The doc tests fail on a sample that is no longer what its command prints.
+samples: $(STAMP)
+	EVIDENCE_BENCH_WRITE_SAMPLES=1 EVIDENCE_BENCH_DOC_SLOW=1 $(PY) -m pytest -p no:xdist -q \
+	  tests/test_doc_commands.py -k 'page_runs'
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_run.py

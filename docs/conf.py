@@ -29,6 +29,7 @@ extensions = [
     "apiref",
     "cliref",
     "configref",
+    "runtimes",
 ]
 
 exclude_patterns = ["_build"]

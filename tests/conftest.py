@@ -146,6 +146,7 @@ CRANFIELD15 = (
 #: a long file alone. Any other file keeps its place after them; a missing name only loses
 #: its head start.
 LONGEST_FIRST = (
+    "test_doc_commands.py",
     "test_stored_analysis.py",
     "test_report.py",
     "test_shards.py",

@@ -1,0 +1,238 @@
+"""Every shell command of README.md and docs/ runs, on a scratch copy, as the page says.
+
+The convention (how a block is marked, how a sample is included) is in
+docs/reference/development.rst, "Commands in the docs". Each page's runnable blocks run in
+page order in one bash (:func:`doc_commands.page_script`), in a copy of the checkout's
+files, with no Brave key and, where ``unshare`` can make one, in a network namespace of
+its own (loopback only), so a command that reached for the web fails instead of
+reaching it. ``slow`` blocks run with ``EVIDENCE_BENCH_DOC_SLOW=1`` (``make doctest-slow``,
+which .ci/run calls); ``EVIDENCE_BENCH_WRITE_SAMPLES=1`` (``make samples``) writes the
+samples instead of comparing them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+from doc_commands import ROOT, Block, page_script, read_blocks
+
+pytestmark = pytest.mark.slow
+
+PAGES = read_blocks()
+SLOW = os.environ.get("EVIDENCE_BENCH_DOC_SLOW") == "1"
+WRITE_SAMPLES = os.environ.get("EVIDENCE_BENCH_WRITE_SAMPLES") == "1"
+SAMPLES = ROOT / "docs" / "_samples"
+#: NAME, RUN_DIR, SHARD_DIR...: a word for the reader to replace (not VALUE in key=VALUE,
+#: not $VAR); [overrides]; a lone "..."
+PLACEHOLDER = re.compile(
+    r"(?<![=$\w])[A-Z][A-Z_]{2,}\b(?!=)|(?<![.\w])\[[a-z ]+\]|(?<!\S)\.\.\.(?!\S)"
+)
+#: a sample's first lines; longer output is cut, and "..." says so
+SAMPLE_LINES = 12
+
+
+def _blocks(*marks: str) -> list[Block]:
+    return [b for blocks in PAGES.values() for b in blocks if set(marks) & set(b.marks)]
+
+
+def _pages(runnable: set[str], needed: str | None = None) -> list[str]:
+    """Pages with a block to run: every mark in ``runnable`` (and ``needed`` among them)."""
+    return [
+        page
+        for page, blocks in PAGES.items()
+        if any(
+            set(b.marks) - {"sample", f"exit={b.exit_code}"} <= runnable
+            and (needed is None or needed in b.marks)
+            for b in blocks
+        )
+    ]
+
+
+@cache
+def _isolation() -> tuple[str, ...]:
+    """``unshare`` into a network namespace whose only interface is loopback, when allowed."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    prefix = (
+        unshare,
+        "--net",
+        "--map-root-user",
+        "sh",
+        "-c",
+        'ip link set lo up && exec "$@"',
+        "sh",
+    )
+    done = subprocess.run([*prefix, "true"], capture_output=True, check=False)
+    return prefix if done.returncode == 0 else ()
+
+
+def scratch_copy(tmp_path: Path) -> Path:
+    """The checkout's files (tracked, and new ones git does not ignore), as they are now."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    scratch = tmp_path / "checkout"
+    for name in filter(None, (n.decode() for n in listed)):
+        source = ROOT / name
+        if source.is_symlink() or source.is_file():
+            target = scratch / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                target.symlink_to(os.readlink(source))
+            else:
+                shutil.copy2(source, target)
+    (scratch / ".make-install.stamp").touch()  # make installs nothing: PYTHON is the venv's
+    return scratch
+
+
+def environment(scratch: Path) -> dict[str, str]:
+    venv = Path(sys.executable).parent
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("BRAVE_", "VIRTUAL_ENV", "PYTEST_", "MAKE", "MFLAGS"))
+    }
+    env.update(PATH=f"{venv}:{env.get('PATH', '/usr/bin:/bin')}", PYTHON=sys.executable)
+    env.update(HOME=str(scratch.parent / "home"), COLUMNS="200")
+    return env
+
+
+def run_page(page: str, runnable: set[str], tmp_path: Path) -> Path:
+    """Run the page's blocks; the scratch copy they ran in."""
+    scratch = scratch_copy(tmp_path)
+    script = page_script(PAGES[page], runnable)
+    done = subprocess.run(
+        [*_isolation(), "bash", "-c", script],
+        cwd=scratch,
+        env=environment(scratch),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode != 0:
+        where = re.findall(r"^@@ (\S+)$", done.stderr, re.M)
+        block = where[-1] if where else page
+        pytest.fail(
+            f"{block}: a command failed (exit {done.returncode})\n"
+            f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+        )
+    return scratch
+
+
+def normalized(text: str, scratch: Path) -> str:
+    """What a sample shows: run ids, the scratch path and progress bars left out, cut."""
+    text = text.replace(str(scratch) + "/", "").replace(str(scratch), ".")
+    text = re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{6}", "<run id>", text)
+    lines = [line.rstrip() for line in text.splitlines()]
+    if len(lines) > SAMPLE_LINES:
+        lines = [*lines[:SAMPLE_LINES], "..."]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def record_runtimes(scratch: Path) -> None:
+    """Under ``make samples``: each experiment the page ran, its manifest's wall time, for
+    the manual's ``:runtime:`` role (docs/_ext/runtimes.py)."""
+    if not WRITE_SAMPLES:
+        return
+    path = SAMPLES / "runtimes.json"
+    measured = json.loads(path.read_text()) if path.exists() else {}
+    for manifest in sorted(scratch.glob("runs/*/latest/manifest.json")):
+        run = json.loads(manifest.read_text())
+        if "wall_time_s" in run:
+            experiment = manifest.parent.parent.name
+            measured[experiment] = {"wall_time_s": run["wall_time_s"], "cpus": os.cpu_count()}
+    SAMPLES.mkdir(exist_ok=True)
+    path.write_text(json.dumps(dict(sorted(measured.items())), indent=2) + "\n")
+
+
+def check_samples(page: str, scratch: Path) -> None:
+    record_runtimes(scratch)
+    for block in PAGES[page]:
+        if "sample" not in block.marks:
+            continue
+        got = normalized((scratch / ".samples" / f"{block.name}.txt").read_text(), scratch)
+        path = SAMPLES / f"{block.name}.txt"
+        if WRITE_SAMPLES:
+            SAMPLES.mkdir(exist_ok=True)
+            path.write_text(got)
+        elif not path.exists() or path.read_text() != got:
+            pytest.fail(
+                f"stale sample docs/_samples/{block.name}.txt ({block.where}): run make samples"
+                f"\n--- the command printed\n{got}"
+            )
+
+
+def test_every_block_is_marked_as_the_convention_says() -> None:
+    problems = [f"{b.where}: {p}" for blocks in PAGES.values() for b in blocks for p in b.problems]
+    for block in (b for blocks in PAGES.values() for b in blocks):
+        if "background" in block.marks and len(block.commands()) != 1:
+            problems.append(f"{block.where}: a background block holds one command")
+        for command in block.commands():
+            bare = re.sub(r"\s+#.*$", "", command)  # a comment may say anything
+            if PLACEHOLDER.search(bare) and not set(block.marks) & {"skip"}:
+                problems.append(f"{block.where}: a placeholder in {bare!r}: use a text block")
+    names = [b.name for b in _blocks("sample")]
+    problems += [f"sample {n!r} named twice" for n in {n for n in names if names.count(n) > 1}]
+    assert problems == []
+
+
+@pytest.mark.parametrize("page", _pages({"background"}))
+def test_the_page_runs(page: str, tmp_path: Path) -> None:
+    scratch = run_page(page, {"background"}, tmp_path)
+    check_samples(page, scratch)
+
+
+@pytest.mark.skipif(not SLOW, reason="make doctest-slow (EVIDENCE_BENCH_DOC_SLOW=1)")
+@pytest.mark.parametrize("page", _pages({"background", "slow"}, needed="slow"))
+def test_the_page_runs_with_its_slow_commands(page: str, tmp_path: Path) -> None:
+    scratch = run_page(page, {"background", "slow"}, tmp_path)
+    check_samples(page, scratch)
+
+
+@pytest.mark.parametrize(
+    ("where", "marks", "command"),
+    [
+        (block.where, block.marks, command)
+        for block in _blocks("needs-key", "needs-network")
+        if "skip" not in block.marks
+        for command in block.commands()
+        if not command.startswith("export ")
+    ],
+)
+def test_without_a_key_or_the_network_it_fails_in_one_line(
+    where: str, marks: tuple[str, ...], command: str, tmp_path: Path
+) -> None:
+    if not _isolation():
+        pytest.skip("no network namespace here (unshare --net): the command could reach out")
+    scratch = scratch_copy(tmp_path)
+    done = subprocess.run(
+        [*_isolation(), "bash", "-c", command],
+        cwd=scratch,
+        env=environment(scratch),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode == 0 and "needs-network" in marks:
+        # a report of what it could fetch: it must say that the network failed it
+        assert "network" in done.stdout, f"{where}: {command} succeeded without the network"
+        return
+    assert done.returncode != 0, f"{where}: {command} succeeded without a key or network"
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, f"{where}: {command} printed {len(lines)} lines:\n{done.stderr}"
