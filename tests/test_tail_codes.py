@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from evidence_bench.evaluation.comparisons import _holm, common_queries
-from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
+from evidence_bench.evaluation.statistics import first_met, summarize_codes
 from evidence_bench.evaluation.validity import kendall_tau_b
 from evidence_bench.experiment.run import _excluded
 from evidence_bench.runs.store import PER_QUERY_COLUMNS, as_stored
@@ -34,21 +35,24 @@ def test_first_met_agrees_with_numpy_unique() -> None:
     assert (np.argsort(np.argsort(index))[inverse] == code).all()
 
 
-def test_summarize_codes_is_summarize_per_group() -> None:
+def test_summarize_codes_per_group_against_scipy() -> None:
     values = np.array([0.5, 0.25, 1.0, 0.75, 0.0, 0.5])
     code = np.array([0, 1, 0, 2, 1, 0])
-    stats = summarize_codes(code, values, 3)
-    assert stats["first"].tolist() == [0, 1, 3]
-    assert stats["n"].tolist() == [3, 2, 1]
-    for group, members in enumerate(([0.5, 1.0, 0.5], [0.25, 0.0], [0.75])):
-        alone = summarize(members)
-        assert stats["mean"][group] == alone.mean
-        for name in ("std", "ci_low", "ci_high"):
-            got, want = stats[name][group], getattr(alone, name)
-            assert got == want or (math.isnan(got) and math.isnan(want)), name
+    stats_ = summarize_codes(code, values, 3)
+    assert stats_["first"].tolist() == [0, 1, 3]
+    assert stats_["n"].tolist() == [3, 2, 1]
+
+    def stats_of(group: int) -> tuple[float, ...]:
+        return tuple(float(stats_[name][group]) for name in ("mean", "std", "ci_low", "ci_high"))
+
+    for group, members in enumerate(([0.5, 1.0, 0.5], [0.25, 0.0])):  # against scipy.stats
+        data = np.array(members)
+        low, high = stats.t.interval(0.95, len(data) - 1, data.mean(), stats.sem(data))
+        assert stats_of(group) == pytest.approx((data.mean(), data.std(ddof=1), low, high))
+    assert math.isnan(stats_["std"][2]) and math.isnan(stats_["ci_low"][2])  # one value
     # by hand: group 0 has mean 2/3 and sample std sqrt(1/12)
-    assert stats["mean"][0] == pytest.approx(2 / 3)
-    assert stats["std"][0] == pytest.approx(math.sqrt(1 / 12))
+    assert stats_["mean"][0] == pytest.approx(2 / 3)
+    assert stats_["std"][0] == pytest.approx(math.sqrt(1 / 12))
 
 
 def test_as_stored_rounds_each_value_to_ten_digits() -> None:
