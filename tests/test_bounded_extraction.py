@@ -24,7 +24,15 @@ FINE = article_page("Heat in slabs", ARTICLE).encode()
 
 
 class _QuickLiveFetch(LiveFetch):
+    """2 s a page: far less than the hostile page's parse takes."""
+
     TIMEOUT_S = 2.0
+
+
+class _PatientLiveFetch(LiveFetch):
+    """A minute a page: the fine page cannot run out of it, however loaded the machine."""
+
+    TIMEOUT_S = 60.0
 
 
 def test_a_page_slow_to_parse_times_out_and_the_next_page_is_read() -> None:
@@ -34,27 +42,38 @@ def test_a_page_slow_to_parse_times_out_and_the_next_page_is_read() -> None:
     assert page == read_page(FINE, url="u")  # the same reading as in this process
 
 
-def test_livefetch_reports_the_hostile_page_as_timeout_and_keeps_the_others() -> None:
+def test_livefetch_reports_the_hostile_page_as_timeout_and_reads_the_next() -> None:
+    """The hostile page within 2 s, then (the same process's reader, its child killed) the
+    fine page within a generous budget, so only the hostile page can time out."""
+    policy = AddressPolicy(allow_private=True)
+    intent = RetrievalIntent("fine page", freshness_days=None)
     with hostile() as server:
-        candidates = [Candidate(url=server.url("/slow-parse")), Candidate(url=server.url("/ok"))]
-        with _QuickLiveFetch(
-            StaticDiscovery(candidates), cache_path=None, policy=AddressPolicy(allow_private=True)
-        ) as lf:
-            packets = lf.run_sync(RetrievalIntent("fine page", freshness_days=None))
-    assert [(f.url, f.reason, f.detail) for f in packets.failures] == [
+        slow = [Candidate(url=server.url("/slow-parse"))]
+        with _QuickLiveFetch(StaticDiscovery(slow), cache_path=None, policy=policy) as lf:
+            failed = lf.run_sync(intent)
+        fine = [Candidate(url=server.url("/ok"))]
+        with _PatientLiveFetch(StaticDiscovery(fine), cache_path=None, policy=policy) as lf:
+            packets = lf.run_sync(intent)
+    assert [(f.url, f.reason, f.detail) for f in failed.failures] == [
         (server.url("/slow-parse"), FailureReason.TIMEOUT, "extraction ran past the page's 2 s")
     ]
+    assert list(failed) == []
+    assert packets.failures == ()
     assert [packet.url for packet in packets] == [server.url("/ok")]
 
 
 def test_record_keeps_a_page_slow_to_parse_as_timeout() -> None:
-    """``record`` extracts within what the fetch left of ``pages.timeout_s``; the page is
-    recorded as the timeout it was, so replay reads it as the recording run did."""
+    """A live-web ``record`` extracts within what the fetch left of ``pages.timeout_s``; the
+    page is recorded as the timeout it was, so replay reads it as the recording run did.
+    The fine page after it has a generous budget, so only the hostile page can time out."""
     with hostile() as server, httpx.Client(transport=GuardedTransport(ANY_ADDRESS)) as client:
-        pages = LivePages(client, timeout_s=2.0, policy=ANY_ADDRESS)
         slow, fine = server.url("/slow-parse"), server.url("/ok")
-        texts = pages.page_texts([slow, fine])
-    assert texts[0] is None
+        pages = LivePages(client, timeout_s=2.0, policy=ANY_ADDRESS)
+        assert pages.page_texts([slow]) == [None]
+        patient = LivePages(client, timeout_s=60.0, policy=ANY_ADDRESS)  # (a new child)
+        (text,) = patient.page_texts([fine])
     assert pages.records[slow] == PageRecord(slow, error="timeout")
     assert pages.records[slow].failure is FailureReason.TIMEOUT
-    assert pages.records[fine].failure is None and pages.records[fine].body.startswith(b"<!")
+    assert text is not None and "A fine page." in text
+    assert patient.records[fine].failure is None
+    assert patient.records[fine].body.startswith(b"<!")

@@ -40,6 +40,7 @@ from evidence_bench.experiment.run import perform_run
 from evidence_bench.report.evidence import evidence_table
 from evidence_bench.report.page import render_report
 from evidence_bench.runs.data import RunData, Settings
+from evidence_bench.web.failure import FailureReason
 from evidence_bench.web.page_cassettes import (
     PAGES_NAME,
     PageRecord,
@@ -292,6 +293,23 @@ def test_a_page_that_cannot_be_fetched_is_recorded_as_failed_not_raised() -> Non
         pytest.raises(ValueError, match="a bug in a transport"),
     ):
         fetch_page(client, "https://ex.test/ok")
+
+
+def test_a_recording_from_the_simulator_does_not_depend_on_the_machine_speed(
+    recorded_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a machine so loaded that no extraction ends within its page's time, a recording
+    from the simulator holds the pages an idle machine recorded: its pages are extracted
+    without a time bound (they are not hostile), so none becomes a timeout."""
+
+    def out_of_time(*args: object, **kwargs: object) -> FailureReason:
+        return FailureReason.TIMEOUT
+
+    monkeypatch.setattr("evidence_bench.web.page_cassettes.read_page_bounded", out_of_time)
+    cfg, _ = compose(overrides(recorded_once / "tiny", tmp_path))
+    record(plan_run(cfg), provider="simulator", rounds=0, page_timeout_s=1.0)
+    again = (tmp_path / "cassettes" / PAGES_NAME).read_bytes()
+    assert again == (recorded_once / "cassettes" / PAGES_NAME).read_bytes()
 
 
 def test_recording_at_another_failure_rate_records_the_pages_afresh(

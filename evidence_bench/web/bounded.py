@@ -11,11 +11,12 @@ reports ready, so no page's time pays for them). A page whose extraction runs pa
 ``timeout_s`` gets :attr:`~evidence_bench.web.failure.FailureReason.TIMEOUT`; the child is
 killed, and the next page starts a new one. A child that dies on a page (a crash in a
 parser) gives that page ``no_text``. :func:`read_page_bounded` reads by the process's one
-reader, which LiveFetch and ``record`` share.
+reader, which LiveFetch and a live-web ``record`` share.
 
 Replay reads recorded pages in process, unbounded: its texts must not depend on the
 machine's speed, and ``record`` stored a page whose extraction ran out of time as
-``timeout``, not its HTML.
+``timeout``, not its HTML. So does ``record`` for the simulator's pages (not hostile) and
+for the pages it keeps from an earlier recording.
 
 Requests and answers cross the pipes as length-prefixed pickles between this module and
 its own child: no web content is unpickled that this package did not pickle itself.

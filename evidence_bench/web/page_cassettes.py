@@ -227,9 +227,13 @@ class LivePages:
 
     The pages of a batch that it lacks are fetched side by side, at most ``concurrency`` at
     once and ``per_host`` to one host (LiveFetch's bounds by default); each is recorded as
-    it would be alone, and its text extracted in the batch's order, each page's within what
-    its fetch left of ``timeout_s`` (:meth:`PageRecord.read`). One thread calls it at a
-    time.
+    it would be alone, and its text extracted in the batch's order. With ``bounded`` (a
+    recording from the live web), a page it fetched is extracted within what its fetch left
+    of ``timeout_s`` (:meth:`PageRecord.read`), so a hostile page cannot hold the run;
+    ``bounded=False`` (the harness's own simulator, whose pages are not hostile) extracts
+    without a time limit, so the record does not depend on the machine's speed. A page in
+    ``known`` (a record kept from an earlier recording) is always extracted without one: it
+    is never judged again by time. One thread calls it at a time.
     """
 
     def __init__(
@@ -241,9 +245,11 @@ class LivePages:
         policy: AddressPolicy = ANY_ADDRESS,
         concurrency: int = MAX_CONCURRENCY,
         per_host: int = PER_HOST,
+        bounded: bool = True,
     ):
         self._client = client
         self._timeout_s = timeout_s
+        self._bounded = bounded
         self._policy = policy
         self._concurrency = max(1, concurrency)
         self._per_host = max(1, per_host)
@@ -264,13 +270,14 @@ class LivePages:
             spent[key] = elapsed
         for key in keys:
             if key not in self._texts:
-                self._texts[key] = self._read(key, self._timeout_s - spent.get(key, 0.0))
+                budget = self._timeout_s - spent[key] if self._bounded and key in spent else None
+                self._texts[key] = self._read(key, budget)
         return [self._texts[key] for key in keys]
 
-    def _read(self, key: str, timeout_s: float) -> str | None:
-        """The page's text within what its fetch left of ``timeout_s``; a page whose
-        extraction runs past it is recorded as ``timeout`` (its HTML is not kept), so a
-        replay reads it as this run did."""
+    def _read(self, key: str, timeout_s: float | None) -> str | None:
+        """The page's text, within ``timeout_s`` when given; a page whose extraction runs
+        past it is recorded as ``timeout`` (its HTML is not kept), so a replay reads it as
+        this run did."""
         read = self.records[key].read(timeout_s)
         if read is FailureReason.TIMEOUT:
             self.records[key] = PageRecord(key, error=FailureReason.TIMEOUT.value)
