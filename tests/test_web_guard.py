@@ -12,6 +12,7 @@ import resource
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -292,6 +293,51 @@ def test_a_dripping_page_ends_at_its_deadline_async(path: str) -> None:
         took = time.monotonic() - started
     assert _reason(result) is FailureReason.TIMEOUT
     assert took < 4.0
+
+
+class _HangingResolver:
+    """A resolver that never answers until released (as a dead DNS server): records who
+    asked; no lookup reaches the network."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+        self.release = threading.Event()
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.asked.append((host, port))
+        self.release.wait(60)
+        return ["127.0.0.1"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_lookup_that_hangs_ends_at_the_requests_deadline(
+    mode: str, no_sockets: list[object]
+) -> None:
+    """The lookup is part of the request's one deadline (getaddrinfo has no timeout of its
+    own): the request ends as ``timeout`` and no socket is ever opened."""
+    resolver = _HangingResolver()
+    limits = Limits(timeout_s=0.5)
+    url = "https://hangs.example.org/page"
+
+    async def go() -> Answer | FetchFailure:
+        transport = AsyncGuardedTransport(OPEN_WEB, resolver=resolver)
+        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
+            return await afetch(client, url, limits=limits)
+
+    started = time.monotonic()
+    try:
+        if mode == "sync":
+            with _guarded(resolver) as client:
+                result = fetch(client, url, limits=limits)
+        else:
+            result = asyncio.run(go())
+    finally:
+        took = time.monotonic() - started
+        resolver.release.set()  # the lookup's thread ends
+    assert _reason(result) is FailureReason.TIMEOUT
+    assert resolver.asked == [("hangs.example.org", 443)]
+    assert no_sockets == []
+    assert took < 10.0  # (without the bound: the resolver's 60 s)
 
 
 def test_records_page_fetch_ends_at_pages_timeout() -> None:

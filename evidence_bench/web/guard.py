@@ -15,7 +15,8 @@ turns the policy off, for a server of one's own on 127.0.0.1.
 :class:`GuardedTransport` and :class:`AsyncGuardedTransport` are httpx transports on an
 httpcore connection pool whose network backend does the resolving and the checks; they also
 hold every read, write and connect to the :func:`deadline` in force, so a request ends when
-its whole time is up however slowly a server drips its headers or body. A refusal raises
+its whole time is up however slowly a server drips its headers or body, or a resolver
+answers (the lookup runs in a thread the request stops waiting for). A refusal raises
 :class:`~evidence_bench.errors.BlockedAddressError`.
 """
 
@@ -26,6 +27,7 @@ import contextlib
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import typing
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -256,8 +258,86 @@ class _AsyncStream(httpcore.AsyncNetworkStream):
         return self._inner.get_extra_info(info)
 
 
+def _look_up(
+    policy: AddressPolicy,
+    host: str,
+    port: int,
+    resolver: Resolver,
+    deliver: Callable[[str | BaseException], None],
+) -> None:
+    """``policy.destination(host, port, resolver)`` in a daemon thread, its address or its
+    error handed to ``deliver``. ``getaddrinfo`` takes no timeout: a lookup that hangs is
+    left behind, never joined (asyncio's default executor joins its threads when the loop
+    closes, so a hung lookup there held the whole run)."""
+
+    def lookup() -> None:
+        try:
+            found: str | BaseException = policy.destination(host, port, resolver)
+        except BaseException as exc:  # raised again in the caller's thread
+            found = exc
+        deliver(found)
+
+    threading.Thread(target=lookup, name=f"resolve {host}", daemon=True).start()
+
+
+def _timed_out(host: str) -> httpcore.ConnectTimeout:
+    return httpcore.ConnectTimeout(f"resolving {host!r} took past the request's deadline")
+
+
+def _bounded_destination(
+    policy: AddressPolicy, host: str, port: int, resolver: Resolver, timeout: float | None
+) -> str:
+    """``policy.destination(host, port, resolver)`` within ``timeout`` seconds, part of the
+    request's deadline (an address literal needs no lookup). Raises
+    :class:`httpcore.ConnectTimeout` when the time runs out."""
+    if timeout is None or _literal(host) is not None:
+        return policy.destination(host, port, resolver)
+    outcome: list[str | BaseException] = []
+    done = threading.Event()
+
+    def deliver(found: str | BaseException) -> None:
+        outcome.append(found)
+        done.set()
+
+    _look_up(policy, host, port, resolver, deliver)
+    if not done.wait(timeout):
+        raise _timed_out(host)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+async def _abounded_destination(
+    policy: AddressPolicy, host: str, port: int, resolver: Resolver, timeout: float | None
+) -> str:
+    """The asynchronous :func:`_bounded_destination`; a cancelled request ends at once."""
+    if _literal(host) is not None:
+        return policy.destination(host, port, resolver)
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(found: str | BaseException) -> None:
+        if future.done():
+            return  # (the request ended meanwhile)
+        if isinstance(found, BaseException):
+            future.set_exception(found)
+        else:
+            future.set_result(found)
+
+    def deliver(found: str | BaseException) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, found)
+
+    _look_up(policy, host, port, resolver, deliver)
+    try:
+        return await asyncio.wait_for(future, timeout)
+    except TimeoutError:
+        raise _timed_out(host) from None
+
+
 class _Backend(httpcore.NetworkBackend):
-    """Resolves and checks the host, connects to the checked address, checks the peer."""
+    """Resolves and checks the host (within the deadline), connects to the checked address,
+    checks the peer."""
 
     def __init__(
         self, policy: AddressPolicy, resolver: Resolver, inner: httpcore.NetworkBackend
@@ -274,7 +354,8 @@ class _Backend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[typing.Any] | None = None,
     ) -> httpcore.NetworkStream:
-        address = self._policy.destination(host, port, self._resolver)
+        limit = _clamp(timeout, httpcore.ConnectTimeout)
+        address = _bounded_destination(self._policy, host, port, self._resolver, limit)
         stream = self._inner.connect_tcp(
             address, port, _clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options
         )
@@ -298,7 +379,7 @@ class _Backend(httpcore.NetworkBackend):
 
 
 class _AsyncBackend(httpcore.AsyncNetworkBackend):
-    """The asynchronous :class:`_Backend` (the resolver runs in a thread)."""
+    """The asynchronous :class:`_Backend` (the resolver runs in a daemon thread)."""
 
     def __init__(
         self, policy: AddressPolicy, resolver: Resolver, inner: httpcore.AsyncNetworkBackend
@@ -315,7 +396,8 @@ class _AsyncBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[typing.Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        address = await asyncio.to_thread(self._policy.destination, host, port, self._resolver)
+        limit = _clamp(timeout, httpcore.ConnectTimeout)
+        address = await _abounded_destination(self._policy, host, port, self._resolver, limit)
         stream = await self._inner.connect_tcp(
             address, port, _clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options
         )
