@@ -175,7 +175,6 @@ LONGEST_FIRST = (
     "test_clicks.py",
     "test_seeding.py",
     "test_tune.py",
-    "test_run_once.py",
 )
 
 

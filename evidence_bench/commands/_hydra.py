@@ -1,5 +1,5 @@
 """Hydra for ``run`` and ``record``: one-line errors for a bad override, every job of a
-multirun checked before the first runs, and a plain run composed once.
+multirun checked before the first runs.
 
 ``__main__``-level wiring only: the task functions (:mod:`evidence_bench.commands.run`) hand
 their resolved config to the plain functions that do the work.
@@ -129,92 +129,9 @@ def _hydra(task: Any, argv: list[str]) -> None:
         primary = str(config_dirs(config_dir)[0])
     except EvidenceBenchError as exc:
         fail(str(exc), 2)
-    if _run_once(task, argv, primary):
-        return
     _precheck(argv, config_dir)
     sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
     hydra.main(config_path=primary, config_name=ROOT_CONFIG, version_base=None)(task)()
-
-
-def _run_once(task: Any, argv: list[str], primary: str | None = None) -> bool:
-    """Run ``task`` as ``hydra.main`` would for a plain run, composing its config once.
-
-    ``hydra.main`` composes it twice (once to learn ``hydra.mode``, once to run) and
-    :func:`_precheck` a third time. Here the run's own composition is
-    checked and run, through the calls ``hydra.main`` makes (``Hydra.run``, ``run_job``, the
-    callbacks; hydra/_internal/hydra.py, 1.3). False, having run nothing, when this is not a
-    plain run (a flag, a sweep, an experiment that sets ``hydra.mode: MULTIRUN``) or the
-    config does not compose or check: the usual path then runs, or reports, it as before.
-    """
-    if any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv):
-        return False
-    from hydra import version
-    from hydra._internal import utils as hydra_utils
-    from hydra._internal.hydra import Hydra
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf, open_dict
-
-    from evidence_bench.experiment.config import ROOT_CONFIG, check_config, config_dirs
-
-    version.setbase(None)  # hydra.main(version_base=None)
-    primary = primary or str(config_dirs()[0])
-    calling_file, calling_module = hydra_utils.detect_calling_file_or_module_from_task_function(
-        task
-    )
-    task_name = hydra_utils.detect_task_name(calling_file, calling_module)
-    search_path = hydra_utils.create_automatic_config_search_path(
-        calling_file, calling_module, primary
-    )
-    app = Hydra.create_main_hydra2(task_name=task_name, config_search_path=search_path)
-    try:
-        try:
-            cfg = app.compose_config(ROOT_CONFIG, list(argv), run_mode=RunMode.RUN)
-            if cfg.hydra.mode not in (None, RunMode.RUN):
-                return False
-            check_config(  # the job's config, resolved, as _precheck checks it
-                {
-                    str(key): OmegaConf.to_container(node, resolve=True)
-                    if OmegaConf.is_config(node)
-                    else node
-                    for key, node in cfg.items()
-                    if key != "hydra"
-                }
-            )
-        except Exception:
-            return False
-        if cfg.hydra.mode is None:  # as hydra.main: _run_app's override, Hydra.run's mode
-            with open_dict(cfg.hydra):
-                cfg.hydra.overrides.hydra.append("hydra.mode=RUN")
-            cfg.hydra.mode = RunMode.RUN
-        sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
-        hydra_utils.run_and_report(lambda: _run_job(app, cfg, task))
-    finally:
-        GlobalHydra.instance().clear()
-    return True
-
-
-def _run_job(app: Any, cfg: Any, task: Any) -> None:
-    """``Hydra.run`` after its composition (hydra/_internal/hydra.py, 1.3)."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra.core.utils import configure_log, run_job
-    from hydra.types import HydraContext
-
-    from evidence_bench.experiment.config import ROOT_CONFIG
-
-    configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
-    callbacks = Callbacks(cfg)
-    callbacks.on_run_start(config=cfg, config_name=ROOT_CONFIG)
-    ret = run_job(
-        hydra_context=HydraContext(config_loader=app.config_loader, callbacks=callbacks),
-        task_function=task,
-        config=cfg,
-        job_dir_key="hydra.run.dir",
-        job_subdir_key=None,
-        configure_logging=True,
-    )
-    callbacks.on_run_end(config=cfg, config_name=ROOT_CONFIG, job_return=ret)
-    _ = ret.return_value  # a failed job raises here, as in Hydra.run
 
 
 def hydra_task(task: Any, argv: list[str]) -> None:
@@ -225,6 +142,10 @@ def hydra_task(task: Any, argv: list[str]) -> None:
     again, ~10-15% of start-up's CPU, which every run pays before its first episode (and,
     with workers, before they fork). The task turns it back on (:func:`collecting`), and
     it is on again whatever happens here.
+
+    Kept with :func:`collecting` (issue 27's rule: a gain of 20% or more):
+    ``benchmarks/bench_ab.py -- run +experiment=smoke workers=1``, CPU 2.69 s without the
+    two, 1.87 s with them (-30%), wall 9.4 s -> 6.3 s (load 10).
     """
     gc.disable()
     try:
