@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from evidence_bench.collections.beir import Collection, load_collection
-from evidence_bench.web import saved_index
-from evidence_bench.web.bm25 import INDEX_FORMAT, BM25Index
+from evidence_bench.web import bm25, saved_index
+from evidence_bench.web.bm25 import INDEX_FORMAT, BM25Index, analysis_fingerprint
 from evidence_bench.web.saved_index import CACHE_ENV, collection_index, index_directory
 from tests.conftest import write_tiny_collection
 
@@ -88,7 +88,8 @@ def test_a_saved_index_is_reused_by_the_next_run(
     collection = load_collection(write_tiny_collection(tmp_path / "tiny"))
     first = collection_index(collection)
     directory = index_directory(collection)
-    assert directory == tmp_path / "cache" / "bm25" / f"{collection.checksum}-v{INDEX_FORMAT}"
+    name = f"{collection.checksum}-v{INDEX_FORMAT}-{analysis_fingerprint()}"
+    assert directory == tmp_path / "cache" / "bm25" / name
     assert directory.is_dir() and sorted(os.listdir(directory.parent)) == [directory.name]
 
     def never(_collection: Collection) -> BM25Index:
@@ -97,6 +98,32 @@ def test_a_saved_index_is_reused_by_the_next_run(
     monkeypatch.setattr(saved_index, "build_index", never)
     again = collection_index(load_collection(tmp_path / "tiny"))
     assert again.search("heat flux", 10) == first.search("heat flux", 10) != []
+
+
+def test_an_index_saved_with_another_stop_list_is_not_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache shared across versions: the index a version with another stop list saved
+    is built again, not read (its postings would lack the words that stop list drops)."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    collection = load_collection(write_tiny_collection(tmp_path / "tiny", payload="the "))
+    assert collection_index(collection).search("the", 10) == []  # a stop word: no postings
+    monkeypatch.setattr(bm25, "STOP_WORDS", bm25.STOP_WORDS - {"the"})
+    again = collection_index(load_collection(tmp_path / "tiny"))
+    assert again.search("the", 10) != []
+    assert len(os.listdir(tmp_path / "cache" / "bm25")) == 2
+
+
+def test_an_index_saved_with_another_k1_or_b_is_refused(tmp_path: Path) -> None:
+    docs = {"1": "heat flux heat", "2": "flux of the slab"}
+    BM25Index(docs, k1=1.2).save(tmp_path)
+    with pytest.raises(ValueError, match="another k1 or b"):
+        BM25Index.load(tmp_path, list(docs))  # the default k1 is 0.9
+    BM25Index(docs, b=0.75).save(tmp_path)
+    with pytest.raises(ValueError, match="another k1 or b"):
+        BM25Index.load(tmp_path, list(docs))
+    loaded = BM25Index.load(tmp_path, list(docs), b=0.75)
+    assert loaded.search("heat", 2) == BM25Index(docs, b=0.75).search("heat", 2)
 
 
 def test_another_collection_has_its_own_saved_index(

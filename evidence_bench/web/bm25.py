@@ -40,7 +40,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["STOP_WORDS", "BM25Index", "Words", "doc_id_order", "number_words", "tokenize"]
+__all__ = [
+    "STOP_WORDS",
+    "BM25Index",
+    "Words",
+    "analysis_fingerprint",
+    "doc_id_order",
+    "number_words",
+    "tokenize",
+]
 
 #: A short English stop list: articles, prepositions, conjunctions, pronouns, auxiliaries and
 #: question words ("what similarity laws must be obeyed ..." keeps only the content words).
@@ -59,6 +67,19 @@ _ASCII_GAPS = str.maketrans({chr(c): " " for c in range(128) if not chr(c).isaln
 
 Analyzer = Callable[[str], list[str]]
 Ints = npt.NDArray[np.int64]
+
+
+def analysis_fingerprint(k1: float = 0.9, b: float = 0.4) -> str:
+    """A short digest of what an index holds beyond its documents: :func:`tokenize` (its
+    code, its token pattern, :data:`STOP_WORDS`) and ``k1``, ``b``. A saved index carries
+    its fingerprint, and one saved under another is never read (it is built again)."""
+    code = tokenize.__code__
+    parts = [
+        f"format {INDEX_FORMAT}", f"k1 {k1!r}", f"b {b!r}", _TOKEN.pattern,
+        " ".join(sorted(STOP_WORDS)), code.co_code.hex(), repr(code.co_consts),
+        repr(code.co_names),
+    ]  # fmt: skip
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
 def tokenize(text: str) -> list[str]:
@@ -234,17 +255,20 @@ class BM25Index:
         files = {file: _file_digest(directory / file) for file in _FILES}
         meta = {
             "format": INDEX_FORMAT, "k1": self.k1, "b": self.b, "documents": len(self),
-            "files": files,
+            "analysis": analysis_fingerprint(self.k1, self.b), "files": files,
         }  # fmt: skip
         (directory / _META).write_text(json.dumps(meta), encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: Path, doc_ids: list[str]) -> BM25Index:
+    def load(
+        cls, directory: Path, doc_ids: list[str], *, k1: float = 0.9, b: float = 0.4
+    ) -> BM25Index:
         """The index :meth:`save` wrote into ``directory``, over documents ``doc_ids`` (in
-        the saved order), its postings memory-mapped (pages shared by every process that
-        reads them). ValueError or OSError when the files are not a whole index of this
-        format over as many documents, or any file's size or sha256 is not the one saved
-        (a truncated or damaged file is never used)."""
+        the saved order), with ``k1`` and ``b``, its postings memory-mapped (pages shared by
+        every process that reads them). ValueError or OSError when the files are not a whole
+        index of this format over as many documents, analyzed as :func:`tokenize` analyzes
+        now with these ``k1`` and ``b`` (:func:`analysis_fingerprint`), or any file's size or
+        sha256 is not the one saved (a truncated or damaged file is never used)."""
         try:
             meta = json.loads((directory / _META).read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -253,6 +277,8 @@ class BM25Index:
             raise ValueError(f"{directory / _META}: not the index's JSON")
         if meta.get("format") != INDEX_FORMAT or meta.get("documents") != len(doc_ids):
             raise ValueError(f"{directory}: not an index of format {INDEX_FORMAT} over these")
+        if meta.get("analysis") != analysis_fingerprint(k1, b):
+            raise ValueError(f"{directory}: analyzed otherwise, or with another k1 or b")
         files = meta.get("files")
         for file in _FILES:
             if not isinstance(files, dict) or files.get(file) != _file_digest(directory / file):

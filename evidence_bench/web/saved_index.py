@@ -1,9 +1,12 @@
 """The simulator's BM25 index of a collection, saved once and reused by every later run.
 
-An index is saved under the cache directory, in ``bm25/<collection checksum>-v<format>/``
-(:meth:`~evidence_bench.web.bm25.BM25Index.save`): the same collection files give the same
-checksum, so any run, record or serve over them loads it, its postings memory-mapped,
-instead of analyzing every document again. The cache directory is
+An index is saved under the cache directory, in
+``bm25/<collection checksum>-v<format>-<analysis>/``
+(:meth:`~evidence_bench.web.bm25.BM25Index.save`; ``<analysis>`` is
+:func:`~evidence_bench.web.bm25.analysis_fingerprint`, so a version of the package that
+analyzes text otherwise or scores with other ``k1``, ``b`` never reads it): the same
+collection files give the same checksum, so any run, record or serve over them loads it,
+its postings memory-mapped, instead of analyzing every document again. The cache directory is
 ``$EVIDENCE_BENCH_CACHE`` when set (empty: nothing is saved), else
 ``$XDG_CACHE_HOME/evidence_bench``, else ``~/.cache/evidence_bench``; deleting it is always
 safe. Only collections read from files are saved (one built in memory has no files to
@@ -23,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from evidence_bench.collections.beir import Collection
-from evidence_bench.web.bm25 import INDEX_FORMAT, BM25Index
+from evidence_bench.web.bm25 import INDEX_FORMAT, BM25Index, analysis_fingerprint
 
 __all__ = ["CACHE_ENV", "cache_directory", "collection_index", "index_directory"]
 
@@ -44,7 +47,7 @@ def index_directory(collection: Collection) -> Path | None:
     root = cache_directory()
     if root is None or collection.path is None:
         return None
-    return root / "bm25" / f"{collection.checksum}-v{INDEX_FORMAT}"
+    return root / "bm25" / f"{collection.checksum}-v{INDEX_FORMAT}-{analysis_fingerprint()}"
 
 
 def build_index(collection: Collection) -> BM25Index:
