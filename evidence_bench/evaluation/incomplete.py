@@ -23,9 +23,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from evidence_bench.evaluation.measures import Measure, QueryJudgments
 
-__all__ = ["bpref", "condensed", "judged_at", "judged_cells", "mean_judged", "score_incomplete"]
+__all__ = ["bpref", "condensed", "judged_at", "judged_cells", "mean_judged"]
 
 
 def judged_at(ranking: Sequence[str], grades: Mapping[str, int], k: int) -> float:
@@ -55,20 +54,6 @@ def bpref(ranking: Sequence[str], grades: Mapping[str, int], rel: int = 1) -> fl
 def condensed(ranking: Sequence[str], grades: Mapping[str, int]) -> list[str]:
     """The condensed list (Sakai 2007): ``ranking`` without its unjudged documents."""
     return [doc for doc in ranking if doc in grades]
-
-
-def score_incomplete(ranking: Sequence[str], judgments: QueryJudgments, measure: Measure) -> float:
-    """One incomplete-judgment measure of one ranking (``evaluate`` dispatches here)."""
-    from evidence_bench.evaluation.measures import Measure, evaluate
-
-    grades = judgments.grades
-    if measure.name == "Judged":
-        assert measure.cutoff is not None  # Judged takes a cutoff (Measure checks it)
-        return judged_at(ranking, grades, measure.cutoff)
-    if measure.name == "bpref":
-        return bpref(ranking, grades, measure.rel)
-    plain = Measure("nDCG", measure.cutoff)
-    return evaluate(condensed(ranking, grades), judgments, [plain])[str(plain)]
 
 
 def mean_judged(

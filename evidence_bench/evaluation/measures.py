@@ -224,9 +224,7 @@ def evaluate(
         cutoff = measure.cutoff
         k = n if cutoff is None or cutoff > n else cutoff
         if measure.name in INCOMPLETE_FAMILIES:
-            from evidence_bench.evaluation.incomplete import score_incomplete
-
-            results[measure._key] = score_incomplete(ranking, prepared, measure)
+            results[measure._key] = _incomplete(ranking, prepared, measure)
             continue
         if measure.name == "nDCG":
             if dcg is None:
@@ -402,6 +400,21 @@ def _running(terms: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     sums = np.zeros((terms.shape[0], terms.shape[1] + 1), dtype=np.float64)
     np.cumsum(terms, axis=1, out=sums[:, 1:])
     return sums
+
+
+def _incomplete(ranking: Sequence[str], judgments: QueryJudgments, measure: Measure) -> float:
+    """One incomplete-judgment measure of one ranking (:mod:`~evidence_bench.evaluation.
+    incomplete`): ``nDCG'@k`` is nDCG@k of the condensed list."""
+    from evidence_bench.evaluation.incomplete import bpref, condensed, judged_at
+
+    grades = judgments.grades
+    if measure.name == "Judged":
+        assert measure.cutoff is not None  # Judged takes a cutoff (Measure checks it)
+        return judged_at(ranking, grades, measure.cutoff)
+    if measure.name == "bpref":
+        return bpref(ranking, grades, measure.rel)
+    plain = Measure("nDCG", measure.cutoff)
+    return evaluate(condensed(ranking, grades), judgments, [plain])[str(plain)]
 
 
 def _raise_duplicate(ranking: Sequence[str]) -> None:
