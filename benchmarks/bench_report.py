@@ -8,9 +8,7 @@ them), lets the run compute its analysis, and then times, in CPU seconds (the le
 ``N``, default 5), the three steps of :func:`~evidence_bench.report.page.write_run_report`
 on that analysis, before the run writes its own report: the page's context
 (``report_context``), its rendering (``render_page``) and storing it (``store_context``,
-into a temporary directory). Each rendering starts
-without any string escaped (the page's environment forgets them after a page), as a run's
-one rendering does. Compare with the code before a change in the same minute
+into a temporary directory). Compare with the code before a change in the same minute
 (``PYTHONPATH=/work/main``, same arguments) on a machine others share.
 """
 
