@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.pool import build_pool, read_pool, write_pool
 from evidence_bench.experiment.run import perform_run
+from evidence_bench.report.fresh import new_run_report
 from evidence_bench.web.simulator import BraveSimulator, serve
 
 pytestmark = pytest.mark.slow
@@ -288,3 +290,41 @@ def test_live_results_nobody_judged_are_a_warning_not_an_error(
         "assess, run again with query_set.qrels=FILE)"
     )
     assert build_pool(outcome.path, 10).judged == 0  # the whole top 10 is in the pool
+
+
+def test_a_run_nobody_judged_says_so_in_its_manifest_report_and_check(
+    recording: list[str], first: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its scores are all 0: the manifest keeps why, the report says it in one line above
+    everything (escaped), ``check`` warns, and ``check --update`` refuses it as a baseline
+    in one line; a run with judged results has no such field (its manifest as it was)."""
+    from evidence_bench.gate import main as check
+
+    assert "unjudged_results" not in json.loads((first / "manifest.json").read_text())
+    elsewhere = "query_set.name=elsewhere"
+    overrides = ["+experiment=smoke", f"runs_dir={tmp_path / 'runs'}", "progress=false"]
+    cfg, text = compose([*overrides, *recording, elsewhere])
+    run = Path(perform_run(cfg, text, report=new_run_report).path)
+    why = json.loads((run / "manifest.json").read_text())["unjudged_results"]
+    assert why.startswith("no retrieved URL matches a judged document in any of 5")
+    page = (run / "report.html").read_text()
+    banner = next(line for line in page.splitlines() if 'id="unjudged-results"' in line)
+    assert "Warning: every score is 0." in banner
+    assert "every score is 0 until the results are judged" in banner
+    assert "e.g. https://" in banner and "<" not in banner.split("</strong>")[1][:-4]
+    baseline = tmp_path / "base.yaml"
+    capsys.readouterr()
+    assert check([str(run), "--baseline", str(baseline), "--update"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"evidence_bench check: {run}: not a baseline: {why}\n"
+    assert not baseline.exists()
+    # a baseline of the same query set (from a copy that does not say so: an older run)
+    older = tmp_path / "older"
+    shutil.copytree(run, older)
+    manifest = json.loads((older / "manifest.json").read_text())
+    del manifest["unjudged_results"]
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    assert check([str(older), "--baseline", str(baseline), "--update"]) == 0
+    capsys.readouterr()
+    assert check([str(run), "--baseline", str(baseline)]) == 0
+    assert f"warning: every score of the run is 0: {why}\n" in capsys.readouterr().err

@@ -294,6 +294,8 @@ def _perform(
         "cassettes": str(query_set.cassettes),
         "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
         "collection_checksum": collection.checksum,
+        # live results no judgment names: every score is 0 (absent when some were judged)
+        **({"unjudged_results": unjudged_hits} if unjudged_hits else {}),
         # judgments added to the collection's (query_set.qrels: what `assess` wrote)
         **(
             {"added_qrels_sha256": file_sha256(resolve_path(str(added), "query_set.qrels"))}

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evidence_bench.errors import EvidenceBenchError, RegressionError
+from evidence_bench.errors import DataError, EvidenceBenchError, RegressionError
 
 if TYPE_CHECKING:
     from evidence_bench.gate._baseline import Baseline
@@ -34,9 +34,18 @@ _MOVED_ROWS = 10
 _WARNINGS = 5
 
 
+def _unjudged_results(run: RunFacts) -> str:
+    """Why every score of ``run`` is 0 (live results no judgment names), or "" when some
+    results were judged."""
+    return str(run.manifest.get("unjudged_results") or "")
+
+
 def warnings_for(run: RunFacts, baseline: Baseline) -> list[str]:
-    """Provenance that differs between the baseline and the run: numbers may move for it."""
+    """Provenance that differs between the baseline and the run: numbers may move for it;
+    and a run whose scores are 0 for want of judged results."""
     notes = []
+    if unjudged := _unjudged_results(run):
+        notes.append(f"warning: every score of the run is 0: {unjudged}")
     for field in ("cassette_manifest_sha256", "package_version", "experiment"):
         if baseline.provenance.get(field) != run.manifest.get(field):
             notes.append(
@@ -162,6 +171,8 @@ def _update(args: argparse.Namespace) -> int:
     from evidence_bench.gate._run import read_run
 
     run = read_run(args.run_dir)
+    if unjudged := _unjudged_results(run):
+        raise DataError(f"{args.run_dir}: not a baseline: {unjudged}")
     spec = default_spec(run)
     spec = parse_spec(
         spec.stages if args.stages is None else args.stages,

@@ -114,6 +114,8 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "seed": analysis.seed,
         "family": analysis.family,
         "missing_dates": _int_or_none(manifest.get("missing_dates")),
+        # why every score is 0: live results no judgment names (the run's warning)
+        "unjudged_results": str(manifest.get("unjudged_results") or ""),
     }
 
 
