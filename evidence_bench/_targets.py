@@ -1,9 +1,10 @@
 """Parts from the user's own code, named in a config by ``_target_`` (Hydra's convention).
 
 ``ranker: {_target_: my_ranker.MyRanker, k1: 1.2}`` names a class or function by its
-import path. :func:`locate` imports it, the working directory on ``sys.path`` (so a module
-beside the experiment is found however the command was started: ``python -m``,
-the ``evidence-bench`` script), :func:`call_params` picks the keys of its config that its
+import path. :func:`locate` imports it, the working directory at the end of ``sys.path``
+(so a module beside the experiment is found however the command was started: ``python -m``,
+the ``evidence-bench`` script, and a module there named like a library, ``pandas.py``, does
+not shadow it), :func:`call_params` picks the keys of its config that its
 signature takes, and :func:`check_protocol` checks what it built against a ``Protocol``
 of the package (:class:`~evidence_bench.engine.base.Ranker`, ...): every miss is one
 :class:`~evidence_bench.errors.ConfigurationError` line that starts with the config key,
@@ -43,8 +44,8 @@ def locate(where: str, target: object) -> Callable[..., Any]:
     if not isinstance(target, str) or "." not in target.strip("."):
         raise ConfigurationError(f"{at}: not an import path of the form module.Name")
     cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+    if cwd not in sys.path:  # last: a user's pandas.py must not shadow the library
+        sys.path.append(cwd)
     module_name, _, attribute = target.rpartition(".")
     try:
         module = importlib.import_module(module_name)

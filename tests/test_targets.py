@@ -9,6 +9,7 @@ the run's own exported TREC runs.
 from __future__ import annotations
 
 import gzip
+import importlib.machinery
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 import pytrec_eval
 
 from evidence_bench._resources import packaged
+from evidence_bench._targets import locate
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
@@ -555,6 +557,25 @@ def test_an_import_error_names_the_module_and_the_plans_sys_path(user_code: Path
     assert head == "ranker._target_=my_missing.Ranker: no module named 'my_missing'"
     assert path.split(":")[: len(sys.path)] == [p for p in sys.path]
     assert str(user_code) in path.split(":")
+
+
+def test_the_working_directory_does_not_shadow_a_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's ``tqdm.py`` beside the experiment: the user's part is found, and every
+    later import of ``tqdm`` still finds the library."""
+    (tmp_path / "tqdm.py").write_text("raise ImportError('the user's tqdm.py')\n")
+    (tmp_path / "shadow_part.py").write_text("def make() -> int:\n    return 1\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    try:
+        assert locate("ranker", "shadow_part.make")() == 1
+    finally:
+        sys.modules.pop("shadow_part", None)
+    spec = importlib.machinery.PathFinder.find_spec("tqdm")
+    assert spec is not None and spec.origin is not None
+    assert Path(spec.origin).parent != tmp_path
+    assert sys.path[-1] == str(tmp_path)
 
 
 def test_the_command_line_says_it_in_one_line_and_exits_1(user_code: Path) -> None:
