@@ -21,6 +21,7 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.record import record
 from evidence_bench.experiment.run import perform_run
 from tests.conftest import write_tiny_collection
+from tests.test_faults_secrets import _run as run_main
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +85,7 @@ def _damaged(tiny_run: Path, tmp_path: Path, table: str, column: str, change: ob
 
 
 def _command(argv: list[str], capfd: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        status = bench_main(argv)
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else 1
-    out, err = capfd.readouterr()
-    return int(status or 0), out, err
+    return run_main(bench_main, argv, capfd)
 
 
 #: Each command with the tables it reads (report reads the episodes only for its examples).

@@ -504,3 +504,31 @@ def test_binary_is_undecodable() -> None:
     assert read_page(noise, url="https://a.example.com/", content_type="text/html") is (
         FailureReason.UNDECODABLE
     )
+
+
+# -- the cases of issue 31 not covered above ---------------------------------------------------
+
+
+@pytest.mark.parametrize("url", SPELLINGS)
+def test_records_page_fetcher_blocks_every_spelling_of_the_inside(
+    url: str, no_sockets: list[object]
+) -> None:
+    """``record``'s page fetcher under the open web's policy (live Brave, no opt-in): each
+    spelling is recorded as ``blocked_address``, before any socket."""
+    with _guarded() as client:
+        record = fetch_page(client, url, timeout_s=2, policy=OPEN_WEB)
+    assert record.failure is FailureReason.BLOCKED_ADDRESS
+    assert no_sockets == []
+
+
+def test_a_bomb_in_a_batch_costs_the_batch_no_other_page(tmp_path: Path) -> None:
+    """A decompression bomb beside a normal page: the bomb stops at the cap as
+    ``too_large`` and the normal page still becomes a packet (decoding never holds the
+    event loop past the others' deadlines). In process, so a small bomb (64 MiB: a
+    regression costs that much, the capped-memory cases above hold the big one)."""
+    with hostile(gzip_bomb(tmp_path / "small.gz", gigabytes=1 / 16)) as server:
+        candidates = [Candidate(url=server.url("/bomb")), Candidate(url=server.url("/ok"))]
+        with LiveFetch(StaticDiscovery(candidates), cache_path=None, policy=ANY_ADDRESS) as lf:
+            packets = lf.run_sync(RetrievalIntent("fine page", freshness_days=None))
+    assert [f.reason for f in packets.failures] == [FailureReason.TOO_LARGE]
+    assert [p.url for p in packets.packets] == [server.url("/ok")]
