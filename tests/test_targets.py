@@ -22,7 +22,7 @@ import pytest
 import pytrec_eval
 
 from evidence_bench._resources import packaged
-from evidence_bench._targets import locate
+from evidence_bench._targets import TARGET, locate
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
@@ -576,6 +576,28 @@ def test_the_working_directory_does_not_shadow_a_library(
     assert spec is not None and spec.origin is not None
     assert Path(spec.origin).parent != tmp_path
     assert sys.path[-1] == str(tmp_path)
+
+
+def _loader_files(root: Path, text: str) -> None:
+    root.mkdir(exist_ok=True)
+    document = {"_id": "d1", "title": "", "text": text}
+    (root / "corpus.jsonl").write_text(json.dumps(document) + "\n")
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "wing"}) + "\n")
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+
+
+def test_a_loaders_changed_files_are_loaded_again(user_code: Path) -> None:
+    """The same loader and parameters in one process (an API user, a multirun): once its
+    files change, the query set holds what they hold now, not what they held."""
+    from evidence_bench.collections.queryset import load_query_set
+
+    data = user_code / "data"
+    conf = {"name": "mine", TARGET: "loader.load", "directory": str(data), "cassettes": "-"}
+    _loader_files(data, "wing lift")
+    assert load_query_set(conf, limit=None).collection.documents["d1"].text == "wing lift"
+    _loader_files(data, "wing lift and drag at high speed")
+    again = load_query_set(conf, limit=None).collection.documents["d1"].text
+    assert again == "wing lift and drag at high speed"
 
 
 def test_the_command_line_says_it_in_one_line_and_exits_1(user_code: Path) -> None:

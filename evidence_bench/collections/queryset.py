@@ -147,8 +147,31 @@ _OFFERED = ("path",)
 
 
 @functools.cache
-def _loaded(name: str, target: str, params: tuple[tuple[str, Any], ...]) -> Collection:
+def _loaded(
+    name: str, target: str, params: tuple[tuple[str, Any], ...], stamp: tuple[Any, ...]
+) -> Collection:
+    """The loader's collection, once a process for the same parameters and the same
+    ``stamp`` of the files they name (:func:`_stamp`): a changed file is loaded again."""
     return loaded_collection(name, target, build("query_set", target, params))
+
+
+def _stamp(value: Any) -> tuple[Any, ...]:
+    """Each file a parameter value names (a file, or every file under a directory) with its
+    size and modification time: what a loader given ``path`` reads."""
+    if isinstance(value, tuple):
+        return tuple(part for item in value for part in _stamp(item))
+    if not isinstance(value, str) or not value or "\0" in value:
+        return ()
+    path = Path(value).expanduser()
+    try:
+        if path.is_file():
+            return ((str(path), path.stat().st_mtime_ns, path.stat().st_size),)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    except OSError:
+        return ()
+    return ()
 
 
 def _records(target: str, found: object, part: str) -> Any:
@@ -215,7 +238,8 @@ def _query_set_collection(conf: Mapping[str, Any], name: str) -> tuple[Collectio
     if conf.get(TARGET):
         target = str(conf[TARGET])
         params = call_params("query_set", conf, harness=_HARNESS, defaults={}, offered=_OFFERED)
-        return _loaded(name, target, frozen(params)), target
+        key = frozen(params)
+        return _loaded(name, target, key, _stamp(key)), target
     path = resolve_path(str(conf["path"]), "query_set.path")
     return _collection(str(path), name), str(path)
 
