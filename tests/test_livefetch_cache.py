@@ -43,9 +43,62 @@ def test_the_schema_is_the_seeds_and_the_file_is_in_wal_mode(tmp_path: Path) -> 
         columns = [row[1] for row in connection.execute("PRAGMA table_info(docs)")]
         primary = [row[1] for row in connection.execute("PRAGMA table_info(docs)") if row[5]]
         (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
-    assert columns == ["url", "content_sha256", "fetched_at", "published_at", "title", "text"]
-    assert primary == ["url"]
+    assert columns == [
+        "key", "extractor", "url", "content_sha256", "fetched_at", "published_at", "title",
+        "text",
+    ]  # fmt: skip
+    assert primary == ["key"]
     assert mode == "wal"
+
+
+OLD_SCHEMA = """CREATE TABLE docs (url TEXT PRIMARY KEY, content_sha256 TEXT NOT NULL,
+fetched_at TEXT NOT NULL, published_at TEXT, title TEXT NOT NULL DEFAULT '',
+text TEXT NOT NULL DEFAULT '')"""
+
+
+def test_a_cache_of_the_schema_before_is_emptied_not_served(tmp_path: Path) -> None:
+    """Its rows were extracted by an older version (control characters kept, clipped
+    otherwise): a miss, and the table rebuilt, not one of them served."""
+    path = tmp_path / "lf.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute(OLD_SCHEMA)
+        connection.execute(
+            "INSERT INTO docs VALUES (?, ?, ?, NULL, 't', ?)",
+            ("https://a.test/1", "0" * 64, NOW.isoformat(), "old\x07text"),
+        )
+    cache = PageCache(path)
+    assert cache.get("https://a.test/1", now=NOW) is None and len(cache) == 0
+    cache.put(_doc("https://a.test/1", "new text"))
+    assert cache.get("https://a.test/1", now=NOW) == _doc("https://a.test/1", "new text")
+
+
+def test_a_row_of_another_extractor_version_is_a_miss(tmp_path: Path) -> None:
+    cache = PageCache(tmp_path / "lf.sqlite")
+    cache.put(_doc("https://a.test/1"))
+    with contextlib.closing(sqlite3.connect(cache.path)) as connection, connection:
+        connection.execute("UPDATE docs SET extractor = extractor - 1")
+    assert cache.get("https://a.test/1", now=NOW) is None
+    cache.put(_doc("https://a.test/1", "again"))
+    assert cache.get("https://a.test/1", now=NOW) == _doc("https://a.test/1", "again")
+    assert len(cache) == 1
+
+
+def test_the_key_does_not_depend_on_the_api_key_in_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page whose URL holds the key: found again under another key in the environment,
+    and not served for another URL that redacts to the same text."""
+    cache = PageCache(tmp_path / "lf.sqlite")
+    first, second = "k1-secret-aaaaaaaa", "k2-secret-bbbbbbbb"
+    monkeypatch.setenv("BRAVE_SEARCH_API_KEY", first)
+    cache.put(_doc(f"https://a.test/?key={first}", "first page"))
+    with contextlib.closing(sqlite3.connect(cache.path)) as connection:
+        stored = connection.execute("SELECT url, key FROM docs").fetchall()
+    assert all(first not in value for row in stored for value in row)
+    monkeypatch.setenv("BRAVE_SEARCH_API_KEY", second)
+    hit = cache.get(f"https://a.test/?key={first}", now=NOW)
+    assert hit is not None and hit.text == "first page"
+    assert cache.get(f"https://a.test/?key={second}", now=NOW) is None
 
 
 def test_the_default_path_is_livefetch_sqlite() -> None:
@@ -157,8 +210,8 @@ KILLED = textwrap.dedent(
     connection.execute("BEGIN IMMEDIATE")
     for i in range(500):
         connection.execute(
-            "INSERT INTO docs VALUES (?, ?, ?, NULL, 't', ?)",
-            (f"https://k.test/lost/{i}", "0" * 64, now.isoformat(), "x" * 2000),
+            "INSERT INTO docs VALUES (?, 3, ?, ?, ?, NULL, 't', ?)",
+            (str(i), f"https://k.test/lost/{i}", "0" * 64, now.isoformat(), "x" * 2000),
         )
     print("in transaction", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)

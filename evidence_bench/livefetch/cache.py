@@ -1,19 +1,26 @@
 """LiveFetch's page cache: fetched, extracted pages in one SQLite file.
 
-The schema is the LiveFetch design's::
+The schema is the LiveFetch design's, keyed by what does not change with the environment::
 
-    docs(url PRIMARY KEY, content_sha256, fetched_at, published_at, title, text)
+    docs(key PRIMARY KEY, extractor, url, content_sha256, fetched_at, published_at, title,
+         text)
 
-``url`` is the canonical URL, ``fetched_at`` and ``published_at`` ISO-8601 in UTC, ``text``
-the extracted text (before clipping). The file is in WAL mode (SQLite's write-ahead log):
-readers never block the writer nor it them, and a writer killed mid-transaction leaves
-the last committed state, which the next connection recovers from the log. Each thread
-(and each process) has its own connection, with a busy timeout, so threads and
-processes may share one file; writes are single-statement upserts, so concurrent writers
-of one URL end with one of their rows whole, never a mix. Connections stay open until
-:meth:`PageCache.close`: closing the last connection of a WAL file checkpoints and syncs
-it, which made a connection per operation about 80 times slower (36 ms against 0.4 ms
-a put, measured here; shared machine, noisy).
+``key`` is the sha256 of the URL asked for (not of its redacted form, which depends on the
+API key in the environment), ``extractor`` the
+:data:`~evidence_bench.web.page_text.EXTRACTOR_VERSION` that extracted ``text`` (a row of
+another version is a miss, overwritten by the next put), ``url`` the URL redacted,
+``fetched_at`` and ``published_at`` ISO-8601 in UTC, ``text`` the extracted text (before
+clipping). A file of the schema before (``docs`` keyed by ``url``) has its rows dropped when
+it is opened: they were extracted by an older version.
+
+The file is in WAL mode (SQLite's write-ahead log): readers never block the writer nor it
+them, and a writer killed mid-transaction leaves the last committed state, which the next
+connection recovers from the log. Each thread (and each process) has its own connection,
+with a busy timeout, so threads and processes may share one file; writes are single-
+statement upserts, so concurrent writers of one URL end with one of their rows whole, never
+a mix. Connections stay open until :meth:`PageCache.close`: closing the last connection of a
+WAL file checkpoints and syncs it, which made a connection per operation about 80 times
+slower (36 ms against 0.4 ms a put, measured here; shared machine, noisy).
 
 Every text is stored with the API key redacted (:func:`evidence_bench._secrets.redact`): a
 page may echo it. A file that is not a database, is damaged, or stays locked past the busy
@@ -23,6 +30,7 @@ timeout raises :class:`~evidence_bench.errors.CacheError` in one line naming the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import threading
@@ -34,6 +42,7 @@ from pathlib import Path
 
 from evidence_bench._secrets import redact
 from evidence_bench.errors import CacheError
+from evidence_bench.web.page_text import EXTRACTOR_VERSION
 
 __all__ = ["DEFAULT_CACHE_PATH", "CachedDoc", "PageCache"]
 
@@ -42,7 +51,9 @@ DEFAULT_CACHE_PATH = "livefetch.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
-    url TEXT PRIMARY KEY,
+    key TEXT PRIMARY KEY,
+    extractor INTEGER NOT NULL,
+    url TEXT NOT NULL,
     content_sha256 TEXT NOT NULL,
     fetched_at TEXT NOT NULL,
     published_at TEXT,
@@ -51,9 +62,10 @@ CREATE TABLE IF NOT EXISTS docs (
 )
 """
 _UPSERT = """
-INSERT INTO docs (url, content_sha256, fetched_at, published_at, title, text)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT(url) DO UPDATE SET
+INSERT INTO docs (key, extractor, url, content_sha256, fetched_at, published_at, title, text)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(key) DO UPDATE SET
+    extractor = excluded.extractor, url = excluded.url,
     content_sha256 = excluded.content_sha256, fetched_at = excluded.fetched_at,
     published_at = excluded.published_at, title = excluded.title, text = excluded.text
 """
@@ -69,6 +81,27 @@ class CachedDoc:
     published_at: datetime | None
     title: str
     text: str
+
+
+def _key(url: str) -> str:
+    """The row's key: the sha256 of the URL as asked for."""
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _create(connection: sqlite3.Connection) -> None:
+    """The ``docs`` table, created, or recreated empty over the schema before (keyed by the
+    redacted URL, with no extractor version), in one transaction."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(docs)")}
+        if columns and "extractor" not in columns:
+            connection.execute("DROP TABLE docs")
+        connection.execute(_SCHEMA)
+        connection.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+        raise
 
 
 def _utc(moment: datetime) -> datetime:
@@ -159,7 +192,7 @@ class PageCache:
                     # waits out another process doing it too (_to_wal).
                     self._refuse_foreign(connection)  # before anything writes to the file
                     self._to_wal(connection)
-                    connection.execute(_SCHEMA)
+                    _create(connection)
                     self._ready = True
         except BaseException:
             connection.close()
@@ -205,12 +238,13 @@ class PageCache:
             raise self._fail(exc) from exc
 
     def get(self, url: str, *, now: datetime) -> CachedDoc | None:
-        """The row for ``url`` if it was fetched less than ``max_age`` before ``now``."""
+        """The row for ``url`` if it was fetched less than ``max_age`` before ``now`` and
+        extracted by this :data:`~evidence_bench.web.page_text.EXTRACTOR_VERSION`."""
         with self._connect() as connection:
             row = connection.execute(
                 "SELECT url, content_sha256, fetched_at, published_at, title, text "
-                "FROM docs WHERE url = ?",
-                (redact(url),),  # as put stored it
+                "FROM docs WHERE key = ? AND extractor = ?",
+                (_key(url), EXTRACTOR_VERSION),
             ).fetchone()
         if row is None:
             return None
@@ -231,6 +265,8 @@ class PageCache:
             connection.execute(
                 _UPSERT,
                 (
+                    _key(doc.url),
+                    EXTRACTOR_VERSION,
                     redact(doc.url),
                     doc.content_sha256,
                     _utc(doc.fetched_at).isoformat(),

@@ -45,6 +45,7 @@ else:  # imported at the first page read: a run on snippets never loads it
     trafilatura = module("trafilatura")
 
 __all__ = [
+    "EXTRACTOR_VERSION",
     "MAX_CHARS",
     "MAX_HTML_CHARS",
     "PAGE_STACK",
@@ -56,6 +57,10 @@ __all__ = [
     "require_pages",
 ]
 
+#: The version of what :func:`read_page` gives for a page: raised whenever a page's text
+#: changes (control characters dropped, 8cc3012; clipping, 60217fa), so a text stored
+#: by an older version (LiveFetch's page cache) is never served as this one's.
+EXTRACTOR_VERSION = 3
 #: The most characters of a page's text a reader (a ranker, a refiner, a packet) reads.
 MAX_CHARS = 12_000
 #: Markup beyond this many characters is not parsed: a main text lies in the first
