@@ -247,3 +247,25 @@ def test_the_readmes_three_commands_run_gate_and_fail_a_worse_ranker(
         if case.find("failure") is not None
     }
     assert failed == {"c00"}  # the user's ranker made worse; the default, c01, is unchanged
+
+
+def test_init_without_the_package_installed_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No package metadata (a checkout on sys.path, never installed): the starter cannot pin
+    a version, and says so in one line, not a traceback."""
+    from importlib.metadata import PackageNotFoundError
+
+    from evidence_bench.commands import init
+
+    def not_installed(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(init, "version", not_installed)
+    with pytest.raises(SystemExit) as caught:
+        main(["init", str(tmp_path / "proj")])
+    err = capsys.readouterr().err
+    assert caught.value.code == 1
+    assert err.startswith("evidence_bench: init: evidence_bench is not installed")
+    assert len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

@@ -37,6 +37,8 @@ def test_usage_lists_every_command() -> None:
     [
         (["dance"], 2, "unknown command 'dance'"),
         (["serve", "colection=cranfield"], 2, "serve: unexpected argument 'colection=cranfield'"),
+        (["serve", "port=eighty"], 2, "serve: port='eighty' is not a whole number"),
+        (["serve", "rate_limit=1.5"], 2, "serve: rate_limit='1.5' is not a whole number"),
         (["report", "/nonexistent/run"], 2, "report: /nonexistent/run is not a directory"),
         (["run", "+experiment=smoke", "ranker.name=bm42"], 1, "ranker.name='bm42' is not a known"),
         (["run"], 1, "no experiment chosen: add +experiment=NAME"),
@@ -125,3 +127,16 @@ def test_a_multirun_ends_in_one_gathered_report(
     html = (sweep / "report.html").read_text()
     assert "beta=0.25" in html and "beta=0.75" in html
     assert f"report: {sweep / 'report.html'}" in done.stdout
+
+
+def test_a_bug_in_serve_is_not_called_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ValueError from inside (a bug) is not turned into exit 2 'serve: ...'."""
+    from evidence_bench.commands.serve import serve_command
+    from evidence_bench.web import simulator
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("a bug in the simulator")
+
+    monkeypatch.setattr(simulator, "BraveSimulator", broken)
+    with pytest.raises(ValueError, match="a bug in the simulator"):
+        serve_command(["port=0"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 
@@ -67,6 +67,13 @@ def write_starter(target: Path) -> list[str]:
             f"{target} is not empty: init writes a starter project only into an empty or new "
             "directory"
         )
+    try:
+        pinned = version("evidence_bench")
+    except PackageNotFoundError:
+        raise ConfigurationError(
+            "evidence_bench is not installed (no package metadata), so the starter cannot pin "
+            "its version: install it (pip install -e . in a checkout) and run init again"
+        ) from None
     templates = files("evidence_bench").joinpath("commands", "starter")
     created = not target.exists()
     moved: list[Path] = []
@@ -78,7 +85,7 @@ def write_starter(target: Path) -> list[str]:
             path = stage / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             text = "" if template is None else templates.joinpath(template).read_text("utf-8")
-            path.write_text(text.replace("{version}", version("evidence_bench")), encoding="utf-8")
+            path.write_text(text.replace("{version}", pinned), encoding="utf-8")
         for entry in sorted(stage.iterdir()):  # the top-level entries, a rename each
             os.replace(entry, target / entry.name)
             moved.append(target / entry.name)

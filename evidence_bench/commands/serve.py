@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evidence_bench.commands._common import asks_help, fail
+from evidence_bench.errors import ConfigurationError
 
 __all__ = ["serve_command"]
 
@@ -27,7 +28,7 @@ def _integer(args: dict[str, str], key: str, default: str | None) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"{key}={value!r} is not a whole number") from None
+        raise ConfigurationError(f"{key}={value!r} is not a whole number") from None
 
 
 def serve_command(argv: list[str]) -> None:
@@ -46,18 +47,19 @@ def serve_command(argv: list[str]) -> None:
 
     name = args.get("collection", "cranfield")
     try:
+        port = _integer(args, "port", "8765") or 0
+        rate = _integer(args, "rate_limit", None)
+    except ConfigurationError as exc:  # a usage error (a bug's ValueError is not one)
+        fail(f"serve: {exc}", 2)
+    try:
         path = (
             Path(name)
             if Path(name).is_dir()
             else resolve_path(f"pkg://collections/{name}", "collection")
         )
-        port = _integer(args, "port", "8765") or 0
-        rate = _integer(args, "rate_limit", None)
         simulator = BraveSimulator(
             load_collection(path, name=path.name), token=args.get("token"), rate_limit=rate
         )
         run_server(simulator, "127.0.0.1", port)
-    except ValueError as exc:
-        fail(f"serve: {exc}", 2)
     except EvidenceBenchError as exc:
         fail(str(exc))
