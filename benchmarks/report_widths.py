@@ -22,17 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-)
+if str(_ROOT := Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # benchmarks/chromium.py, shared with tests/devtools.py
+from benchmarks.chromium import FLAGS as CHROMIUM_FLAGS
+
+#: Chromium's offline flags (benchmarks/chromium.py), and no scrollbar to measure.
+FLAGS = (*CHROMIUM_FLAGS, "--hide-scrollbars")
 _CSP = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>')
 _PROBE = """<script>
 window.addEventListener("load", () => {

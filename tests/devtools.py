@@ -17,21 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.chromium import FLAGS as CHROMIUM_FLAGS
+
 __all__ = ["FLAGS", "Browser"]
 
-#: Headless, offline Chromium: no first-run, sync, component or background fetches.
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-logging=stderr",
-    "--v=0",
-)
+#: Chromium's offline flags (benchmarks/chromium.py, which the benchmarks start it with
+#: too), its log on stderr.
+FLAGS = (*CHROMIUM_FLAGS, "--enable-logging=stderr", "--v=0")
 
 
 def _above_4(fd: int) -> int:

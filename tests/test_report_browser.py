@@ -91,3 +91,14 @@ def test_the_page_never_scrolls_sideways(chromium: str, report: Path, width: int
     got = widths["measure"](chromium, report, width)
     assert got["viewport"] == width
     assert got["width"] <= width, got["wide"]
+
+
+def test_every_chromium_started_resolves_no_host_but_loopback() -> None:
+    """The benchmark and the browser tests start Chromium with one list of flags, whose
+    resolver rule maps every host but 127.0.0.1 to nothing: no page, font or prefetch can
+    leave loopback."""
+    widths = runpy.run_path(str(ROOT / "benchmarks" / "report_widths.py"), run_name="widths")
+    rule = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+    assert rule in FLAGS
+    assert set(widths["FLAGS"]) - set(FLAGS) == {"--hide-scrollbars"}
+    assert set(FLAGS) - set(widths["FLAGS"]) == {"--enable-logging=stderr", "--v=0"}
