@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from evidence_bench._doc_comments import field_comments
+
 #: Groups mounted under another key than their directory's name: ``conf/policy/`` options
 #: become entries of ``policies`` (``+policy@policies.LABEL=OPTION``).
 MOUNTS = {"policy": "policies"}
@@ -68,14 +70,6 @@ class Reference:
     top_level: list[Field]
     groups: list[Group]
     problems: list[str]
-
-
-def _attr_docs(module: str) -> dict[tuple[str, str], str]:
-    """``#:`` doc comments of a module's class attributes, as Sphinx's autodoc reads them."""
-    from sphinx.pycode import ModuleAnalyzer
-
-    docs = ModuleAnalyzer.for_module(module).find_attr_docs()
-    return {key: " ".join(line.strip() for line in lines).strip() for key, lines in docs.items()}
 
 
 def _class_doc(cls: type) -> str:
@@ -156,7 +150,6 @@ def collect(conf_dir: Path, schema_module: str = "evidence_bench.experiment.conf
 
     module = importlib.import_module(schema_module)
     root: type = module.RunConf
-    docs = _attr_docs(schema_module)
     hints = typing.get_type_hints(root)
     raw_types = {spec.name: str(spec.type) for spec in dataclasses.fields(root)}
     problems: list[str] = []
@@ -165,7 +158,7 @@ def collect(conf_dir: Path, schema_module: str = "evidence_bench.experiment.conf
     def fields_of(schema: type, prefix: str, readers: dict[str, tuple[str, ...]]) -> list[Field]:
         out = []
         for spec in dataclasses.fields(schema):
-            doc = docs.get((schema.__name__, spec.name), "")
+            doc = field_comments(schema).get(spec.name, "")
             if not doc:
                 problems.append(f"{schema_module}.{schema.__name__}.{spec.name}: no #: doc comment")
             out.append(
@@ -185,7 +178,7 @@ def collect(conf_dir: Path, schema_module: str = "evidence_bench.experiment.conf
     for spec in dataclasses.fields(root):
         schema = _schema_of(hints[spec.name])
         if schema is None:
-            doc = docs.get((root.__name__, spec.name), "")
+            doc = field_comments(root).get(spec.name, "")
             if not doc:
                 problems.append(f"{schema_module}.{root.__name__}.{spec.name}: no #: doc comment")
             top_level.append(Field(spec.name, raw_types[spec.name], _default(spec), doc))

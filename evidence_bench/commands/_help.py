@@ -10,7 +10,6 @@ shown with its value there and its help from the schema's ``#:`` comment
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import re
 import textwrap
 import typing
@@ -18,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evidence_bench._doc_comments import field_comments
 from evidence_bench.commands._common import PROG, fail
 
 __all__ = ["KNOBS", "RECORD_KNOBS", "asks_for_help", "experiment_help", "print_help"]
@@ -202,25 +202,9 @@ def _field_help() -> dict[str, str]:
         if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             groups[name] = kind
     for prefix, schema in groups.items():
-        for field, text in _comments(schema).items():
-            helps[f"{prefix}.{field}" if prefix else field] = text
+        for field, text in field_comments(schema).items():
+            helps[f"{prefix}.{field}" if prefix else field] = _first_sentence(text)
     return helps
-
-
-def _comments(schema: type) -> dict[str, str]:
-    """The first line of the ``#:`` comment above each field of ``schema``."""
-    comments: dict[str, str] = {}
-    pending: list[str] = []
-    for line in inspect.getsource(schema).splitlines():
-        text = line.strip()
-        if text.startswith("#:"):
-            pending.append(text[2:].strip())
-            continue
-        field = re.match(r"^(\w+)\s*:", text)
-        if field and pending:
-            comments[field.group(1)] = _first_sentence(" ".join(pending))
-        pending = []
-    return comments
 
 
 def _first_sentence(text: str) -> str:
