@@ -120,7 +120,7 @@ def run_page(page: str, runnable: set[str], tmp_path: Path) -> Path:
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,  # a slow page on a loaded machine (validity: 15 min at load 15)
         check=False,
     )
     if done.returncode != 0:
