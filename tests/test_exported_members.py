@@ -28,12 +28,19 @@ def test_every_error_derives_from_the_one_base() -> None:
         assert issubclass(error, evidence_bench.EvidenceBenchError)
 
 
-def test_every_command_and_experiment_is_documented_in_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
+def _manual() -> str:
+    """README.md and every page of the manual (not its build)."""
+    pages = sorted(p for p in (ROOT / "docs").rglob("*.rst") if "_build" not in p.parts)
+    return "\n".join(p.read_text() for p in [ROOT / "README.md", *pages])
+
+
+def test_every_command_and_experiment_is_documented_in_the_manual() -> None:
+    manual = _manual()
     for command in ("run", "record", "serve", "report", "gather", "check", "livefetch"):
-        assert f"python -m evidence_bench {command}" in readme, command
+        assert f"python -m evidence_bench {command}" in manual, command
     for experiment in (ROOT / "conf" / "experiment").glob("*.yaml"):
-        assert f"`{experiment.stem}`" in readme, experiment.stem
+        assert f"`{experiment.stem}`" in manual, experiment.stem
     for flag in ("--format json", "--limit", "--interactive", "--fetch"):
-        assert flag in readme, flag
+        assert flag in manual, flag
+    readme = (ROOT / "README.md").read_text()
     assert "make run" in readme and "make test" in readme

@@ -565,8 +565,8 @@ def test_a_submitit_local_multirun_over_the_shards_gathers_the_unsharded_run(
     assert_same_run(gathered_path(done), launched["whole"])
 
 
-def test_the_readme_says_how_to_shard_and_where_to_run_shards() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_manual_says_how_to_shard_and_where_to_run_shards() -> None:
+    readme = (ROOT / "docs" / "tutorials" / "ray.rst").read_text()
     for text in ("shards=4 'shard=range(4)'", "hydra/launcher=ray",
                  "hydra.launcher.ray.init.address=", "hydra/launcher=submitit_slurm",
                  "python -m evidence_bench gather"):  # fmt: skip
