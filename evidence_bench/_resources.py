@@ -10,10 +10,11 @@ working directory (:func:`evidence_bench.collections.queryset.resolve_path`).
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["PACKAGED", "packaged", "packaged_root"]
+__all__ = ["PACKAGED", "distribution_version", "packaged", "packaged_root"]
 
 #: How a config value names shipped data: ``pkg://collections/cranfield``.
 PACKAGED = "pkg://"
@@ -27,3 +28,12 @@ def packaged_root() -> Path:
 def packaged(relative: str) -> Path:
     """The shipped ``relative`` (``conf``, ``collections/cranfield``, ...), which may not exist."""
     return (packaged_root() / relative.strip("/")).resolve()
+
+
+def distribution_version(name: str = "evidence_bench") -> str:
+    """The installed version of distribution ``name``, or ``"unknown"`` when it has no
+    metadata (a tree run without being installed): what manifests and cassettes record."""
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"

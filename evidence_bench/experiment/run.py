@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 import subprocess
 import time
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from evidence_bench._lazy import module
+from evidence_bench._resources import distribution_version
 from evidence_bench._trim import release_memory
 from evidence_bench.collections.queryset import (
     QuerySet,
@@ -152,13 +152,6 @@ def _git_dirty() -> bool | None:
     return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version("evidence_bench")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def perform_run(
     cfg: Mapping[str, Any],
     config_yaml: str,
@@ -286,7 +279,7 @@ def _perform(
     release_memory()
     manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
-        "package_version": _package_version(),
+        "package_version": distribution_version(),
         **git,
         "overrides": list(overrides) if overrides is not None else None,
         "experiment": plan.experiment,

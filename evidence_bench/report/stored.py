@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import importlib.metadata
 import json
 import re
 import zlib
@@ -45,6 +44,7 @@ from typing import Any
 from markupsafe import Markup
 
 from evidence_bench._atomic import write_atomic
+from evidence_bench._resources import distribution_version
 from evidence_bench.errors import WriteError
 
 __all__ = ["FILE", "FORMAT", "analysis_key", "load_context", "store_context", "store_quietly"]
@@ -153,13 +153,6 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def _version(name: str = "evidence_bench") -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 #: The libraries an analysis's numbers and page come from: NumPy does not promise the same
 #: random streams across versions (NEP 19), so the randomization tests' p-values may move
 #: with it, and the others compute or format what the page shows.
@@ -169,7 +162,7 @@ _LIBRARIES = ("numpy", "pandas", "pyarrow", "scipy", "jinja2", "markupsafe")
 @functools.cache
 def library_versions() -> dict[str, str]:
     """Each of :data:`_LIBRARIES` with its installed version."""
-    return {name: _version(name) for name in _LIBRARIES}
+    return {name: distribution_version(name) for name in _LIBRARIES}
 
 
 def _inputs(run_dir: Path) -> dict[str, str]:
@@ -196,7 +189,7 @@ def analysis_key(run_dir: Path, *, trials: int, max_episodes: int) -> dict[str, 
     """What the analysis of ``run_dir`` depends on (the module's docstring)."""
     return {
         "format": FORMAT,
-        "package_version": _version(),
+        "package_version": distribution_version(),
         "libraries": dict(library_versions()),
         "sources": source_digest(),
         "seed": _seed(run_dir),

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from evidence_bench._resources import distribution_version
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.errors import DataError, EvidenceBenchError
 from evidence_bench.experiment.components import EngineConfig
@@ -32,7 +33,6 @@ from evidence_bench.experiment.run import (
     _git_commit,
     _git_dirty,
     _no_judged_hits,
-    _package_version,
     _replay,
     run_directory,
 )
@@ -331,7 +331,7 @@ def _manifest(
     users = plan_users(plan.run)
     objective = plan.objective
     return {
-        "package_version": _package_version(),
+        "package_version": distribution_version(),
         "git_commit": _git_commit(),
         "git_dirty": _git_dirty(),
         "overrides": list(overrides) if overrides is not None else None,
