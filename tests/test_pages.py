@@ -194,3 +194,21 @@ def test_extracted_texts_are_remembered_per_failure_rate(
     assert first is not None and first.startswith("experimental investigation of the aero")
     assert store(1.0).page_texts([url])[0] is None  # every page fails at rate 1.0
     assert store(0.0).page_texts([url])[0] == first  # (remembered)
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "failure"),
+    [
+        (200, "text/html; charset=utf-8", b"<p>x</p>", None),
+        (200, "application/xhtml+xml", b"<p>x</p>", None),
+        (404, "text/html", b"<p>gone</p>", "http_status"),
+        (200, "application/pdf", b"%PDF-1.4", "not_html"),
+        (200, "", b"<!-- c --><!DOCTYPE html><p>x</p>", None),  # sniffed, as LiveFetch does
+        (200, "", b"%PDF-1.4", "not_html"),
+    ],
+)
+def test_a_recorded_page_is_html_by_the_fetchers_rule(
+    status: int, content_type: str, body: bytes, failure: str | None
+) -> None:
+    record = PageRecord("https://ex.test/p", status, content_type, body)
+    assert record.failure == failure

@@ -18,19 +18,24 @@ private and link-local addresses are refused unless ``AddressPolicy(allow_privat
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import defaultdict
 from urllib.parse import urlsplit
 
 import httpx
 
-from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Admit, Limits, afetch
+from evidence_bench.web.failure import FetchFailure
+from evidence_bench.web.fetch import (
+    MAX_CONCURRENCY,
+    PER_HOST,
+    Admit,
+    Limits,
+    afetch,
+    html_failure,
+)
 from evidence_bench.web.fetch import Answer as FetchedPage
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, AsyncGuardedTransport
 
 __all__ = [
-    "HTML_TYPES",
     "MAX_BYTES",
     "MAX_CONCURRENCY",
     "MAX_REDIRECTS",
@@ -38,25 +43,16 @@ __all__ = [
     "USER_AGENT",
     "FetchedPage",
     "PageFetcher",
-    "html_check",
-    "sniff_html",
 ]
 
 #: Who is asking, and where to read about it.
 USER_AGENT = "evidence_bench-livefetch/0.1 (evidence search research harness; httpx)"
-#: Media types taken as HTML.
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: The body cap: a main text is far smaller than this; larger answers are not articles.
-MAX_BYTES = 3 * 1024 * 1024
+MAX_BYTES = Limits().max_bytes
 #: Redirects followed before giving up (browsers allow 20; articles need one or two).
-MAX_REDIRECTS = 5
+MAX_REDIRECTS = Limits().max_redirects
 
-_HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)", re.I | re.S)
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
-
-
-def _media_type(content_type: str) -> str:
-    return content_type.split(";", 1)[0].strip().lower()
 
 
 def _host(url: str) -> str:
@@ -66,22 +62,10 @@ def _host(url: str) -> str:
         return ""
 
 
-def html_check(response: httpx.Response) -> FetchFailure | None:
+def _check(response: httpx.Response) -> FetchFailure | None:
     """Before the body: a 2xx status and an HTML (or no) Content-Type."""
-    url = str(response.request.url)
-    if not response.is_success:
-        return FetchFailure(url, FailureReason.HTTP_STATUS, f"HTTP {response.status_code}")
-    media = _media_type(response.headers.get("Content-Type", ""))
-    if media and media not in HTML_TYPES:
-        return FetchFailure(url, FailureReason.NOT_HTML, f"Content-Type {media}")
-    return None
-
-
-def sniff_html(page: FetchedPage) -> FetchFailure | None:
-    """After the body: a page without a Content-Type must start like HTML."""
-    if not _media_type(page.content_type) and not _HTML_START.match(page.body[:1024]):
-        return FetchFailure(page.url, FailureReason.NOT_HTML, "no Content-Type, body not HTML")
-    return None
+    why = html_failure(response.status_code, response.headers.get("Content-Type", ""))
+    return None if why is None else FetchFailure(str(response.request.url), *why)
 
 
 class PageFetcher:
@@ -135,8 +119,10 @@ class PageFetcher:
                 limits=self.limits,
                 policy=self.policy,
                 admit=self._admit,
-                check=html_check,
+                check=_check,
             )
         if isinstance(answer, FetchFailure):
             return FetchFailure(url, answer.reason, answer.detail)
-        return sniff_html(answer) or answer
+        # after the body: a page without a Content-Type must start like HTML
+        why = html_failure(answer.status, answer.content_type, answer.body)
+        return answer if why is None else FetchFailure(url, *why)

@@ -25,6 +25,7 @@ Neither raises for a URL's trouble: each returns an :class:`Answer` or a
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import zlib
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, deadline, remainin
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "HTML_TYPES",
     "MAX_CONCURRENCY",
     "PER_HOST",
     "Answer",
@@ -47,6 +49,7 @@ __all__ = [
     "afetch",
     "fetch",
     "get",
+    "html_failure",
 ]
 
 #: Requests in flight at once, and to one host, of a fetcher of many pages (LiveFetch's,
@@ -56,6 +59,26 @@ PER_HOST = 2
 #: The codings this module decodes, and so the only ones it asks for.
 ACCEPT_ENCODING = "gzip, deflate"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Media types read as HTML.
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)", re.I | re.S)
+
+
+def html_failure(
+    status: int, content_type: str, body: bytes | None = None
+) -> tuple[FailureReason, str] | None:
+    """Why an answer is not an HTML page (its reason and detail), or None: a status other
+    than 2xx, a Content-Type other than :data:`HTML_TYPES`, or no Content-Type and a
+    ``body`` that does not start like HTML. Without ``body`` (before it is read), no
+    Content-Type passes."""
+    if not 200 <= status < 300:
+        return FailureReason.HTTP_STATUS, f"HTTP {status}"
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media and media not in HTML_TYPES:
+        return FailureReason.NOT_HTML, f"Content-Type {media}"
+    if not media and body is not None and not _HTML_START.match(body[:1024]):
+        return FailureReason.NOT_HTML, "no Content-Type, body not HTML"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ from evidence_bench.web.bounded import read_page_bounded
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
 from evidence_bench.web.cassettes import OnMiss, holds_secret, refuse_secrets
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Limits, fetch
+from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Limits, fetch, html_failure
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
 from evidence_bench.web.page_text import ExtractedPage, read_page
 from evidence_bench.web.pages import STALL_HEADER
@@ -77,7 +77,6 @@ FORMAT = 1
 MAX_BODY_BYTES = 5_000_000
 MAX_REDIRECTS = 5
 USER_AGENT = "evidence_bench-page-recorder/1 (+offline relevance-feedback benchmark)"
-_HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,18 +92,15 @@ class PageRecord:
 
     @property
     def failure(self) -> FailureReason | None:
-        """Why the page gives no text (``timeout``, ``http_status``, ``not_html``, …), or
-        None."""
+        """Why the page gives no text (``timeout``, or as LiveFetch decides,
+        :func:`~evidence_bench.web.fetch.html_failure`), or None."""
         if self.error:
             try:
                 return FailureReason.parse(self.error)
             except ValueError:  # a word of a later version: the page failed all the same
                 return FailureReason.NETWORK
-        if not 200 <= self.status < 300:
-            return FailureReason.HTTP_STATUS
-        if self.content_type.split(";")[0].strip().lower() not in _HTML_TYPES:
-            return FailureReason.NOT_HTML
-        return None
+        why = html_failure(self.status, self.content_type, self.body)
+        return None if why is None else why[0]
 
     def read(self, timeout_s: float | None = None) -> ExtractedPage | FailureReason:
         """The page extracted by the page pipeline with ``precision`` (no boilerplate read
