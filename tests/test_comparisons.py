@@ -17,8 +17,6 @@ from evidence_bench.evaluation.attribution import attribution, comparisons
 from evidence_bench.evaluation.comparisons import (
     RANDOMIZATION_SEED,
     Comparison,
-    _coded_wide,
-    _wide,
     common_queries,
     compare,
     randomization_seed,
@@ -324,22 +322,26 @@ def test_cacm_signs_follow_the_seed(cacm: pd.DataFrame) -> None:
 
 def test_categorical_keys_compare_as_the_plain_frame_does() -> None:
     """A run's frame has categorical keys (some categories unused, queries met out of
-    category order): compared by codes, it gives the rows, floats and order the unstack of
-    the same frame with plain strings gives; a repeated row is the same one-line error."""
+    category order): it gives the rows, floats and order of the same frame with plain
+    strings, worked by hand; a repeated row is the same one-line error."""
     plain = toy(THREE)
     plain = pd.concat([plain, toy({"D": {"q10": 0.9, "q9": 0.3}}, policy="noisy")])
     coded = plain.copy()
     for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
         values = sorted({*plain[column], f"zz-unused-{column}"})
         coded[column] = pd.Categorical(plain[column], categories=values)
-    assert _coded_wide(coded, RERANK.paired) is not None  # by codes, not the unstack
     a = compare(plain, [RERANK], seed=0, trials=500).rows
     b = compare(coded, [RERANK], seed=0, trials=500).rows
     for column in ("config_id", "policy", "eval_mode", "measure"):
         b[column] = b[column].astype(str)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert b["config_id"].tolist() == ["A", "B", "C", "D"]
-    assert b.set_index("config_id").loc["A", "diff"] == pytest.approx(0.075)
+    by_config = b.set_index("config_id")
+    assert by_config.loc["A", "diff"] == pytest.approx(0.075)
+    # D: q10 0.9 − 0.5 = +0.4, q9 0.3 − 0.5 = −0.2
+    assert by_config.loc["D", ["n", "improved", "degraded"]].tolist() == [2, 1, 1]
+    assert by_config.loc["D", "diff"] == pytest.approx(0.1)
+    assert by_config.loc["D", "p_t"] == pytest.approx(stats.ttest_1samp([0.4, -0.2], 0).pvalue)
     repeated = pd.concat([coded, coded.iloc[:1]])
     with pytest.raises(DataError, match="appears more than once"):
         compare(repeated, [RERANK], seed=0, trials=10)
@@ -347,20 +349,22 @@ def test_categorical_keys_compare_as_the_plain_frame_does() -> None:
         compare(pd.concat([plain, plain.iloc[:1]]), [RERANK], seed=0, trials=10)
 
 
-def test_a_missing_round_is_left_to_the_unstack() -> None:
-    """A nullable integer round holding NA: the unstack orders its rows first, which the
-    codes' sorted rounds would not; the coded path steps aside for it, as for a missing
-    category."""
-    coded = toy(THREE)
-    missing = (coded["config_id"] == "A") & (coded["query_id"] == "q3")
-    coded["round"] = pd.array([pd.NA if m else 1 for m in missing], "Int64")
-    for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
-        coded[column] = pd.Categorical(coded[column])
-    assert _coded_wide(coded, RERANK.paired) is None
-    wide = _wide(coded, RERANK.paired)
-    assert isinstance(wide, pd.DataFrame)
-    rows = wide.index.to_frame(index=False)
-    assert rows["config_id"].astype(str).tolist()[:4] == ["A"] * 4
-    assert rows["query_id"].astype(str).tolist()[:4] == ["q3", "q1", "q2", "q4"]  # NA first
-    assert rows["round"].isna().tolist() == [True] + [False] * 9
-    assert _coded_wide(coded[~missing], RERANK.paired) is not None  # no NA: by codes
+@pytest.mark.parametrize("categorical", [False, True])
+def test_a_missing_key_is_a_one_line_error(categorical: bool) -> None:
+    """A compared row without a round (a nullable integer's NA) or a config cannot be put in
+    any comparison row: one line names the key, plain or categorical alike."""
+    frame = toy(THREE)
+    missing = (frame["config_id"] == "A") & (frame["query_id"] == "q3")
+    frame["round"] = pd.array([pd.NA if m else 1 for m in missing], "Int64")
+    if categorical:
+        for column in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure"):
+            frame[column] = pd.Categorical(frame[column])
+    with pytest.raises(
+        DataError, match=r"^per_query\.csv: a row of a compared stage has no round$"
+    ):
+        compare(frame, [RERANK], seed=0, trials=10)
+    frame["round"] = 1
+    frame["config_id"] = frame["config_id"].where(~missing)
+    with pytest.raises(DataError, match=r"has no config_id$"):
+        compare(frame, [RERANK], seed=0, trials=10)
+    assert len(compare(frame[~missing], [RERANK], seed=0, trials=10).rows) == 3

@@ -116,8 +116,7 @@ def randomization_seed(seed: int, policy: str, n: int) -> int:
 class _Wide:
     """What ``set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")`` gives, by
     codes: one row per (KEYS, query_id) of the compared stages, in the index order the
-    unstack sorts them to (each key's category order, ``round`` ascending), without its
-    MultiIndex (a sweep's: ~70 MB at the tail's peak, and a second sort)."""
+    unstack sorts them to, without its MultiIndex."""
 
     #: per row: the KEYS and query_id columns of its first row in ``per_query``
     rows: pd.DataFrame
@@ -127,18 +126,6 @@ class _Wide:
     values: dict[str, npt.NDArray[np.float64]]
 
 
-def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> pd.DataFrame | _Wide:
-    coded = _coded_wide(per_query, stages)
-    if coded is not None:
-        return coded
-    frame = per_query[per_query["stage"].isin(list(stages))]
-    try:
-        wide = frame.set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")
-    except ValueError as exc:
-        raise _duplicate(exc) from exc
-    return wide
-
-
 def _duplicate(exc: object) -> DataError:
     return DataError(
         "per_query.csv: a (config_id, policy, query_id, round, stage, eval_mode, measure) "
@@ -146,50 +133,44 @@ def _duplicate(exc: object) -> DataError:
     )
 
 
-def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
-    """:class:`_Wide` when every key but ``round`` (an integer) is a categorical, and no key
-    has a missing value; else None (the unstack then). Rows ordered as the unstack orders them:
-    by each key's level codes, where a categorical's level is its categories when all are
-    used and else its used values in the order first met (``MultiIndex.remove_unused_levels``
-    keeps that order), and ``round``'s its sorted values."""
+def _level_codes(values: pd.Series, chosen: _Ints) -> tuple[_Ints, int]:
+    """The chosen rows' codes of one key, numbered as the unstack's index levels number them:
+    a categorical's categories when all are used, else its used values in the order first
+    met (``MultiIndex.remove_unused_levels``); any other column's sorted values."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()[chosen].astype(np.int64)
+        size = len(values.cat.categories)
+        if len(codes) and codes.min() >= 0 and (np.bincount(codes, minlength=size) == 0).any():
+            codes = pd.factorize(codes)[0].astype(np.int64)
+    else:
+        codes, levels = pd.factorize(values.iloc[chosen], sort=True)
+        codes, size = codes.astype(np.int64), len(levels)
+    if len(codes) and codes.min() < 0:
+        raise DataError(f"per_query.csv: a row of a compared stage has no {values.name}")
+    return codes, max(size, 1)
+
+
+def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide:
+    """:class:`_Wide` of ``per_query``'s rows of ``stages``."""
     columns = [*KEYS, "query_id"]
-    if not all(c in per_query for c in (*columns, "stage", "value")):
-        return None
     stage = per_query["stage"]
-    if not isinstance(stage.dtype, pd.CategoricalDtype):
-        return None
-    names = stage.cat.categories.astype(str).tolist()
+    if isinstance(stage.dtype, pd.CategoricalDtype):
+        stage_codes, names = stage.cat.codes.to_numpy(), stage.cat.categories.astype(str)
+    else:
+        stage_codes, names = pd.factorize(stage)
     # each row's position among ``stages`` (a stage named twice: its first), −1 elsewhere
     wanted = {name: i for i, name in reversed(list(enumerate(stages)))}
     stage_of = np.array([wanted.get(n, -1) for n in names] + [-1], dtype=np.int64)
-    column = stage_of[stage.cat.codes.to_numpy()]
+    column = stage_of[stage_codes]
     chosen = np.flatnonzero(column >= 0)
     key = np.zeros(len(chosen), dtype=np.int64)
-    space = 1
+    space = size = 1
     for name in columns:
-        values = per_query[name]
-        if isinstance(values.dtype, pd.CategoricalDtype):
-            codes = values.cat.codes.to_numpy()[chosen].astype(np.int64)
-            size = len(values.cat.categories)
-            if len(codes) and codes.min() < 0:
-                return None
-            if len(codes) and (np.bincount(codes, minlength=size) == 0).any():
-                # a level with unused values: the unstack's remove_unused_levels numbers
-                # the used ones in the order first met (pandas' algos.unique), not by code
-                codes = pd.factorize(codes)[0].astype(np.int64)
-        elif name == "round" and pd.api.types.is_integer_dtype(values.dtype):
-            picked = values.iloc[chosen]
-            if picked.hasnans:  # a nullable integer's NA: the unstack orders it first
-                return None
-            levels, codes = np.unique(picked.to_numpy(), return_inverse=True)
-            codes, size = codes.astype(np.int64).ravel(), len(levels)
-        else:
-            return None
-        space *= max(size, 1)
-        if space >= 1 << 62 or (len(codes) and codes.min() < 0):
-            return None
+        codes, size = _level_codes(per_query[name], chosen)
+        space *= size
+        if space >= 1 << 62:
+            raise DataError("per_query.csv: too many distinct keys to compare")
         key = key * size + codes
-    queries = max(len(per_query["query_id"].cat.categories), 1)
     order = np.argsort(key, kind="stable")
     key = key[order]
     new = np.empty(len(key), dtype=bool)
@@ -197,18 +178,16 @@ def _coded_wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide | None:
     np.not_equal(key[1:], key[:-1], out=new[1:])
     row = np.cumsum(new) - 1  # each chosen row's wide row, in sorted order
     starts = np.flatnonzero(new)
-    where = column[chosen][order]
-    cell = row * len(stages) + where
+    cell = row * len(stages) + column[chosen][order]
     if len(cell) and np.bincount(cell).max() > 1:  # a (row, stage) twice: counted, not sorted
         raise _duplicate("Index contains duplicate entries, cannot reshape")
     value = per_query["value"].to_numpy(np.float64)[chosen][order]
     matrix = np.full((len(starts), len(stages)), np.nan)
     matrix.reshape(-1)[cell] = value
-    firsts = chosen[order[starts]]
-    rows = per_query.iloc[firsts][columns].reset_index(drop=True)
+    rows = per_query.iloc[chosen[order[starts]]][columns].reset_index(drop=True)
     return _Wide(
         rows,
-        key[starts] // queries,
+        key[starts] // size,  # the last key is query_id's
         {name: matrix[:, i].copy() for i, name in enumerate(stages) if wanted[name] == i},
     )
 
@@ -236,28 +215,8 @@ class _Pairs:
     means: dict[str, npt.NDArray[np.float64]]  # per row: the mean of each paired stage
 
 
-def _pairs(wide: pd.DataFrame | _Wide, comparison: Comparison) -> _Pairs | None:
-    if isinstance(wide, _Wide):
-        return _coded_pairs(wide, comparison)
-    if not set(comparison.paired) <= set(wide.columns):
-        return None
-    sub = wide[list(comparison.paired)].dropna()
-    if sub.empty:
-        return None
-    index = sub.index.to_frame(index=False)
-    grouped = index.groupby(list(KEYS), observed=True, sort=False).ngroup()
-    code = np.asarray(grouped, dtype=np.int64)
-    first = np.unique(code, return_index=True)[1]
-    keys = index.iloc[first][list(KEYS)].reset_index(drop=True)
-    diff = (sub[comparison.stage] - sub[comparison.reference]).to_numpy(np.float64, copy=True)
-    diff[np.abs(diff) <= TIE] = 0.0
-    n = np.bincount(code).astype(np.float64)
-    means = {s: np.bincount(code, sub[s].to_numpy(np.float64)) / n for s in comparison.paired}
-    return _Pairs(comparison, keys, code, _query_order(index["query_id"]), diff, means)
-
-
-def _coded_pairs(wide: _Wide, comparison: Comparison) -> _Pairs | None:
-    """:func:`_pairs` of a :class:`_Wide`: the same rows, in the same order, so the same sums."""
+def _pairs(wide: _Wide, comparison: Comparison) -> _Pairs | None:
+    """The rows of ``wide`` holding every stage of ``comparison.paired``; None without any."""
     if not set(comparison.paired) <= set(wide.values):
         return None
     kept = np.ones(len(wide.key), dtype=bool)
