@@ -61,9 +61,10 @@ def test_simulator_answers_every_recorded_request_byte_for_byte(name: str) -> No
 
 def test_a_cassette_is_parsed_once_per_process() -> None:
     store = CassetteStore(ROOT / "cassettes" / "cranfield", on_miss=OnMiss.ERROR)
-    first = store.cassette("1")
-    assert store.cassette("1") is first
-    request = httpx.Request("GET", first.requests[0].uri)
+    first = store.replies("1")
+    assert store.replies("1") is first
+    method, path, query = next(iter(first))
+    request = httpx.Request(method, f"http://replay.test{path}", params=query)
     assert store.answer("1", request).status_code == 200
     assert store.answer("1", request).status_code == 200  # replays repeat
     assert store.counts["replayed"] == 2

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.params import require_weights, scale_free
+from evidence_bench.engine.ranking import marked_positions
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, renumber
@@ -329,14 +330,7 @@ class LiveFetchRanker:
         if not feedback:
             return list(base)
         sims = _similarities(self.analyzer, texts)
-        pull: list[int] = []
-        push: list[int] = []
-        for i, item in enumerate(candidates):
-            label = feedback.get(item.key)
-            if label is not None and label.polarity > 0:
-                pull.append(i)
-            elif label is not None and label.polarity < 0:
-                push.append(i)
+        pull, push = marked_positions([item.key for item in candidates], feedback)
         if not pull and not push:
             return list(base)
         # Rocchio (1971) on the relevance score: alpha·R + beta·mean sim(pull) −

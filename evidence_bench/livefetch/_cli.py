@@ -113,27 +113,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the reference date of freshness, ISO-8601 (now)",
     )
     parser.add_argument("--no-quotes", action="store_true", help="do not select quotes")
-    parser.add_argument(
-        "--allow-domain",
-        action="append",
-        default=[],
-        metavar="DOMAIN",
-        help="keep only pages on DOMAIN or its subdomains (repeatable)",
-    )
-    parser.add_argument(
-        "--deny-domain",
-        action="append",
-        default=[],
-        metavar="DOMAIN",
-        help="drop pages on DOMAIN or its subdomains (repeatable)",
-    )
-    parser.add_argument(
-        "--feed",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="an RSS or Atom feed to read in --mode rss (repeatable)",
-    )
+    for flag, metavar, what in (
+        ("--allow-domain", "DOMAIN", "keep only pages on DOMAIN or its subdomains"),
+        ("--deny-domain", "DOMAIN", "drop pages on DOMAIN or its subdomains"),
+        ("--feed", "URL", "an RSS or Atom feed to read in --mode rss"),
+    ):
+        parser.add_argument(
+            flag, action="append", default=[], metavar=metavar, help=f"{what} (repeatable)"
+        )
     parser.add_argument(
         "--discovery",
         choices=("auto", "brave", "ddgs"),

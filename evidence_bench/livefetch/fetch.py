@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -31,6 +30,7 @@ from evidence_bench.web.fetch import (
     Limits,
     afetch,
     html_failure,
+    url_host,
 )
 from evidence_bench.web.fetch import Answer as FetchedPage
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, AsyncGuardedTransport
@@ -53,13 +53,6 @@ MAX_BYTES = Limits().max_bytes
 MAX_REDIRECTS = Limits().max_redirects
 
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
-
-
-def _host(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return ""
 
 
 def _check(response: httpx.Response) -> FetchFailure | None:
@@ -112,7 +105,7 @@ class PageFetcher:
 
     async def fetch(self, url: str) -> FetchedPage | FetchFailure:
         """The page at ``url``, or why not."""
-        async with self._overall, self._hosts[_host(url)]:
+        async with self._overall, self._hosts[url_host(url)]:
             answer = await afetch(
                 self._client,
                 url,

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -66,6 +65,7 @@ from evidence_bench.livefetch.records import (
     ScoreBreakdown,
 )
 from evidence_bench.web.bounded import read_page_bounded
+from evidence_bench.web.fetch import url_host
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy
 from evidence_bench.web.page_text import MAX_CHARS, clip_text, require_pages
 
@@ -83,10 +83,7 @@ def _utc(moment: datetime) -> datetime:
 
 
 def _host(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").lower().rstrip(".")
-    except ValueError:
-        return ""
+    return url_host(url).rstrip(".")
 
 
 def default_discovery(

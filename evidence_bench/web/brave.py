@@ -39,7 +39,7 @@ from evidence_bench.evidence import (
     normalize_text,
     validate_query,
 )
-from evidence_bench.web.fetch import Answer, Limits, Refused, get
+from evidence_bench.web.fetch import Answer, Limits, Refused, get, url_host
 from evidence_bench.web.guard import ANY_ADDRESS, GuardedTransport
 
 __all__ = [
@@ -416,7 +416,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         rank,
         _page_age(page_age),
         age or "",
-        hostname or _host(url),
+        hostname or url_host(url),
         language or "",
         (),
         canonical_url(url),
@@ -449,7 +449,7 @@ def _checked_evidence(item: Mapping[str, object], path: str, where: str, rank: i
         rank=rank,
         page_age=_page_age(_optional(item, "page_age", str, path, where)),
         age=_optional(item, "age", str, path, where) or "",
-        domain=hostname or _host(url),
+        domain=hostname or url_host(url),
         language=_optional(item, "language", str, path, where) or "",
         extra_snippets=tuple(snippets),
     )
@@ -467,13 +467,6 @@ def _page_age(value: str | None) -> datetime | None:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
-
-
-def _host(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 def _optional(

@@ -50,6 +50,7 @@ __all__ = [
     "fetch",
     "get",
     "html_failure",
+    "url_host",
 ]
 
 #: Requests in flight at once, and to one host, of a fetcher of many pages (LiveFetch's,
@@ -62,6 +63,14 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: Media types read as HTML.
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)", re.I | re.S)
+
+
+def url_host(url: str) -> str:
+    """``url``'s host, lowercase ("" when it has none or does not parse)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
 
 
 def html_failure(

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -53,7 +52,14 @@ from evidence_bench.web.bounded import read_page_bounded
 from evidence_bench.web.cassette_manifest import RECORD_COMMAND, find_manifest, read_page_entry
 from evidence_bench.web.cassettes import OnMiss, holds_secret, refuse_secrets
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST, Limits, fetch, html_failure
+from evidence_bench.web.fetch import (
+    MAX_CONCURRENCY,
+    PER_HOST,
+    Limits,
+    fetch,
+    html_failure,
+    url_host,
+)
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
 from evidence_bench.web.page_text import ExtractedPage, read_page
 from evidence_bench.web.pages import STALL_HEADER
@@ -75,7 +81,6 @@ PAGES_NAME = "@pages.json"
 FORMAT = 1
 #: A page body larger than this is not read (recorded as ``too_large``).
 MAX_BODY_BYTES = 5_000_000
-MAX_REDIRECTS = 5
 USER_AGENT = "evidence_bench-page-recorder/1 (+offline relevance-feedback benchmark)"
 
 
@@ -156,7 +161,7 @@ def fetch_page(
     timeout_s: float = 5.0,
     policy: AddressPolicy = ANY_ADDRESS,
 ) -> PageRecord:
-    """GET ``url`` through ``client`` by the guarded GET: at most :data:`MAX_REDIRECTS`
+    """GET ``url`` through ``client`` by the guarded GET: at most five
     redirects, :data:`MAX_BODY_BYTES` decoded, ``timeout_s`` for the whole request, every
     hop under ``policy`` (the default admits the simulator's own addresses; ``record``
     passes the run's policy for the open web). A failure is recorded, never raised (one
@@ -165,7 +170,7 @@ def fetch_page(
     answer = fetch(
         client,
         url,
-        limits=Limits(timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES, max_redirects=MAX_REDIRECTS),
+        limits=Limits(timeout_s=timeout_s, max_bytes=MAX_BODY_BYTES),
         policy=policy,
         headers={"User-Agent": USER_AGENT},
     )
@@ -284,23 +289,16 @@ class LivePages:
         however they finish."""
         if len(urls) <= 1 or self._concurrency == 1:
             return [self._fetch(url) for url in urls]
-        for host in {_host(url) for url in urls} - self._hosts.keys():
+        for host in {url_host(url) for url in urls} - self._hosts.keys():
             self._hosts[host] = threading.BoundedSemaphore(self._per_host)
         with ThreadPoolExecutor(min(self._concurrency, len(urls))) as pool:
             return list(pool.map(self._fetch, urls))
 
     def _fetch(self, url: str) -> tuple[PageRecord, float]:
-        with self._hosts.get(_host(url)) or contextlib.nullcontext():
+        with self._hosts.get(url_host(url)) or contextlib.nullcontext():
             started = time.monotonic()
             record = fetch_page(self._client, url, timeout_s=self._timeout_s, policy=self._policy)
             return record, time.monotonic() - started
-
-
-def _host(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").lower()
-    except ValueError:  # (fetch_page records it as invalid_url)
-        return ""
 
 
 def read_page_cassette(path: Path) -> tuple[dict[str, Any], dict[str, PageRecord]]:
