@@ -776,12 +776,12 @@ def test_gate_options_go_with_update_only(toy_run: Path, baseline: Path) -> None
 def test_a_bug_is_exit_2_never_1(
     toy_run: Path, baseline: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
-    import evidence_bench.gate._cli as cli
+    import evidence_bench.gate._compare as compare_module
 
     def broken(*args: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(cli, "compare", broken)
+    monkeypatch.setattr(compare_module, "compare", broken)
     code, _out, err = check(toy_run, baseline, capsys)
     assert code == 2
     assert err.strip().splitlines()[-1] == (

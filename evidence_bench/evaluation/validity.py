@@ -2,46 +2,11 @@
 
 A run's conclusion is an ordering: settings (a config and a feedback stage) ranked by the
 gain attributable to feedback, ``stage − control`` per query (:data:`BASELINES`), averaged
-over the queries every setting keeps (as the report's best setting is chosen). This module
-asks how much that ordering depends on what the simulation chose:
-
-- :func:`agreements`: Kendall's τ-b between two orderings of the same settings, for every
-  pair of users, of seeds of one user, and of evaluation modes, with the pairs of settings
-  whose order flips;
-- :func:`variance_components`: in a run over several seeds, how the variance of the
-  per-query gain splits between queries, the user's randomness (seed) and configs, by
-  the sums of squares of a fully crossed three-way layout;
-- :func:`budget_curve`: the gain against the judgment budget (how many results the user
-  examines per round), with 95% t intervals, and where a larger budget stops paying;
-- :func:`robustness`: whether the best setting comes first in every one of those
-  orderings.
-
-Kendall's τ-b (Kendall 1945, "The treatment of ties in ranking problems", Biometrika 33;
-the variant :func:`scipy.stats.kendalltau` computes by default): over the n(n−1)/2 pairs
-of n settings, with n_c concordant and n_d discordant pairs, n_1 pairs tied in the first
-ordering and n_2 in the second (a pair tied in both counts in each),
-
-    τ_b = (n_c − n_d) / √((n_0 − n_1)(n_0 − n_2)),   n_0 = n(n−1)/2.
-
-Gains within :data:`TIE` of each other are tied. τ_b is undefined (NaN) when either
-ordering ties every pair. A discordant pair is a *flip*: one ordering puts A above B, the
-other B above A.
-
-The variance decomposition is the analysis of variance of a balanced, fully crossed
-layout with one observation per cell (Fisher 1925; Montgomery, *Design and Analysis of
-Experiments*, 8th ed., §5.4: the three-factor factorial; in IR, Banks, Over & Zhang 1999
-and Ferro & Silvello 2016 split system scores this way). For factors config (a levels),
-seed (b) and query (c) with grand mean ȳ, each effect is the inclusion–exclusion of the
-marginal means of its factors, e.g.
-
-    SS_config       = b·c · Σ_i (ȳ_i·· − ȳ)²
-    SS_config×query = b · Σ_ik (ȳ_i·k − ȳ_i·· − ȳ_··k + ȳ)²
-    SS_residual     = SS_total − (every main effect and two-way interaction),
-
-with degrees of freedom Π (levels − 1) over the effect's factors. A source's share is
-SS_source / SS_total (η²). The three-way interaction is the residual: with one gain per
-(config, seed, query) it cannot be told apart from noise. Only queries scored for every
-(config, seed) enter, so the layout is balanced and the shares add up to 1.
+over the queries every setting keeps. :func:`agreements` compares two orderings by
+Kendall's τ-b and lists the pairs that flip, :func:`variance_components` splits the
+per-query gain's variance between queries, seeds and configs, :func:`budget_curve` plots
+the gain against the judgment budget, and :func:`robustness` says whether the best setting
+comes first in every ordering (docs/concepts/validity.rst).
 """
 
 from __future__ import annotations
@@ -395,10 +360,11 @@ def _tau(sx: npt.NDArray[np.int8], sy: npt.NDArray[np.int8]) -> float:
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's τ-b of two paired score lists (module docstring); values within
-    :data:`TIE` are tied. NaN when fewer than two items or either list ties every pair.
-    Over every pair at once (numpy): a sweep's panel compares a hundred settings a dozen
-    times."""
+    """Kendall's τ-b of two paired score lists (Kendall 1945; :func:`scipy.stats.kendalltau`'s
+    default): over the n_0 = n(n−1)/2 pairs, with n_c concordant, n_d discordant, n_1 and n_2
+    tied in the first and the second list, τ_b = (n_c − n_d) / √((n_0 − n_1)(n_0 − n_2)).
+    Values within :data:`TIE` are tied. NaN when fewer than two items or either list ties
+    every pair."""
     if len(x) != len(y):
         raise ValueError(f"orderings differ in length: {len(x)} and {len(y)}")
     return _tau(_pair_signs(x), _pair_signs(y))
@@ -534,10 +500,12 @@ def agreements(
 
 
 def sums_of_squares(cube: npt.ArrayLike, factors: Sequence[str]) -> pd.DataFrame:
-    """The ANOVA table of a balanced, fully crossed layout with one value per cell (module
-    docstring): one row per main effect and interaction (``a × b``), the interaction of all
-    factors as ``residual``, then ``total``; columns ``source``, ``df``, ``ss``, ``share``
-    (SS / SS_total; NaN when the values do not vary)."""
+    """The ANOVA table of a balanced, fully crossed layout with one value per cell
+    (Montgomery, *Design and Analysis of Experiments*, §5.4): each effect's SS is the
+    inclusion–exclusion of its factors' marginal means (SS_a = b·c·Σ_i (ȳ_i·· − ȳ)²), its
+    df the product of (levels − 1). One row per main effect and interaction (``a × b``),
+    the interaction of all factors as ``residual``, then ``total``; columns ``source``,
+    ``df``, ``ss``, ``share`` (SS / SS_total, η²; NaN when the values do not vary)."""
     values = np.asarray(cube, dtype=np.float64)
     if values.ndim != len(factors):
         raise ValueError(f"a {values.ndim}-way table needs {values.ndim} factor names")

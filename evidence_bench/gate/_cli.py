@@ -17,7 +17,6 @@ from evidence_bench.errors import DataError, EvidenceBenchError, RegressionError
 
 if TYPE_CHECKING:
     from evidence_bench.gate._baseline import Baseline
-    from evidence_bench.gate._compare import Check
     from evidence_bench.gate._run import RunFacts
 
 __all__ = ["main", "warnings_for"]
@@ -65,13 +64,6 @@ def warnings_for(run: RunFacts, baseline: Baseline) -> list[str]:
             f"gates {', '.join(baseline.gate.measures)} (--update --measures to change it)"
         )
     return notes
-
-
-def compare(run: RunFacts, baseline: Baseline) -> list[Check]:
-    """:func:`evidence_bench.gate._compare.compare`, imported when a run is checked."""
-    from evidence_bench.gate._compare import compare as checks
-
-    return checks(run, baseline)
 
 
 def _names(text: str) -> list[str]:
@@ -192,7 +184,13 @@ def _update(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from evidence_bench.gate._baseline import load_baseline
-    from evidence_bench.gate._compare import Role, format_moved, format_table, summary_line
+    from evidence_bench.gate._compare import (
+        Role,
+        compare,
+        format_moved,
+        format_table,
+        summary_line,
+    )
     from evidence_bench.gate._run import read_run
 
     baseline = load_baseline(args.baseline)

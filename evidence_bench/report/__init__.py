@@ -5,15 +5,14 @@
 plain-text table printed at the end of a run. ``analyze`` computes the tables once so a caller
 can pass the result to both.
 
-The names are imported when first used (PEP 562), so importing one module of the package
-(``report.terminal`` to print a run's summary, say) does not load the templates, the charts and the
-statistics with it.
+The names are imported when first used (:mod:`evidence_bench._lazy`), so importing one
+module of the package (``report.terminal``, say) does not load the templates, the charts and
+the statistics with it.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from evidence_bench._lazy import attach
 
 if TYPE_CHECKING:
     from evidence_bench.report.page import render_report
@@ -32,25 +31,14 @@ __all__ = [
     "summary_table",
 ]
 
-_HOMES = {
-    "Analysis": f"{__name__}.tables",
-    "RunData": "evidence_bench.runs.data",
-    "analyze": f"{__name__}.tables",
-    "gather_multirun": f"{__name__}.render",
-    "load_run": "evidence_bench.runs.data",
-    "render_report": f"{__name__}.page",
-    "summary_table": f"{__name__}.terminal",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = attach(
+    __name__,
+    {
+        "evidence_bench.report.page": ["render_report"],
+        "evidence_bench.report.render": ["gather_multirun"],
+        "evidence_bench.report.tables": ["Analysis", "analyze"],
+        "evidence_bench.report.terminal": ["summary_table"],
+        "evidence_bench.runs.data": ["RunData", "load_run"],
+    },
+)
+del TYPE_CHECKING, attach

@@ -23,7 +23,7 @@ candidate (Bonferroni; Dunn 1961), not the plain 95% interval a pre-chosen setti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -47,7 +47,6 @@ __all__ = [
     "Best",
     "Verdict",
     "analyze",
-    "exclusions",
     "oracle_shares",
     "query_deltas",
     "rounds_means",
@@ -266,6 +265,18 @@ def _summary(data: RunData, frame: pd.DataFrame, trials: int) -> tuple[pd.DataFr
     return _sorted(data, table), result
 
 
+def _in_run_order(
+    table: pd.DataFrame, order: Mapping[str, Sequence[str]], by: Sequence[str]
+) -> pd.DataFrame:
+    """``table``'s rows sorted by ``by``: each column of ``order`` by the position of its
+    value there (its first), ``round`` by its value."""
+    rank = pd.DataFrame(
+        {c: table[c].map({v: i for i, v in enumerate(dict.fromkeys(o))}) for c, o in order.items()}
+    )
+    rank["round"] = table["round"]
+    return table.loc[rank.sort_values(list(by)).index].reset_index(drop=True)
+
+
 def _sorted(data: RunData, table: pd.DataFrame) -> pd.DataFrame:
     order = {
         "config_id": list(data.configs["config_id"]),
@@ -273,12 +284,7 @@ def _sorted(data: RunData, table: pd.DataFrame) -> pd.DataFrame:
         "stage": [*data.stages, *BASELINES],
         "measure": list(data.settings.measures),
     }
-    sort_keys = pd.DataFrame(
-        {c: table[c].map({v: i for i, v in enumerate(dict.fromkeys(o))}) for c, o in order.items()}
-    )
-    sort_keys["round"] = table["round"]
-    ordered = sort_keys.sort_values(["measure", "round", "config_id", "policy", "stage"]).index
-    return table.loc[ordered].reset_index(drop=True)
+    return _in_run_order(table, order, ["measure", "round", "config_id", "policy", "stage"])
 
 
 def summary_rows(data: RunData, *, trials: int = MIN_TRIALS) -> pd.DataFrame:
@@ -372,6 +378,11 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
 
 
 def _exclusions(data: RunData, frame: pd.DataFrame) -> pd.DataFrame:
+    """Per round: the fewest and most queries left out of ``frame`` (the primary mode), over
+    configs × users. A query is left out of a round when it has a round-0 score but no score
+    for the initial ranking of that round: in residual evaluation, no relevant document is
+    left unseen. Round 0 counts the queries of queries.csv that have no score at all (no
+    relevant judgment)."""
     frame = frame[
         (frame["stage"] == "initial") & (frame["measure"] == data.settings.primary_measure)
     ]
@@ -388,16 +399,6 @@ def _exclusions(data: RunData, frame: pd.DataFrame) -> pd.DataFrame:
                 {"round": int(round_), "min": int(missing.min()), "max": int(missing.max())}
             )
     return pd.DataFrame(rows, columns=["round", "min", "max"])
-
-
-def exclusions(data: RunData) -> pd.DataFrame:
-    """Per round: the fewest and most queries left out at the primary mode, over configs × users.
-
-    A query is left out of a round when it has a round-0 score but no score for the initial
-    ranking of that round: in residual evaluation, no relevant document is left unseen. Round 0
-    counts the queries of queries.csv that have no score at all (no relevant judgment).
-    """
-    return _exclusions(data, _primary(data))
 
 
 _DELTA_COLUMNS = [
@@ -616,12 +617,7 @@ def oracle_shares(data: RunData) -> pd.DataFrame:
         "policy": list(data.policies),
         "stage": list(BASELINES),
     }
-    rank = pd.DataFrame(
-        {c: shares[c].map({v: i for i, v in enumerate(o)}) for c, o in order.items()}
-    )
-    rank["round"] = shares["round"]
-    ordered = rank.sort_values(["config_id", "round", "policy", "stage"]).index
-    return shares.loc[ordered].reset_index(drop=True)
+    return _in_run_order(shares, order, ["config_id", "round", "policy", "stage"])
 
 
 def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
