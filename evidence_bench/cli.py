@@ -27,7 +27,7 @@ from evidence_bench.evidence import Evidence, canonical_url
 from evidence_bench.web.brave import BraveProvider
 
 if TYPE_CHECKING:
-    from evidence_bench.livefetch import PacketSet
+    from evidence_bench.livefetch import EvidencePacket, FetchFailure, PacketSet
 
 __all__ = ["main"]
 
@@ -97,18 +97,39 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _render(results: Sequence[Evidence]) -> str:
+def _render(results: Sequence[Evidence], fetched: PacketSet | None = None) -> str:
     """The numbered text listing: title, then URL and snippet indented (no snippet line when
-    the result has none)."""
+    the result has none); with ``fetched``, the page's date and quotes in place of the
+    snippet, or why the page was not read."""
     if not results:
         return "No results.\n"
+    packets, failures = _by_key(fetched)
     lines: list[str] = []
     for position, item in enumerate(results, start=1):
-        lines.append(f"{position}. {item.title or '(no title)'}")
-        lines.append(f"   {item.url}")
-        if item.snippet:
-            lines.append(f"   {item.snippet}")
+        lines += [f"{position}. {item.title or '(no title)'}", f"   {item.url}"]
+        snippet = [f"   {item.snippet}"] if item.snippet else []
+        packet, failure = packets.get(item.key), failures.get(item.key)
+        if packet is not None:
+            published = packet.published_at
+            lines.append(f"   date: {published.date().isoformat() if published else 'unknown'}")
+            quotes = [f"   > {quote}" for quote in packet.quotes]
+            lines += quotes or snippet or ["   (no supporting sentence)"]
+            continue
+        if failure is not None:
+            detail = f" ({failure.detail})" if failure.detail else ""
+            lines.append(f"   page not read: {failure.reason.value}{detail}")
+        lines += snippet
     return printable("\n".join(lines) + "\n")
+
+
+def _by_key(
+    fetched: PacketSet | None,
+) -> tuple[dict[str, EvidencePacket], dict[str, FetchFailure]]:
+    """The packets and the failures of ``fetched``, by canonical URL."""
+    if fetched is None:
+        return {}, {}
+    packets = {packet.url: packet for packet in fetched.packets}
+    return packets, {canonical_url(failure.url): failure for failure in fetched.failures}
 
 
 def _fetch_pages(
@@ -135,38 +156,8 @@ def _fetch_pages(
         return lf.run_sync(intent)
 
 
-def _render_fetched(results: Sequence[Evidence], fetched: PacketSet) -> str:
-    """The numbered listing, each result followed by its page's date and quotes (or why
-    its page was not read)."""
-    if not results:
-        return "No results.\n"
-    packets = {packet.url: packet for packet in fetched.packets}
-    failures = {canonical_url(failure.url): failure for failure in fetched.failures}
-    lines: list[str] = []
-    for position, item in enumerate(results, start=1):
-        lines.append(f"{position}. {item.title or '(no title)'}")
-        lines.append(f"   {item.url}")
-        packet = packets.get(item.key)
-        failure = failures.get(item.key)
-        if packet is not None:
-            published = packet.published_at
-            lines.append(f"   date: {published.date().isoformat() if published else 'unknown'}")
-            lines += [f"   > {quote}" for quote in packet.quotes] or [
-                f"   {item.snippet}" if item.snippet else "   (no supporting sentence)"
-            ]
-        elif failure is not None:
-            detail = f" ({failure.detail})" if failure.detail else ""
-            lines.append(f"   page not read: {failure.reason.value}{detail}")
-            if item.snippet:
-                lines.append(f"   {item.snippet}")
-        elif item.snippet:
-            lines.append(f"   {item.snippet}")
-    return printable("\n".join(lines) + "\n")
-
-
 def _fetched_json(results: Sequence[Evidence], fetched: PacketSet) -> list[dict[str, object]]:
-    packets = {packet.url: packet for packet in fetched.packets}
-    failures = {canonical_url(failure.url): failure for failure in fetched.failures}
+    packets, failures = _by_key(fetched)
     rows: list[dict[str, object]] = []
     for item in results:
         packet = packets.get(item.key)
@@ -298,9 +289,7 @@ def _main(argv: list[str] | None) -> int:
         )
         sys.stdout.write(json_text(rows) + "\n")
     else:
-        sys.stdout.write(
-            _render_fetched(results, fetched) if fetched is not None else _render(results)
-        )
+        sys.stdout.write(_render(results, fetched))
     return 0
 
 

@@ -126,10 +126,10 @@ def experiment_list(config_dir: str | Path | None = None, *, width: int = 100) -
     """``experiments (DIRS):`` and one entry per experiment with its description, wrapped
     to ``width``: the shipped ones and a user's own (:func:`~evidence_bench.experiment.
     catalog.experiments`)."""
-    from evidence_bench.experiment.catalog import experiments, search_dirs
+    from evidence_bench.experiment.catalog import experiments, search_dirs, shown
 
     found = experiments(config_dir)
-    dirs = ", ".join(str(_shown(d / "experiment")) for d in search_dirs(config_dir))
+    dirs = ", ".join(str(shown(d / "experiment")) for d in search_dirs(config_dir))
     pad = max((len(e.name) for e in found), default=0) + 4
     lines = [f"experiments ({dirs}):"]
     for experiment in found:
@@ -141,14 +141,6 @@ def experiment_list(config_dir: str | Path | None = None, *, width: int = 100) -
             subsequent_indent=" " * pad,
         )
     return "\n".join(lines) + "\n"
-
-
-def _shown(path: Path) -> Path:
-    """``path`` relative to the working directory where it is inside it."""
-    try:
-        return path.relative_to(Path.cwd())
-    except ValueError:
-        return path
 
 
 def usage(config_dir: str | Path | None = None) -> str:

@@ -14,7 +14,6 @@ import re
 import textwrap
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from evidence_bench._doc_comments import field_comments
@@ -95,7 +94,7 @@ def experiment_help(
     its main knobs with their values."""
     from evidence_bench.commands._hydra import one_line
     from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.catalog import experiments
+    from evidence_bench.experiment.catalog import experiments, shown
     from evidence_bench.experiment.config import check_config, compose
 
     try:
@@ -120,7 +119,7 @@ def experiment_help(
         + (" [--force]" if command == "record" else ""),
         "",
         *textwrap.wrap(f"{name}: {description}", _WIDTH),
-        *([f"({_relative(path)})"] if path else []),
+        *([f"({shown(path)})"] if path else []),
         "",
         "main knobs (override as key=value; key=a,b --multirun sweeps them):",
         *(line for row, text in rows for line in _knob(row, text)),
@@ -161,13 +160,6 @@ def _knob(row: str, text: str) -> list[str]:
     return textwrap.wrap(text, _WIDTH, initial_indent=first, subsequent_indent=indent) or [
         first.rstrip()
     ]
-
-
-def _relative(path: Path) -> Path:
-    try:
-        return path.relative_to(Path.cwd())
-    except ValueError:
-        return path
 
 
 def _lookup(cfg: Mapping[str, Any], key: str) -> Any:

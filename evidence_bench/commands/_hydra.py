@@ -1,9 +1,5 @@
 """Hydra for ``run`` and ``record``: one-line errors for a bad override, every job of a
-multirun checked before the first runs.
-
-``__main__``-level wiring only: the task functions (:mod:`evidence_bench.commands.run`) hand
-their resolved config to the plain functions that do the work.
-"""
+multirun checked before the first runs."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from typing import Any
 
 from evidence_bench.commands._common import fail
 
-__all__ = ["collecting", "config_dir_option", "hydra_task", "one_line", "resolved"]
+__all__ = ["collecting", "config_dir_option", "hydra_task", "one_line"]
 
 
 def one_line(exc: BaseException) -> str:
@@ -39,14 +35,9 @@ def one_line(exc: BaseException) -> str:
 
 
 def _jobs(argv: list[str]) -> list[list[str]] | None:
-    """The overrides of each of a multirun's jobs, in Hydra's order (None when Hydra's
-    sweeper would refuse them: Hydra then reports it).
-
-    The cartesian product Hydra's basic sweeper makes (``BasicSweeper.split_arguments``,
-    hydra/_internal/core_plugins/basic_sweeper.py, 1.3), through the public override
-    parser: a later override of a key replaces an earlier one in its place, and only
-    enumerable sweeps (choices, ranges) are expanded.
-    """
+    """The overrides of each of a multirun's jobs, in Hydra's order: the product its basic
+    sweeper makes (``BasicSweeper.split_arguments``, Hydra 1.3), through the public override
+    parser; None where the sweeper would refuse them (Hydra then reports it)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
@@ -66,11 +57,8 @@ def _jobs(argv: list[str]) -> list[list[str]] | None:
 
 
 def _precheck(argv: list[str], config_dir: str | None = None) -> None:
-    """Compose the config once before Hydra runs, so a bad override is one clear line
-    (Hydra's own report is several lines and a stack hint), and plan it as a run would, for
-    the values only the plan refuses. A multirun is checked job by job, before Hydra
-    creates its sweep directory (``<runs_dir>/<experiment.name>``): a bad value of its
-    third job fails at once, naming the job, not after the first two ran."""
+    """Compose and plan the config (each job of a multirun) before Hydra runs, so a bad
+    override is one line naming its job, before any job runs."""
     jobs: list[list[str]] | None = [argv]
     multirun = any(arg.startswith("-") or ("," in arg and "=" in arg) for arg in argv)
     if multirun:
@@ -98,10 +86,8 @@ def _precheck(argv: list[str], config_dir: str | None = None) -> None:
 
 
 def config_dir_option(argv: list[str]) -> tuple[list[str], str | None]:
-    """``argv`` without Hydra's ``--config-dir DIR`` (``-cd DIR``, ``--config-dir=DIR``),
-    and that DIR: the user's configs are searched before the shipped ones
-    (:func:`~evidence_bench.experiment.config.config_dirs`), where Hydra's own flag would
-    search them after."""
+    """``argv`` without ``--config-dir DIR`` (``-cd DIR``, ``--config-dir=DIR``), and that DIR,
+    searched before the shipped configs (Hydra's own flag would search it after)."""
     rest: list[str] = []
     config_dir = None
     args = iter(argv)
@@ -135,13 +121,8 @@ def _hydra(task: Any, argv: list[str]) -> None:
 
 
 def hydra_task(task: Any, argv: list[str]) -> None:
-    """:func:`_hydra` with the cyclic garbage collector off until the task starts its work.
-
-    Start-up imports numpy, Hydra, OmegaConf, httpx and the package (~80,000 objects, none
-    of them garbage) and composes the config: each collection in between walks them all
-    again, ~10-15% of start-up's CPU, which every run pays before its first episode (and,
-    with workers, before they fork). The task turns it back on (:func:`collecting`), and
-    it is on again whatever happens here.
+    """:func:`_hydra` with the cyclic garbage collector off until the task turns it back on
+    (:func:`collecting`): start-up makes many objects and no garbage.
 
     Kept with :func:`collecting` (issue 27's rule: a gain of 20% or more):
     ``benchmarks/bench_ab.py -- run +experiment=smoke workers=1``, CPU 2.69 s without the
@@ -155,25 +136,9 @@ def hydra_task(task: Any, argv: list[str]) -> None:
 
 
 def collecting(*, keep: bool = False) -> None:
-    """The collector on again: the task's own work makes the garbage it is for.
-
-    ``keep``: what exists now (start-up's modules and config) is moved out of its view for
-    good (``gc.freeze``), for a process that runs one experiment's episodes itself and
-    ends: the runner then leaves what it froze for the episodes (the replay worker, which
-    this process keeps to its end) frozen too, and the tail's full collections
-    (``release_memory``, three of them) walk only what the tail makes, not every object
-    alive (~0.2 s each in a small run, a fifth of its CPU). Not with workers: the parent
-    frees what it built for them once they fork, which a freeze would keep from being
-    collected; nor for a multirun's or a tuning's several runs in one process.
-    """
+    """The collector on again. ``keep``: what exists now is frozen out of its view
+    (``gc.freeze``), for a process that runs one experiment's episodes itself and ends (not
+    with workers, whose parent frees what it built for them, nor several runs at once)."""
     gc.enable()
     if keep:
         gc.freeze()
-
-
-def resolved(cfg: Any) -> tuple[dict[str, Any], str]:
-    from omegaconf import OmegaConf
-
-    container = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(container, dict)
-    return {str(k): v for k, v in container.items()}, OmegaConf.to_yaml(cfg, resolve=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from evidence_bench.commands._common import fail
 from evidence_bench.commands._help import asks_for_help, print_help
-from evidence_bench.commands._hydra import collecting, config_dir_option, hydra_task, resolved
+from evidence_bench.commands._hydra import collecting, config_dir_option, hydra_task
 
 __all__ = ["FORCE", "record_command", "run_command"]
 
@@ -51,6 +51,7 @@ def _run(cfg: Any) -> None:
     from hydra.types import RunMode
 
     from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.config import resolved
     from evidence_bench.experiment.run import RunOutcome, RunReport, perform_run
     from evidence_bench.report.fresh import new_run_report
 
@@ -89,6 +90,7 @@ def _record(cfg: Any, *, force: bool = False) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from evidence_bench.errors import EvidenceBenchError
+    from evidence_bench.experiment.config import resolved
     from evidence_bench.experiment.plan import plan_run
     from evidence_bench.experiment.record import record
 

@@ -15,7 +15,7 @@ import yaml
 from evidence_bench._resources import packaged
 from evidence_bench.errors import ConfigurationError
 
-__all__ = ["CONF_DIR", "Experiment", "experiments", "search_dirs"]
+__all__ = ["CONF_DIR", "Experiment", "experiments", "search_dirs", "shown"]
 
 #: The shipped configs (the checkout's ``conf/``, package data in a wheel)
 CONF_DIR = packaged("conf")
@@ -71,3 +71,11 @@ def _description(path: Path) -> str:
     experiment = data.get("experiment") if isinstance(data, dict) else None
     description = experiment.get("description") if isinstance(experiment, dict) else None
     return " ".join(str(description).split()) if description else ""
+
+
+def shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it is under it (as messages show it)."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path

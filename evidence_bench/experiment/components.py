@@ -109,26 +109,15 @@ def _vector_rocchio(
     return VectorRocchioRanker(alpha=alpha, beta=beta, gamma=gamma, embedder=chosen)
 
 
+_LIVEFETCH = (
+    "w_r", "w_f", "w_t", "w_dup", "half_life_days", "as_of", "neutral_freshness",
+    "default_trust", "allow_domains", "deny_domains", *_ROCCHIO,
+)  # fmt: skip
 RANKERS: dict[str, Part] = {
     "tfidf_rocchio": Part(TfidfRocchioRanker, _ROCCHIO, _ROCCHIO, _NO_FEEDBACK),
     "provider_order": Part(ProviderOrderRanker, analyzed=False),
     "livefetch": Part(
-        LiveFetchRanker,
-        (
-            "w_r",
-            "w_f",
-            "w_t",
-            "w_dup",
-            "half_life_days",
-            "as_of",
-            "neutral_freshness",
-            "default_trust",
-            "allow_domains",
-            "deny_domains",
-            *_ROCCHIO,
-        ),
-        ("w_r", "w_f", "w_t", "w_dup", "beta", "gamma"),
-        _NO_FEEDBACK,
+        LiveFetchRanker, _LIVEFETCH, ("w_r", "w_f", "w_t", "w_dup", "beta", "gamma"), _NO_FEEDBACK
     ),
     "vector_rocchio": Part(
         _vector_rocchio,
@@ -185,11 +174,8 @@ class EngineConfig:
     @property
     def role(self) -> str:
         """``baseline`` where feedback cannot change the ranking, else ``feedback``."""
-        return (
-            "baseline"
-            if self.ranker == "provider_order" and not self.boost_relevant
-            else ("feedback")
-        )
+        fixed = self.ranker == "provider_order" and not self.boost_relevant
+        return "baseline" if fixed else "feedback"
 
     @property
     def label(self) -> str:

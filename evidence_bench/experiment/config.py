@@ -44,6 +44,7 @@ __all__ = [
     "compose",
     "config_dirs",
     "register_configs",
+    "resolved",
 ]
 
 
@@ -489,11 +490,14 @@ def compose(
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
 
     register_configs()
     with initialize_config_dir(config_dir=str(config_dirs(config_dir)[0]), version_base=None):
-        cfg = hydra_compose(config_name=ROOT_CONFIG, overrides=overrides)
+        return resolved(hydra_compose(config_name=ROOT_CONFIG, overrides=overrides))
+
+
+def resolved(cfg: Any) -> tuple[dict[str, Any], str]:
+    """A composed config, resolved, as a plain dict and as YAML."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(plain, dict)
     return {str(k): v for k, v in plain.items()}, OmegaConf.to_yaml(cfg, resolve=True)

@@ -1,23 +1,9 @@
-"""``export``: a run's tables as the interchange files, on demand.
+"""``export``: a run's Parquet tables as the interchange files, on demand.
 
-A run keeps its results as Parquet (:mod:`evidence_bench.runs.store`). For tools that
-read the classic formats, ``python -m evidence_bench export RUN_DIR --format csv|trec``
-writes them:
-
-- ``csv``: ``per_query.csv``, ``summary.csv``, ``feedback.csv`` and ``episodes.jsonl``,
-  with the names, columns, rows and order runs wrote before Parquet (floats to 10
-  significant digits; a shard's values exactly, its shortest repr), and beside them a copy
-  of the run's ``configs.csv``, ``queries.csv`` and ``qrels.csv`` when ``--out`` is
-  another directory;
-- ``trec``: ``trec/qrels.txt`` and one gzipped 6-column run per (config, policy, round,
-  stage), full mode, documents named by canonical URL, for trec_eval or ir_measures:
-  ``trec_eval -m ndcg_cut.10 trec/qrels.txt <(gunzip -c trec/c00.oracle.r1.rerank.run.gz)``.
-
-Everything is written into a staging directory beside the target and then renamed into
-place, file by file (``trec/`` as a whole); a file replaced is kept until all are placed and
-put back if one fails, so a failed export changes nothing. What an export does not own (a
-directory where it writes a file, a file of yours in ``trec/``) is never replaced: the export
-stops first, naming it.
+``csv``: ``per_query.csv``, ``summary.csv``, ``feedback.csv`` and ``episodes.jsonl`` (and
+the run's small CSVs when ``--out`` is elsewhere); ``trec``: ``trec/qrels.txt`` and one
+gzipped run per (config, policy, round, stage). Files are staged and renamed into place,
+so a failed export changes nothing, and nothing an export does not own is replaced.
 """
 
 from __future__ import annotations
@@ -127,8 +113,7 @@ def _csv(run_dir: Path, staging: Path, tables: RunTables, *, copy: bool) -> list
 
 def _check_places(staging: Path, target: Path, names: Sequence[str]) -> None:
     """Refuse, before anything moves, to replace what an export does not own: a directory
-    where it writes a file (or a file where it writes ``trec/``), or a ``trec/`` holding
-    files it does not write (its qrels and runs are replaced whole, the rest would go too)."""
+    where it writes a file (or the reverse), or a ``trec/`` holding files it does not write."""
     for name in names:
         final, staged = target / name, staging / name
         if not final.exists():
@@ -149,9 +134,8 @@ def _check_places(staging: Path, target: Path, names: Sequence[str]) -> None:
 
 
 def _place_all(staging: Path, target: Path, names: Sequence[str]) -> list[Path]:
-    """Rename each staged file (``trec/`` as a whole) over its place; the files it replaces
-    are moved into ``staging`` first (removed with it), and put back should a later rename
-    fail, so the export is placed whole or not at all."""
+    """Rename each staged file (``trec/`` whole) over its place, the files it replaces kept
+    in ``staging`` and put back should a later rename fail."""
     done: list[tuple[Path, Path | None]] = []
     try:
         for name in names:

@@ -1,16 +1,10 @@
 """Gather a run's shards (experiment/shards.py) into the one run they split.
 
-The gathered run is written by the code that writes an unsharded run (:func:`perform_run`),
-from the shards' outputs read back from their files instead of replayed. So every file is
-the unsharded run's: per-query rows are concatenated in query order, and what is derived
-from them (the summary, the manifest's exclusions and label counts) is computed again
-from all of them, never averaged over shards. Its manifest differs from the unsharded run's
-only in ``run_id``, ``created``, ``wall_time_s`` and ``episodes_time_s`` (the gathering's)
-and ``gathered`` (the shards: where each is, its run id and wall time).
-
-The shards must be the N slices of one run, each once: the same config but for ``shard``
-and the settings that change no number (:data:`EXECUTION_KEYS`), the same code, cassettes
-and collection. Anything else is a one-line :class:`DataError` naming the shard.
+The gathered run is written by :func:`perform_run` from the shards' outputs read back from
+their files, so every file is the unsharded run's; its manifest differs only in when and
+how long, and in ``gathered``. The shards must be the N slices of one run, each once, of
+one config (but :data:`EXECUTION_KEYS`), code, cassettes and collection: else a
+one-line :class:`DataError` naming the shard.
 """
 
 from __future__ import annotations
@@ -68,8 +62,7 @@ class _Shard:
 
 def find_shards(paths: Iterable[Path]) -> list[Path]:
     """The run directories ``paths`` name: each a run, or a multirun directory whose jobs
-    (``<job>/run/``) are runs. A job without ``manifest.json`` failed; it is left out, so
-    its shard is reported missing."""
+    (``<job>/run/``) are runs (one without ``manifest.json`` failed: left out)."""
     found: list[Path] = []
     for path in map(Path, paths):
         if (path / "manifest.json").is_file():
@@ -167,10 +160,8 @@ def _rows(path: Path, header: Sequence[str]) -> Iterable[list[str]]:
 
 
 def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
-    """The shard's :class:`QueryOutput`\\ s, read back from its tables, in query order.
-
-    Counts the run only sums (requests, skipped expands, ...) are the shard's totals, given
-    to its first query; documents too, in the order first seen."""
+    """The shard's :class:`QueryOutput`\\ s, read back, in query order; the totals the run
+    only sums (requests, skipped expands, ...) and the documents given to its first."""
     documents = (
         Evidence(d["title"], d["url"], d["snippet"])
         for d in read_jsonl(shard.path / "documents.jsonl")
@@ -190,9 +181,8 @@ def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
 def _query_outputs(
     shard: _Shard, tables: RunTables, query_ids: Sequence[str], documents: Iterable[Evidence] = ()
 ) -> list[QueryOutput]:
-    """The tables as the :class:`QueryOutput`\\ s they were built from, one per query in
-    ``query_ids`` order (a shard's, read back to be gathered); ``documents`` go to the
-    first. A row of another query is a :class:`DataError` naming the shard's table."""
+    """The tables as the :class:`QueryOutput`\\ s they were built from, in ``query_ids``
+    order, ``documents`` to the first; a row of another query is a :class:`DataError`."""
     rows: dict[str, dict[str, Any]] = {
         qid: {"scores": [], "feedback": [], "episodes": [], "rankings": {}} for qid in query_ids
     }
@@ -234,15 +224,9 @@ def gather_shards(
     overrides: Sequence[str] | None = None,
     report: RunReport | None = None,
 ) -> RunOutcome:
-    """Write the run that ``paths`` (shard runs, or multirun directories of them) split.
-
-    It goes where the unsharded run would (``<runs_dir>/<experiment>/<run id>``, and
-    ``latest``), or into ``run_dir``; ``report`` renders its report unless the config says
-    not to (:func:`perform_run`).
-    ``overrides``: the command line's (a multirun's as typed: its jobs record Hydra's
-    rendering, ``progress=False`` for ``progress=false``), else the first shard's; either
-    without ``shards=`` and ``shard=``.
-    """
+    """Write the run that ``paths`` (shard runs, or multirun directories of them) split,
+    where the unsharded run would go or into ``run_dir``, as :func:`perform_run` does.
+    ``overrides``: the command line's, else the first shard's (without ``shard(s)=``)."""
     from omegaconf import OmegaConf
 
     where = ", ".join(str(p) for p in paths)

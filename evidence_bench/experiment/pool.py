@@ -1,24 +1,10 @@
 """The judging pool of a run: what to judge next, one result per row of ``POOL.jsonl``.
 
-TREC depth-k pooling: for each query, the union of the top ``depth`` of every ranking the
-run holds (every config, user, round and stage: ``runs.parquet``), deduplicated by
-canonical URL, minus what is judged already (the run's qrels and ``--qrels FILE``). The
-rows are a seeded shuffle, so an assessor cannot tell which system found a result; each
-holds ``query_id``, ``query``, ``doc_id`` (the corpus id its judgment is written under: the
-collection's id, or the URL itself for a web page, as ``documents.jsonl`` names it),
-``url``, ``title``, ``snippet``, and ``page_text`` when the run read pages.
-
-``budget`` orders the pool by MTC's weights (Carterette, Allan & Sitaraman, SIGIR 2006)
-and keeps the first ``budget``: the run's comparisons are each feedback stage against its
-control (:data:`~evidence_bench.protocol.stages.PARTNERS`) within one config, user and
-round, on DCG@depth. A difference of DCG is linear in each document's (binary) relevance,
-``ΔDCG = Σ_d x_d (1/log2(1 + rank_A(d)) − 1/log2(1 + rank_B(d)))`` (a term is 0 past the
-depth), so, as for MTC's precision, a document's weight is the sum over comparisons of
-the absolute difference of its discounts, and judging the heaviest first narrows the
-bounds on the comparisons' signs the most. The weights do not depend on other judgments
-(MTC's AP weights do), so the order is fixed and needs no assessor in the loop; a bandit
-pool (Losada, Parapar & Barreiro, SIGIR 2016) would, since its arms learn from each
-judgment. Ties keep the shuffle's order.
+TREC depth-k pooling over every ranking of the run, deduplicated by canonical URL, minus
+what is judged already, in a seeded shuffle. ``budget`` orders it by MTC's weights for
+DCG (Carterette, Allan & Sitaraman, SIGIR 2006): a document's weight is the sum, over the
+run's comparisons of a feedback stage with its control, of the absolute difference of its
+discounts, ``|1/log2(1 + rank_A) - 1/log2(1 + rank_B)|`` (docs/tutorials/judge.rst).
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Where ``record`` writes: never over the cassettes a user already has, unless told to.
 
-The destination of a recording (:func:`destination`):
-
-- the query set's own cassette directory (``query_set.cassettes``) when it holds no
-  cassettes yet, so nothing there is rewritten; or when told to (``record --force``);
-- otherwise a new directory under the working directory,
-  ``recordings/<query set>/<UTC time>``, which starts as a copy of those cassettes (record
-  mode ``new_episodes`` adds to them as it always did) and is then a complete cassette
-  directory to replay from (``query_set.cassettes=DIR``). What it changes of the
-  cassettes it started from is said (:class:`Changes`), and they stay as they were.
-
-The cassettes of an installed package (a wheel's, in site-packages) are never written, even
-when told to: a recording from them always goes to a new directory.
-
-Whichever the destination, the recording is made in a staging directory beside it
-(:func:`staged`), seeded with the cassettes it starts from, and takes its place only once it
-is complete: a failed or interrupted recording leaves the destination as it was. Into the
-query set's own directory, each changed file is renamed into place (each whole, the manifest
-last); a new directory is renamed whole.
+Into ``query_set.cassettes`` when it holds no cassettes yet, or with ``record --force``
+(never an installed package's); else into a new ``recordings/<query set>/<UTC time>``
+seeded with a copy of them. Either way the recording is made in a staging directory and
+takes its place only once complete (docs/reference/recording.rst).
 """
 
 from __future__ import annotations
@@ -114,8 +100,8 @@ def _files(directory: Path) -> list[Path]:
 def destination(
     source: Path, *, query_set: str, force: bool, now: datetime | None = None
 ) -> Destination:
-    """Where a recording of the query set ``query_set`` whose cassettes are in ``source``
-    goes (see the module doc); ``--force`` on an installed package's cassettes is refused."""
+    """Where a recording of ``query_set``, whose cassettes are in ``source``, goes (see the
+    module doc); ``--force`` on an installed package's cassettes is refused."""
     if _installed(source):
         if force:
             raise ConfigurationError(
@@ -160,11 +146,9 @@ def _make_dirs(path: Path) -> None:
 
 @contextlib.contextmanager
 def staged(target: Destination) -> Iterator[Path]:
-    """A staging directory beside ``target.directory``, holding a copy of
-    ``target.source``'s cassette files, to record into; when the block ends without an
-    error, the recording takes the destination's place (see the module doc), unless it is
-    a new directory that would hold the same files as the source. The staging directory is
-    removed whatever happens."""
+    """A staging directory beside ``target.directory`` seeded with ``target.source``'s
+    cassettes; when the block ends without an error, the recording takes the destination's
+    place (a new directory only if it changes something). Removed whatever happens."""
     parent = target.directory.parent
     made = [d for d in (parent, *parent.parents) if not d.exists()]  # removed if left empty
     _make_dirs(parent)
@@ -191,10 +175,8 @@ def staged(target: Destination) -> Iterator[Path]:
 
 
 def _seed(path: Path, copy: Path, *, link: bool) -> None:
-    """``copy`` of ``path``; with ``link``, a hard link where it can be (every write of a
-    recording renames a new file over the old name, so the link never changes ``path``; and
-    none is kept: in place, only the files the recording wrote are moved). A new directory
-    gets copies: a hand edit of one of its files must not reach the source."""
+    """``copy`` of ``path``; with ``link`` (in place), a hard link where it can be: every
+    write of a recording renames a new file over the old name, so ``path`` never changes."""
     if link:
         try:
             os.link(path, copy)

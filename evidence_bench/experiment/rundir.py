@@ -1,14 +1,8 @@
-"""The run directory: every file a run leaves, written whole or not at all.
+"""The run directory, written whole or not at all; the summary of a run's scores.
 
-Before anything is computed, a run reserves its id by creating the empty directory
-``runs/<experiment>/<run id>`` exclusively (``<run id>.2``, ``.3`` … when another run holds
-it), so concurrent runs into one ``runs_dir`` never collide, and an unwritable ``runs_dir``
-fails at once. It is written into ``runs/<experiment>/.<run id>.<pid>.<random>.tmp`` and
-renamed over its reservation when complete (``rename(2)`` replaces an empty directory
-atomically); ``latest`` is then repointed with an atomic symlink swap. An interrupted or
-failed run leaves ``latest`` where it was and removes its temporary directory and its
-reservation; what a killed run leaves is removed by a later run once a day old. The layout is
-described in README.md ("The run directory").
+A run reserves ``runs/<experiment>/<run id>`` before anything is computed, writes into a
+staging directory beside it and renames that over the reservation when complete, then
+repoints ``latest`` (docs/reference/run-directory.rst).
 """
 
 from __future__ import annotations
@@ -79,14 +73,10 @@ STALE_AFTER_S = 24 * 3600
 
 
 class RunDirectory:
-    """A context manager: yields a private temporary directory; on success renames it to
-    ``final`` and, when ``link_latest``, repoints ``<parent>/latest`` at it; on failure
-    removes it. ``final`` is reserved by :meth:`reserve` (or on entry), ``<name>.2`` … if
-    taken, so what the run writes about itself names the directory it will have.
-
-    An ``OSError`` while writing (a full disk, a read-only file system) becomes one
-    :class:`WriteError` naming the run and the file; nothing of the run is kept.
-    """
+    """A context manager yielding a staging directory: on success renamed to ``final``
+    (reserved by :meth:`reserve` or on entry; ``<name>.2`` … if taken) and, with
+    ``link_latest``, ``<parent>/latest`` repointed at it; on failure removed, an ``OSError``
+    becoming one :class:`WriteError` naming the run and the file."""
 
     def __init__(self, parent: Path, name: str, *, link_latest: bool = True) -> None:
         self.parent = parent
@@ -97,8 +87,7 @@ class RunDirectory:
 
     def reserve(self) -> RunDirectory:
         """Claim ``final`` (an empty directory created exclusively) and a staging directory
-        beside it; fails before any work when the parent cannot be written, or when
-        ``latest`` is not the symlink this class keeps."""
+        beside it; fails at once when the parent is unwritable or ``latest`` no symlink."""
         if self._reserved:
             return self
         link = self.parent / "latest"
@@ -134,8 +123,7 @@ class RunDirectory:
         return self
 
     def release(self) -> None:
-        """Remove the staging directory and the reservation of a run that did not finish
-        (nothing once the run is in place)."""
+        """Remove the staging directory and the reservation of an unfinished run."""
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -189,9 +177,8 @@ class RunDirectory:
 
 
 def remove_stale(parent: Path, *, now: float | None = None) -> list[Path]:
-    """Remove what killed runs left in ``parent`` over a day ago: their staging
-    directories (``.<run id>.<pid>.<random>.tmp``, unless that process still runs), the
-    empty reservations beside them, and staged ``latest`` links. Returns what was removed."""
+    """Remove what killed runs left in ``parent`` over a day ago (staging directories of
+    processes gone, their empty reservations, staged ``latest`` links); returns them."""
     removed: list[Path] = []
     cutoff = (time.time() if now is None else now) - STALE_AFTER_S
     for path in parent.glob(".*.tmp"):
@@ -269,10 +256,8 @@ def summarize_scores(
     """Mean, sample std and Student-t 95% CI per config, policy, round, stage, mode, measure.
 
     ``fixed`` is True for a frozen cell whose measure cannot change for any of its queries
-    (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks,
-    :data:`FEEDBACK_COLUMNS`, and the ``qrels`` keyed by URL); False elsewhere, and
-    everywhere without them. The cells are numbered once, one code per row, for the
-    numbers and for ``fixed`` alike; a row missing a key is a :class:`DataError`.
+    (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks
+    and the ``qrels`` keyed by URL), else False; a row missing a key is a :class:`DataError`.
     """
     coded = _categories(per_query)
     cell = group_codes(coded, SUMMARY_KEYS)
@@ -293,8 +278,7 @@ def summarize_scores(
 
 
 def _categories(per_query: pd.DataFrame) -> pd.DataFrame:
-    """``per_query`` with each text key a categorical (its values unchanged), as a run's
-    own tables have them: what the cells and episodes are numbered by."""
+    """``per_query`` with each text key a categorical, as a run's own tables have them."""
     text = [
         key
         for key in ("config_id", "policy", "query_id", "stage", "eval_mode", "measure")
@@ -308,10 +292,8 @@ def _categories(per_query: pd.DataFrame) -> pd.DataFrame:
 def _summarized(
     per_query: pd.DataFrame, code: npt.NDArray[np.intp], first: npt.NDArray[np.intp]
 ) -> pd.DataFrame:
-    """:func:`summarize_groups` of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by one
-    precomputed code per row (``code``, numbered as first met, and ``first``, each group's
-    first row: for a sweep's millions of rows, a fraction of a groupby's memory), the keys
-    taken from each group's first row as it takes them."""
+    """The statistics of ``per_query`` by :data:`SUMMARY_KEYS`, grouped by ``code`` (one per
+    row, numbered as first met; ``first``: each group's first row, whose keys it takes)."""
     stats = summarize_codes(code, per_query["value"].to_numpy(np.float64), len(first))
     del stats["first"]  # == first
     summary = per_query.iloc[first][SUMMARY_KEYS].reset_index(drop=True)
@@ -321,8 +303,7 @@ def _summarized(
 
 
 def _codes(column: pd.Series) -> tuple[npt.NDArray[np.intp], list[str]]:
-    """Each row's value as a code, and each code's value as :func:`strings` gives it (a
-    missing value: ``"nan"``)."""
+    """Each row's code, and each code's value as :func:`strings` gives it (missing: "nan")."""
     codes, names = pd.factorize(column, use_na_sentinel=False)
     return codes.astype(np.intp, copy=False), [str(name) for name in names]
 
@@ -366,17 +347,13 @@ def _shown(feedback: pd.DataFrame) -> _Shown:
 def _frozen_flags(
     per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
-    """Each frozen row of ``per_query`` (its position; its text keys categoricals) and
-    whether its measure is fixed in its episode, whose pins are its feedback of rounds up
-    to its own (a document examined twice keeps its last rank), for every episode at once.
+    """Each frozen row of ``per_query`` (its position) and whether its measure is fixed in
+    its episode, whose pins are its feedback of rounds up to its own, for every episode
+    at once (:mod:`~evidence_bench.evaluation.frozen`'s rules, by array).
 
-    With an episode's pins at distinct positions (no document or position twice in its
-    (config, policy, query), as an episode shows them), its frozen prefix is the pins at
-    1..p: sorted by position, the i-th (from 1) is in it exactly when its position is i.
-    A measure is then fixed when its cutoff is at most p, when the prefix holds all of the
-    query's documents that can score (as many of grade >= rel as the qrels hold), or, for
-    RR, one of them (:mod:`~evidence_bench.evaluation.frozen`). An episode whose group has
-    a document or a position twice is judged by ``fixed_measures`` from its pins.
+    With an episode's pins at distinct positions, its frozen prefix is the pins at 1..p:
+    sorted by position, the i-th is in it exactly when its position is i. An episode whose
+    group shows a document or a position twice is judged by ``fixed_measures``.
     """
     mode = per_query["eval_mode"]
     keys = [per_query[c] for c in ("config_id", "policy", "query_id")]
@@ -421,8 +398,8 @@ def _judged(
     measures: Sequence[Measure],
     qrels: Mapping[str, Mapping[str, int]],
 ) -> npt.NDArray[np.bool_]:
-    """Per episode (its query, a categorical, and the slice ``begin:end`` of ``shown``'s
-    rows that pins it) and measure: whether the measure is fixed; see :func:`_frozen_flags`."""
+    """Per episode (its query, and the slice ``begin:end`` of ``shown``'s rows that pins it)
+    and measure: whether the measure is fixed; see :func:`_frozen_flags`."""
     episodes = len(begin)
     length = end - begin
     total = int(length.sum())
@@ -496,11 +473,9 @@ def _pinned_slices(
     grouped: npt.NDArray[np.intp],
     rounds: npt.NDArray[np.int64],
 ) -> tuple[list[str], npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Each episode's (``heads``: one row of config_id, policy, query_id, round per episode)
-    query id and the slice of the feedback's rows (sorted by (config, policy, query)
-    group, ``grouped``, rounds rising within each) that pins it: its group's rows of rounds
-    up to its own, none for an episode without feedback; by code (the keys are
-    categoricals)."""
+    """Each episode's (``heads``: config_id, policy, query_id, round) query id and the slice
+    of the feedback's rows (sorted by group, ``grouped``, then round) that pins it: its
+    group's rows of rounds up to its own, none for an episode without feedback."""
     columns = [heads[c] for c in ("config_id", "policy", "query_id")]
     # each key's value -> its feedback code (by the same strings the dict of keys used)
     group = np.zeros(len(heads), dtype=np.int64)
@@ -540,15 +515,9 @@ def write_trec(
     qrels: Mapping[str, Mapping[str, int]],
     rankings: Mapping[tuple[str, str, int, str], Mapping[str, Sequence[str]]],
 ) -> None:
-    """``qrels.txt`` and one gzipped run file per (config, policy, round, stage), full mode.
-
-    Documents are named by canonical URL; scores are strictly decreasing, so trec_eval
-    ranks exactly as evaluated: ``trec_eval qrels.txt <(gunzip -c c00.oracle.r1.rerank.run.gz)``.
-    Gzip keeps a 27-config sweep's runs at tens of MB, not hundreds. Residual and frozen
-    values are these rankings with the examined documents (``feedback.csv``, with the rank
-    at which each was seen) removed or pinned, each control cut to its feedback stage's
-    length.
-    """
+    """``qrels.txt`` and one gzipped run file per (config, policy, round, stage), full mode:
+    documents named by canonical URL, scores strictly decreasing, so trec_eval ranks
+    exactly as evaluated."""
     directory.mkdir()
     write_qrels(directory / "qrels.txt", qrels)
     for (config_id, policy, round_, stage), run in rankings.items():

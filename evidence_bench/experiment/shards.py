@@ -1,16 +1,9 @@
 """Shards: one run split by query, each part run anywhere, gathered back into that run.
 
-``shards=N shard=i`` replays only the i-th of N contiguous slices of the run's query ids,
-in query-set order; the first ``len(query_ids) % N`` slices hold one query more (as
-``numpy.array_split``). Contiguous slices make the shards, concatenated in index order, give
-back the unsharded order of every per-query file, and of ``documents.jsonl`` (first seen
-first) too.
-
-A shard is a run directory marked ``"shard": {"index", "count", "queries", "of"}`` in its
-manifest. It holds its own queries' rows only, writes its per-query values exactly (so a
-gathered summary is computed from the very numbers an unsharded run's is), renders no
-report and leaves ``latest`` alone: its numbers are partial.
-:mod:`evidence_bench.experiment.gather` puts the shards back together.
+``shards=N shard=i`` replays the i-th of N contiguous slices of the query ids (as
+``numpy.array_split`` cuts), so the shards in index order give back every per-query file's
+order. A shard's manifest holds ``"shard"``; it writes its values exactly, renders no
+report and leaves ``latest`` alone (:mod:`evidence_bench.experiment.gather`).
 """
 
 from __future__ import annotations

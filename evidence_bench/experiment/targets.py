@@ -1,29 +1,14 @@
 """A ranker, refiner, simulated user or search provider from the user's code: a config's
-``_target_``.
-
-``ranker: {_target_: my_ranker.MyRanker, k1: 1.2}`` (or the override
-``ranker._target_=my_ranker.MyRanker``), ``refiner: {_target_: ...}``, a policy's
-``_target_``, ``search_provider: {_target_: ...}``. At plan time the target is imported and
-called with the keys of its config that its signature takes (:mod:`evidence_bench._targets`),
-and what it returns is checked against the protocol of its seam:
-:class:`~evidence_bench.engine.base.Ranker`, :class:`~evidence_bench.engine.base.Refiner`,
-:class:`~evidence_bench.users.policies.UserPolicy`,
-:class:`~evidence_bench.engine.base.SearchProvider`. A user part's effective parameters are
-its config: two configs giving one target the same parameters are aliases, as for the
-shipped parts.
-
-The part runs inside a guard that holds it to its protocol's contract on every call (a
-ranking is a permutation of the candidates, a search answers at most ``limit`` distinct
-results, a refiner returns a :class:`~evidence_bench.engine.base.RefinedQuery`, a user marks
-only displayed results it had not examined), so a broken part stops the run naming its key
-instead of skewing a number. A ranker's no-feedback control is the same ranker given empty
-feedback.
+``_target_``, built at plan time (:mod:`evidence_bench._targets`) and checked against its
+seam's protocol. It then runs inside a guard holding it to the protocol's contract on
+every call (a ranking is a permutation of the candidates, a search answers at most
+``limit`` distinct results, ...), so a broken part stops the run naming its key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from evidence_bench._targets import TARGET, build, call_params, check_protocol
@@ -37,7 +22,7 @@ from evidence_bench.engine.base import (
     SearchProvider,
 )
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.evidence import Evidence
+from evidence_bench.evidence import Evidence, renumber
 from evidence_bench.users.policies import LabelKind, Mark, UserPolicy
 
 __all__ = [
@@ -98,13 +83,23 @@ def _at(where: str, target: str) -> str:
     return f"{where}.{TARGET}={target}"
 
 
+def _results(at: str, results: object, what: str) -> Sequence[Evidence]:
+    """``results`` if it is a list of :class:`Evidence`, no result twice."""
+    if not isinstance(results, Sequence) or not all(isinstance(r, Evidence) for r in results):
+        raise ConfigurationError(f"{at} did not return a list of {what}")
+    seen: set[str] = set()
+    for item in results:
+        if item.key in seen:
+            raise ConfigurationError(f"{at} returned {item.url!r} twice")
+        seen.add(item.key)
+    return results
+
+
 @dataclass(eq=False)
 class UserRanker:
     """A user's ranker held to :class:`~evidence_bench.engine.base.Ranker`'s contract;
-    ``feedback=False``: the no-feedback control, the ranker given empty feedback.
-
-    Not frozen (the protocol's ``name`` is a plain attribute); treat it as immutable.
-    """
+    ``feedback=False``: the no-feedback control, the ranker given empty feedback. Not
+    frozen (the protocol's ``name`` is a plain attribute); treat it as immutable."""
 
     inner: Ranker
     target: str
@@ -119,28 +114,18 @@ class UserRanker:
     ) -> list[Evidence]:
         """The inner ranking of ``candidates``, checked to be a permutation of them, with
         ``rank`` renumbered 1..n."""
-        results = self.inner.rank(query, list(candidates), feedback if self.feedback else {})
+        ranked = self.inner.rank(query, list(candidates), feedback if self.feedback else {})
         at = f"{_at('ranker', self.target)}: rank() for query {query!r}"
-        if not isinstance(results, Sequence) or not all(
-            isinstance(item, Evidence) for item in results
-        ):
-            raise ConfigurationError(f"{at} did not return a list of the candidates (Evidence)")
+        results = _results(at, ranked, "the candidates (Evidence)")
         held = {item.key for item in candidates}
-        seen: set[str] = set()
         for item in results:
             if item.key not in held:
                 raise ConfigurationError(f"{at} returned {item.url!r}, not a candidate")
-            if item.key in seen:
-                raise ConfigurationError(f"{at} returned {item.url!r} twice")
-            seen.add(item.key)
-        if len(seen) != len(held):
+        if len(results) != len(held):
             raise ConfigurationError(
-                f"{at} returned {len(seen)} of the {len(held)} candidates (it must return all)"
+                f"{at} returned {len(results)} of the {len(held)} candidates (it must return all)"
             )
-        return [
-            item if item.rank == rank else replace(item, rank=rank)
-            for rank, item in enumerate(results, start=1)
-        ]
+        return renumber(results)
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,23 +234,11 @@ class UserProvider:
 
     def search(self, query: str, *, limit: int) -> list[Evidence]:
         """The inner provider's results, checked, ``rank`` renumbered 1..n."""
-        results = self.inner.search(query, limit=limit)
         at = f"{_at('search_provider', self.target)}: search() for query {query!r}"
-        if not isinstance(results, Sequence) or not all(
-            isinstance(item, Evidence) for item in results
-        ):
-            raise ConfigurationError(f"{at} did not return a list of Evidence")
-        if len(results) > limit:
+        results = self.inner.search(query, limit=limit)
+        if isinstance(results, Sequence) and len(results) > limit:
             raise ConfigurationError(f"{at} returned {len(results)} results (limit={limit})")
-        seen: set[str] = set()
-        for item in results:
-            if item.key in seen:
-                raise ConfigurationError(f"{at} returned {item.url!r} twice")
-            seen.add(item.key)
-        return [
-            item if item.rank == rank else replace(item, rank=rank)
-            for rank, item in enumerate(results, start=1)
-        ]
+        return renumber(_results(at, results, "Evidence"))
 
 
 def user_provider(

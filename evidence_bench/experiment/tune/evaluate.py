@@ -1,19 +1,9 @@
 """Scoring engine configs on queries by replaying their episodes, for the tuning search.
 
-A search asks about thousands of (config, query) pairs, each one episode of the runner
-(:func:`evidence_bench.experiment.runner.query_output`). Three things keep that cheap:
-
-- each query's provider answers (the first page, the deepened list for the equal-depth
-  controls, each refined query's results) are asked once per run and remembered: the
-  deepened pages are simulated and cost several episodes' time;
-- queries are sharded over worker processes by their position in the query set, so each
-  is replayed by one process only; the answers do not depend on the shard;
-- each (config, query) value of the objective is computed once and cached, so a point asked
-  again, in another fold (the shared random startup points) or as the default, costs nothing.
-
-Training episodes are scored in the objective's mode and measure only; :meth:`outputs`
-replays full episodes (every mode and measure, what was shown and marked) for the run
-directory.
+Each query's provider answers are asked once per run and remembered; queries are sharded
+over worker processes by position, each replayed by one process; each (config, query)
+value of the objective is cached. Training episodes are scored in the objective's mode and
+measure only; :meth:`EpisodeScorer.outputs` replays full episodes for the run directory.
 """
 
 from __future__ import annotations
@@ -208,11 +198,7 @@ class _Local:
 
 class EpisodeScorer:
     """The objective per query of any engine config, by replay, cached; a context manager
-    that starts ``workers`` shard processes (1: none, the work is done here).
-
-    ``plan`` holds the run's users (the tuned one only), rounds, modes and measures;
-    ``query_ids`` fixes each query's shard.
-    """
+    starting ``workers`` shard processes (1: none). ``query_ids`` fixes each query's shard."""
 
     def __init__(
         self, plan: RunPlan, objective: Objective, query_ids: Sequence[str], *, workers: int

@@ -1,11 +1,8 @@
 """k folds of a query set for cross-validation: a seeded shuffle, then dealt round-robin.
 
-PyTerrier's ``KFoldGridSearch`` (pyterrier/_evaluation/_grid.py, terrier-org/pyterrier at
-9230fe5) takes the folds from its caller as a list of topic frames; here they are drawn
-from the run's seed, so a run names its folds by one number. The ordered query ids are
-shuffled with :func:`evidence_bench.seeding.derived_random` of ``(seed, "folds")`` and
-dealt like cards: the i-th shuffled query goes to fold ``i mod k``. Every query is held
-out exactly once, the folds are disjoint, and their sizes differ by at most one.
+The query ids are shuffled with :func:`evidence_bench.seeding.derived_random` of
+``(seed, "folds")`` and the i-th goes to fold ``i mod k``: every query held out once, the
+folds' sizes differing by at most one.
 """
 
 from __future__ import annotations

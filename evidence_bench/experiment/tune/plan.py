@@ -1,7 +1,5 @@
-"""Planning a tuning run: ``experiment.tune`` validated into a :class:`TunePlan`.
-
-Every bad setting fails before any episode runs, with one line naming its config key.
-"""
+"""``experiment.tune`` validated into a :class:`TunePlan`: a bad setting fails before any
+episode runs, in one line naming its key."""
 
 from __future__ import annotations
 
@@ -128,11 +126,7 @@ def plan_tuning(cfg: Mapping[str, Any], overrides: Sequence[str] | None = None) 
     objective = Objective(
         stage=stage,
         control=BASELINES[stage][1],
-        # round 1, as documented, whatever experiment.rounds: there every trial is scored
-        # on the same queries (the user first sees the provider's order, whatever the
-        # weights); in a later round residual evaluation drops the queries whose relevant
-        # documents a setting already found, so trials' means were over different queries
-        round=1,
+        round=1,  # the only round where every trial is scored on the same queries
         mode=str(cfg["eval"]["primary_mode"]),
         measure=str(parse_measure(str(cfg["eval"]["primary_measure"]))),  # as plan_run
     )

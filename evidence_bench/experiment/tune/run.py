@@ -1,10 +1,9 @@
 """``run +experiment=rocchio_tune``: cross-validated tuning, written as a run directory.
 
-Besides the tuning files (``tuning.csv``: every trial; ``folds.csv``: each fold's choice and
-its held-out scores; ``heldout.csv``: each query's held-out values), the run holds two
-configurations in the usual files, so the usual report applies to them: ``c00``, the
-default weights, and ``c01``, the tuned system, each query scored with the weights chosen
-without it (its fold's). Both are replayed in full (every mode and measure) on every query.
+Besides ``tuning.csv`` (every trial), ``folds.csv`` (each fold's choice and held-out
+scores) and ``heldout.csv`` (each query's held-out values), the run holds two configs in
+the usual files: ``c00``, the default weights, and ``c01``, each query scored with the
+weights its fold chose without it; both replayed in full on every query.
 """
 
 from __future__ import annotations
@@ -83,12 +82,8 @@ def perform_tune(
     overrides: Sequence[str] | None = None,
     report: RunReport | None = None,
 ) -> RunOutcome:
-    """Tune ``experiment.tune.space`` by k-fold cross-validation and write the run.
-
-    The run's directory is reserved before anything is computed, as ``perform_run`` does;
-    ``report`` renders its report (the command line passes
-    :func:`evidence_bench.report.fresh.new_tuning_report`).
-    """
+    """Tune ``experiment.tune.space`` by k-fold cross-validation and write the run (its
+    directory reserved first, as ``perform_run`` does); ``report`` renders its report."""
     started = time.perf_counter()
     plan = plan_tuning(cfg, overrides)
     target = run_directory(cfg, config_yaml, plan.run.experiment, run_dir)

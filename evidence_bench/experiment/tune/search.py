@@ -1,22 +1,10 @@
-"""Choosing ranker weights without fooling yourself: k-fold cross-validation around TPE.
+"""Choosing ranker weights by k-fold cross-validation around TPE (docs/tutorials/tune.rst).
 
-A grid tuned and reported on the same queries overstates its winner: the best of many
-noisy means is biased upwards. So, as PyTerrier's ``KFoldGridSearch`` does
-(pyterrier/_evaluation/_grid.py, terrier-org/pyterrier at 9230fe5: "for each fold, all but
-one of the dataframes is used as training, and the remainder used for testing", returning
-the tuned pipeline's results on the test topics and each fold's best setting), each fold's
-weights are chosen on the other folds' queries only and scored on the held-out fold; the
-held-out scores of all folds, one per query, form the tuned system's result, compared
-query by query with the default weights. Where PyTerrier scans a grid, the choice here is
-the best of ``trials`` points proposed by Optuna's tree-structured Parzen estimator
-(Bergstra et al. 2011, ``optuna.samplers.TPESampler``), the first ``startup_trials`` of
-them drawn at random.
-
-Determinism: trials run one at a time (``n_jobs=1``) and every fold's sampler is seeded
-with the same number, derived from the run's seed. The random startup points are drawn
-before any score is seen, so they are the same in every fold and each (point, query) is
-scored once for all folds by the caller's cache; later points follow each fold's own
-training scores. The best trial is the highest mean training score, the earliest on a tie.
+As PyTerrier's ``KFoldGridSearch`` (terrier-org/pyterrier, pyterrier/_evaluation/_grid.py),
+each fold's weights are chosen on the other folds' queries and scored held out; the choice
+is the best of ``trials`` points of Optuna's TPE sampler (Bergstra et al. 2011), the first
+``startup_trials`` at random. Trials run one at a time, every fold's sampler seeded alike
+from the run's seed; the best trial is the highest mean training score, the earliest on a tie.
 """
 
 from __future__ import annotations
