@@ -1,50 +1,13 @@
-"""One simulated episode: a user gives feedback over rounds; every stage is evaluated.
+"""One simulated episode's definition and records: a user gives feedback over rounds, and
+every stage is evaluated; :func:`evidence_bench.experiment.episodes.plan_episodes` runs it.
 
-This module holds the protocol's definition and its records;
-:func:`evidence_bench.experiment.episodes.plan_episodes` runs it (one episode is a batch of
-one: :func:`~evidence_bench.experiment.episodes.run_episode`).
-
-For each round r = 1..R the user examines the displayed list (the provider's order at
-round 1, then the last ranking), the session records the marks, ``show`` reranks
-(stage ``rerank``) and ``expand`` retrieves with the refined query (stage ``expand``).
-Controls keep the comparison honest. Each is evaluated at every round under the same
-removal of examined documents and cut to the length of the feedback stage it stands
-beside, so before, control and after compare like with like, at equal depth:
-
-- ``initial``: the provider's own order of as many results as the candidates now hold
-  (round 1: the first page; later rounds: its next pages too);
-- ``control``: the same ranker with its feedback terms off, over the same candidates as
-  ``rerank``: the scorer switch alone; ``rerank - control`` is what feedback did;
-- ``shuffled``: the same ranker given the user's labels dealt at random over the documents
-  the user examined: as many marks of each kind, placed without judgment.
-  ``rerank - shuffled`` is what the user's judgments add; a user who marks at random gains
-  nothing here, while Rocchio's pseudo-relevance effect of any marks on top results shows
-  up in ``shuffled - control``;
-- ``deep_initial`` / ``deep_control``: the provider's list deepened to the expanded list's
-  length, and the no-feedback ranker over it; ``expand - deep_control`` is what feedback
-  and the refined query did at equal depth (AP and recall rise from length alone).
-
-Evaluation modes (Salton & Buckley 1990 for residual ranking):
-- ``full``: the ranking as it is, against all judgments;
-- ``residual``: every document examined up to round r leaves the ranking and the qrels;
-  a query with no relevant document left is excluded (no row);
-- ``frozen``: full freezing (Chang, Cirillo & Razon 1971; surveyed by Ruthven & Lalmas
-  2003): every document examined up to round r keeps the absolute position at which it was
-  first shown, and the ranking's other documents fill the free positions in its order
-  (:func:`frozen_order`). Positions are in one frame across rounds because the list the user
-  sees in round r+1 is built by the same rule: the last ranking with every document examined
-  so far held in place. The user scans from the top skipping what they examined, so the
-  frozen list yields the same new documents in the same order as the unfrozen ranking would:
-  the marks, and so the full and residual values, are those of the unfrozen display; what
-  freezing fixes is the rank each examined document was shown at (``feedback.csv``'s
-  ``rank``: 11..20 in round 2 for a depth-10 user). A user who scans from the top examines
-  the contiguous prefix 1..p of the frozen list, in every stage (a stage that does not hold an
-  examined document, such as ``initial``, still shows it where it was shown), so a measure
-  that only sees that prefix cannot change in this mode
-  (:func:`evidence_bench.evaluation.frozen.fixed_in_frozen`). The position-based click user
-  (:mod:`evidence_bench.users.clicks`) may skip ranks; then only the contiguous top of its
-  pins is fixed (:func:`evidence_bench.evaluation.frozen.frozen_prefix`) and the ranking's
-  other documents fill the skipped positions.
+For each round r = 1..R the user examines the displayed list (the provider's order at round
+1, then the last ranking), ``show`` reranks (stage ``rerank``) and ``expand`` retrieves with
+the refined query (stage ``expand``), beside the controls (``initial``, ``control``,
+``shuffled``, ``deep_initial``, ``deep_control``), each cut to the length of the stage it
+stands beside. Each is evaluated in the modes ``full``, ``residual`` (Salton & Buckley
+1990) and ``frozen`` (full freezing, Chang, Cirillo & Razon 1971: :func:`frozen_order`).
+docs/concepts/controls.rst and docs/concepts/evaluation.rst say what each measures.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -95,7 +95,7 @@ def _table(owner: str, name: str, value: object) -> tuple[float, ...]:
     return tuple(float(item) for item in value)
 
 
-def _check_common(user: PositionBasedUser | CascadeUser | DbnUser) -> None:
+def _check_common(user: _ClickUser) -> None:
     _require_int(user.name, "depth", user.depth, 1)
     object.__setattr__(user, "p_click", _table(user.name, "p_click", user.p_click))
     _require_choice(user.name, "skip_above", user.skip_above, SKIP_ABOVE)
@@ -142,8 +142,49 @@ def _expects(p_click: Sequence[float], skip_above: SkipAbove, depth: int) -> fro
     return frozenset(kinds)
 
 
+#: ``(key, examined, clicked)`` of each result a click user scans, in order.
+_Scanned = Iterator[tuple[str, bool, bool]]
+
+
+class _ClickUser:
+    """A click-model user: scans (:meth:`_scanned`) the first ``depth`` results not
+    examined before; its marks are the clicks' (:func:`_marks`)."""
+
+    __slots__ = ()
+    name: ClassVar[str]
+    depth: int
+    p_click: Sequence[float]
+    skip_above: SkipAbove
+    top_grade: int | None
+    seed: int
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _expects(self.p_click, self.skip_above, self.depth)
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        keys = _scan(displayed, examined, self.depth)
+        return _marks(list(self._scanned(keys, judgments, query_id, round)), self.skip_above)
+
+    def _scanned(
+        self, keys: Iterator[str], judgments: Mapping[str, int], query_id: str, round: int
+    ) -> _Scanned:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True)
-class PositionBasedUser:
+class PositionBasedUser(_ClickUser):
     """The position-based model (Richardson et al. 2007; Craswell et al. 2008): each of the
     round's first ``depth`` new results is examined with probability (1/r)^``eta``
     (Joachims, Swaminathan & Schnabel 2017) and, if examined, clicked with probability
@@ -163,35 +204,23 @@ class PositionBasedUser:
         if isinstance(eta, bool) or not isinstance(eta, int | float) or not 0 <= eta < math.inf:
             raise ConfigurationError(f"{self.name}: eta must be a number >= 0, got {eta!r}")
 
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _expects(self.p_click, self.skip_above, self.depth)
-
     def examination(self, rank: int) -> float:
         """P(E_r) = (1/r)^η (Joachims, Swaminathan & Schnabel 2017)."""
         return float((1.0 / rank) ** self.eta)
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        scanned: list[tuple[str, bool, bool]] = []
-        for rank, key in enumerate(_scan(displayed, examined, self.depth), start=1):
+    def _scanned(
+        self, keys: Iterator[str], judgments: Mapping[str, int], query_id: str, round: int
+    ) -> _Scanned:
+        for rank, key in enumerate(keys, start=1):
             looked = _at_rank(self.seed, query_id, round, rank).random() < self.examination(rank)
             attractive = _of_result(self.seed, query_id, round, key).random() < relevance_level(
                 judgments.get(key), self.p_click, self.top_grade
             )
-            scanned.append((key, looked, looked and attractive))
-        return _marks(scanned, self.skip_above)
+            yield key, looked, looked and attractive
 
 
 @dataclass(frozen=True, slots=True)
-class CascadeUser:
+class CascadeUser(_ClickUser):
     """The cascade model (Craswell et al. 2008): top-down over the round's first ``depth``
     new results, click with probability α(level) (``p_click``), stop after the first click:
     P(click at r) = α(g_r) · Π_{i<r} (1 − α(g_i))."""
@@ -203,34 +232,19 @@ class CascadeUser:
     top_grade: int | None = None
     seed: int = 0
 
-    def __post_init__(self) -> None:
-        _check_common(self)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _expects(self.p_click, self.skip_above, self.depth)
-
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        scanned: list[tuple[str, bool, bool]] = []
-        for key in _scan(displayed, examined, self.depth):
+    def _scanned(
+        self, keys: Iterator[str], judgments: Mapping[str, int], query_id: str, round: int
+    ) -> _Scanned:
+        for key in keys:
             level = relevance_level(judgments.get(key), self.p_click, self.top_grade)
             clicked = _of_result(self.seed, query_id, round, key).random() < level
-            scanned.append((key, True, clicked))
+            yield key, True, clicked
             if clicked:
-                break
-        return _marks(scanned, self.skip_above)
+                return
 
 
 @dataclass(frozen=True, slots=True)
-class DbnUser:
+class DbnUser(_ClickUser):
     """The DBN with satisfaction (Chapelle & Zhang 2009): top-down over the round's first
     ``depth`` new results, click with probability α(level) (``p_click``), after a click stop
     satisfied with probability σ(level) (``p_stop``), else go on with probability γ
@@ -250,31 +264,19 @@ class DbnUser:
         object.__setattr__(self, "p_stop", _table(self.name, "p_stop", self.p_stop))
         _require_probability(self.name, "p_continue", self.p_continue)
 
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _expects(self.p_click, self.skip_above, self.depth)
-
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        scanned: list[tuple[str, bool, bool]] = []
-        for rank, key in enumerate(_scan(displayed, examined, self.depth), start=1):
+    def _scanned(
+        self, keys: Iterator[str], judgments: Mapping[str, int], query_id: str, round: int
+    ) -> _Scanned:
+        for rank, key in enumerate(keys, start=1):
             grade = judgments.get(key)
             draws = _of_result(self.seed, query_id, round, key)
             clicked = draws.random() < relevance_level(grade, self.p_click, self.top_grade)
             satisfied = draws.random() < relevance_level(grade, self.p_stop, self.top_grade)
-            scanned.append((key, True, clicked))
+            yield key, True, clicked
             if clicked and satisfied:
-                break
+                return
             if _at_rank(self.seed, query_id, round, rank).random() >= self.p_continue:
-                break
-        return _marks(scanned, self.skip_above)
+                return
 
 
 #: Click-model users by kind, the names configs use (``policies.<name>.kind``).

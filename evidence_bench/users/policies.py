@@ -31,7 +31,7 @@ draws (common random numbers), which lowers the variance of comparisons between 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import ClassVar, Literal, Protocol, runtime_checkable
@@ -208,11 +208,46 @@ def _require_choice(owner: str, name: str, value: object, choices: tuple[str, ..
         raise ConfigurationError(f"{owner}: {name} must be one of {valid}; got {value!r}")
 
 
+#: A policy's labels of the keys it examines, in order (None: "seen").
+_Labels = Iterator[tuple[str, Label | None]]
+#: ``(seed, key) -> `` the round's uniform draw for ``key`` (:func:`_draw`).
+_Draw = Callable[[int, str], float]
+
+
+class _ScanningPolicy:
+    """A policy that labels (:meth:`_labels`) the first ``depth`` results not examined
+    before, within its ``budget`` (:func:`_within_budget`)."""
+
+    __slots__ = ()
+    depth: int
+    budget: int | None
+
+    def judge(
+        self,
+        *,
+        query_id: str,
+        round: int,
+        displayed: Sequence[Evidence],
+        judgments: Mapping[str, int],
+        examined: Set[str],
+    ) -> list[Mark]:
+        keys = _scan(displayed, examined, self.depth)
+        draw = functools.partial(_round_draw, query_id, round)
+        return _within_budget(list(self._labels(keys, judgments, draw)), self.budget)
+
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
+        raise NotImplementedError
+
+
+def _round_draw(query_id: str, round: int, seed: int, key: str) -> float:
+    return _draw(seed, query_id, round, key)
+
+
 # --- policies ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class OraclePolicy:
+class OraclePolicy(_ScanningPolicy):
     """Labels exactly as the qrels say: a perfect, tireless assessor (the upper bound).
 
     grade >= ``strong_grade`` -> MORE, 1 <= grade < ``strong_grade`` -> RELEVANT, grade <= 0
@@ -236,24 +271,13 @@ class OraclePolicy:
     def expects(self) -> frozenset[LabelKind]:
         return _given(self.budget, _BOTH)
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        labels = [
-            (key, _oracle_label(judgments.get(key), self.strong_grade, self.unjudged))
-            for key in _scan(displayed, examined, self.depth)
-        ]
-        return _within_budget(labels, self.budget)
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
+        for key in keys:
+            yield key, _oracle_label(judgments.get(key), self.strong_grade, self.unjudged)
 
 
 @dataclass(frozen=True, slots=True)
-class PositiveOnlyPolicy:
+class PositiveOnlyPolicy(_ScanningPolicy):
     """Oracle labels, but only the positive ones: non-relevant and unjudged results are seen.
 
     Models a user who only ever clicks "relevant" (pseudo-negative-free feedback). Expected
@@ -274,25 +298,15 @@ class PositiveOnlyPolicy:
     def expects(self) -> frozenset[LabelKind]:
         return _given(self.budget, _POSITIVE)
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        labels: list[tuple[str, Label | None]] = []
-        for key in _scan(displayed, examined, self.depth):
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
+        for key in keys:
             grade = judgments.get(key)
             label = _oracle_label(grade, self.strong_grade, "skip")
-            labels.append((key, label if _is_relevant(grade) else None))
-        return _within_budget(labels, self.budget)
+            yield key, label if _is_relevant(grade) else None
 
 
 @dataclass(frozen=True, slots=True)
-class NegativeOnlyPolicy:
+class NegativeOnlyPolicy(_ScanningPolicy):
     """Only IRRELEVANT marks: non-relevant results are marked, relevant ones are seen.
 
     Unjudged results are IRRELEVANT too by default (the TREC assumption); ``unjudged="skip"``
@@ -315,28 +329,17 @@ class NegativeOnlyPolicy:
     def expects(self) -> frozenset[LabelKind]:
         return _given(self.budget, _NEGATIVE)
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        labels: list[tuple[str, Label | None]] = []
-        for key in _scan(displayed, examined, self.depth):
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
+        for key in keys:
             grade = judgments.get(key)
             if grade is None:
-                label = _UNJUDGED_LABEL[self.unjudged]
+                yield key, _UNJUDGED_LABEL[self.unjudged]
             else:
-                label = None if _is_relevant(grade) else Label.IRRELEVANT
-            labels.append((key, label))
-        return _within_budget(labels, self.budget)
+                yield key, None if _is_relevant(grade) else Label.IRRELEVANT
 
 
 @dataclass(frozen=True, slots=True)
-class PatientPolicy:
+class PatientPolicy(_ScanningPolicy):
     """Oracle labels, but the user gives up after ``patience`` consecutive non-relevant results.
 
     SimIIR's "consecutive non-relevant" stopping strategy (Maxwell, Azzopardi, Järvelin &
@@ -365,28 +368,18 @@ class PatientPolicy:
     def expects(self) -> frozenset[LabelKind]:
         return _given(self.budget, _BOTH)
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        labels: list[tuple[str, Label | None]] = []
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         run = 0
-        for key in _scan(displayed, examined, self.depth):
+        for key in keys:
             grade = judgments.get(key)
-            labels.append((key, _oracle_label(grade, self.strong_grade, self.unjudged)))
+            yield key, _oracle_label(grade, self.strong_grade, self.unjudged)
             run = 0 if _is_relevant(grade) else run + 1
             if run >= self.patience:
-                break
-        return _within_budget(labels, self.budget)
+                return
 
 
 @dataclass(frozen=True, slots=True)
-class NoisyPolicy:
+class NoisyPolicy(_ScanningPolicy):
     """An assessor who errs, as SimIIR's stochastic result classifiers do.
 
     A relevant result (grade > 0) is marked RELEVANT with probability ``p_relevant``, else
@@ -416,25 +409,14 @@ class NoisyPolicy:
         kinds |= {LabelKind.NEGATIVE} if min(p) < 1 else set()
         return _given(self.budget, frozenset(kinds))
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        labels: list[tuple[str, Label | None]] = []
-        for key in _scan(displayed, examined, self.depth):
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
+        for key in keys:
             p = self.p_relevant if _is_relevant(judgments.get(key)) else self.p_false_relevant
-            hit = _draw(self.seed, query_id, round, key) < p
-            labels.append((key, Label.RELEVANT if hit else Label.IRRELEVANT))
-        return _within_budget(labels, self.budget)
+            yield key, Label.RELEVANT if draw(self.seed, key) < p else Label.IRRELEVANT
 
 
 @dataclass(frozen=True, slots=True)
-class RandomPolicy:
+class RandomPolicy(_ScanningPolicy):
     """A control that ignores the qrels: each examined result is marked RELEVANT with
     probability ``p_mark``, else IRRELEVANT.
 
@@ -461,20 +443,9 @@ class RandomPolicy:
         kinds |= {LabelKind.NEGATIVE} if self.p_mark < 1 else set()
         return _given(self.budget, frozenset(kinds))
 
-    def judge(
-        self,
-        *,
-        query_id: str,
-        round: int,
-        displayed: Sequence[Evidence],
-        judgments: Mapping[str, int],
-        examined: Set[str],
-    ) -> list[Mark]:
-        labels: list[tuple[str, Label | None]] = []
-        for key in _scan(displayed, examined, self.depth):
-            hit = _draw(self.seed, query_id, round, key) < self.p_mark
-            labels.append((key, Label.RELEVANT if hit else Label.IRRELEVANT))
-        return _within_budget(labels, self.budget)
+    def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
+        for key in keys:
+            yield key, Label.RELEVANT if draw(self.seed, key) < self.p_mark else Label.IRRELEVANT
 
 
 # --- registry ------------------------------------------------------------------------------
