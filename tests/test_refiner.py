@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evidence_bench.engine.base import Label, Refiner
-from evidence_bench.engine.refiner import LexicalRefiner, _by_score, fit_terms, surface_forms
+from evidence_bench.engine.refiner import (
+    LexicalRefiner,
+    _by_score,
+    fit_terms,
+    positive_counts,
+    surface_form,
+)
 from evidence_bench.engine.text import Analyzer
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence, validate_query
@@ -185,9 +191,9 @@ def test_counts_shared_between_calls_are_not_changed_by_a_merge() -> None:
     both = {pool[0].key: Label.RELEVANT, pool[1].key: Label.RELEVANT}
     alone = {pool[0].key: Label.RELEVANT}
     analyzer = Analyzer()
-    assert surface_forms(analyzer, pool, alone) == {"flow": "flows"}
-    assert surface_forms(analyzer, pool, both) == {"flow": "flowing"}
-    assert surface_forms(analyzer, pool, alone) == {"flow": "flows"}
+    assert surface_form(positive_counts(analyzer, pool, alone), "flow") == "flows"
+    assert surface_form(positive_counts(analyzer, pool, both), "flow") == "flowing"
+    assert surface_form(positive_counts(analyzer, pool, alone), "flow") == "flows"
     # tf of "flow" over the positive results: 3 for [0] alone, 6 for both, 3 again; idf over
     # N = 2 with df 2 is ln(3 / 3) + 1 = 1
     refiner = LexicalRefiner(analyzer=analyzer)
@@ -229,7 +235,7 @@ def _by_definition(
 @pytest.mark.parametrize("name", ["cranfield", "cacm"])
 def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
     # The scores, to the last bit, and the words sent: each added term is its stem's most
-    # frequent word in the positive results (surface_forms, computed for every stem), as
+    # frequent word in the positive results (surface_form), as
     # many as fit Brave's limits.
     checked = 0
     for analyzer in (Analyzer(), Analyzer(stemmer=None, stop_words=None)):
@@ -240,9 +246,9 @@ def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
                 for feedback in _feedbacks(pool, grades):
                     scores = refiner.term_scores(query, pool, feedback)
                     assert scores == _by_definition(refiner, query, pool, feedback)
-                    words = surface_forms(analyzer, pool, feedback)
+                    counted = positive_counts(analyzer, pool, feedback)
                     sent = fit_terms(
-                        query.strip(), [words.get(term, term) for term, _ in scores], 6
+                        query.strip(), [surface_form(counted, term) for term, _ in scores], 6
                     )
                     refined = refiner.refine(query, pool, feedback)
                     assert list(refined.added_terms) == sent
@@ -253,10 +259,9 @@ def test_term_scores_and_words_on_real_result_lists(name: str) -> None:
                         held.space(analyzer, query)
                     matrix = held.refiner_matrix(analyzer)
                     assert matrix is not None  # no extra snippets in a shipped collection
-                    counted = refiner.refine_counted(
+                    assert refined == refiner.refine_counted(
                         query, pool, feedback, matrix, held.marked(feedback)
                     )
-                    assert counted == refined
                     checked += bool(scores)
     assert checked > 20
 

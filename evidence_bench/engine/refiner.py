@@ -22,7 +22,14 @@ from evidence_bench.engine.ranking import PoolMatrix, marked_positions, pool_mat
 from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
-__all__ = ["ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "surface_forms"]
+__all__ = [
+    "ExpansionDepth",
+    "LexicalRefiner",
+    "document_text",
+    "fit_terms",
+    "positive_counts",
+    "surface_form",
+]
 
 # Term scores are rounded before ordering so that equal scores computed along different
 # float paths still tie and fall back to the alphabetical order.
@@ -103,15 +110,9 @@ class LexicalRefiner:
     ) -> RefinedQuery:
         base = query.strip()
         analyzer = self.analyzer
-        if not ranked or analyzer.stemmer is None:
-            words: Iterable[str] = (term for term, _ in ranked)
-        else:  # only the terms fit_terms reads need their word (a few of the scored ones)
-            counted = [
-                _word_counts(analyzer, document_text(item))
-                for item in candidates
-                if (label := feedback.get(item.key)) is not None and POLARITY[label] > 0
-            ]
-            words = (_surface_form(counted, term) for term, _ in ranked)
+        # only the terms fit_terms reads need their word (a few of the scored ones)
+        counted = positive_counts(analyzer, candidates, feedback) if ranked else []
+        words = (surface_form(counted, term) for term, _ in ranked)
         terms = fit_terms(base, words, self.max_terms)
         if not terms:
             return RefinedQuery(query=query, added_terms=())
@@ -217,34 +218,19 @@ class ExpansionDepth:
         return replace(refined, limit=self.depth)
 
 
-def surface_forms(
+def positive_counts(
     analyzer: Analyzer, candidates: Sequence[Evidence], feedback: Feedback
-) -> dict[str, str]:
-    """Each stem's most frequent word in the positively marked results, ties alphabetically:
-    a refiner scores stems but must send words a search engine understands."""
+) -> list[dict[str, dict[str, int]]]:
+    """:func:`_word_counts` of each positively marked result (none without a stemmer: a
+    term is its own word): what :func:`surface_form` reads, since a refiner scores stems but
+    must send words a search engine understands."""
     if analyzer.stemmer is None:
-        return {}
-    seen: dict[str, dict[str, int]] = {}
-    copied: set[str] = set()  # the terms whose counts are this call's own, not a cache's
-    for item in candidates:
-        label = feedback.get(item.key)
-        if label is not None and POLARITY[label] > 0:
-            for term, words in _word_counts(analyzer, document_text(item)).items():
-                counts = seen.get(term)
-                if counts is None:
-                    seen[term] = words
-                    continue
-                if term not in copied:
-                    counts = seen[term] = dict(counts)
-                    copied.add(term)
-                for word, count in words.items():
-                    counts[word] = counts.get(word, 0) + count
-    return {
-        term: next(iter(counts))
-        if len(counts) == 1
-        else min(counts.items(), key=lambda pair: (-pair[1], pair[0]))[0]
-        for term, counts in seen.items()
-    }
+        return []
+    return [
+        _word_counts(analyzer, document_text(item))
+        for item in candidates
+        if (label := feedback.get(item.key)) is not None and POLARITY[label] > 0
+    ]
 
 
 @lru_cache(maxsize=1 << 10)
@@ -280,9 +266,9 @@ def _by_score(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
 _NEAR = 1e-9
 
 
-def _surface_form(counted: Sequence[dict[str, dict[str, int]]], term: str) -> str:
-    """:func:`surface_forms`' word for ``term`` in the positive results (``counted``: each
-    one's :func:`_word_counts`): its most frequent word there, ties alphabetically."""
+def surface_form(counted: Sequence[dict[str, dict[str, int]]], term: str) -> str:
+    """``term``'s most frequent word in ``counted`` (:func:`positive_counts`), ties
+    alphabetically; ``term`` itself where none holds it."""
     counts: dict[str, int] = {}
     for found in counted:
         words = found.get(term)

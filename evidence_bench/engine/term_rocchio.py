@@ -15,7 +15,12 @@ from typing import Any
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
 from evidence_bench.engine.params import require_count, require_weights
-from evidence_bench.engine.refiner import document_text, fit_terms, surface_forms
+from evidence_bench.engine.refiner import (
+    document_text,
+    fit_terms,
+    positive_counts,
+    surface_form,
+)
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence
 
@@ -110,8 +115,8 @@ class TermRocchioRefiner:
         weights = self.weights(query, candidates, feedback)
         reported = tuple(list(weights.items())[:REPORTED_WEIGHTS])
         excluded = set(self.analyzer(query))
-        words = surface_forms(self.analyzer, candidates, feedback)
-        new = (words.get(term, term) for term in weights if term not in excluded)
+        counted = positive_counts(self.analyzer, candidates, feedback)
+        new = (surface_form(counted, term) for term in weights if term not in excluded)
         base = query.strip()
         terms = fit_terms(base, new, self.max_terms)
         if not terms:

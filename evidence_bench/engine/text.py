@@ -76,16 +76,7 @@ class Analyzer:
         return list(_analyze(self, text))
 
     def terms(self, text: str) -> tuple[str, ...]:
-        source = text.lower() if self.lowercase else text
-        table = self._table()
-        terms = []
-        for token in _tokens(source):
-            term = table.get(token, _UNSEEN)
-            if term is _UNSEEN:
-                term = table[token] = self._term(token)
-            if term is not None:
-                terms.append(term)
-        return tuple(terms)
+        return tuple(term for term, _ in self._words(text))
 
     def _term(self, token: str) -> str | None:
         """A token's term, or None where it is dropped (too short, a stop word)."""
