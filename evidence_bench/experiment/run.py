@@ -34,8 +34,8 @@ from evidence_bench.experiment.rundir import (
     RunDirectory,
     new_run_id,
     summarize_scores,
+    write_inputs,
     write_json,
-    write_jsonl,
     write_rows,
 )
 from evidence_bench.experiment.runner import QueryOutput, execute, plan_users
@@ -363,29 +363,7 @@ def _perform(
                 for e in plan.asked
             ),
         )
-        doc_id = collection.doc_id_for
-        write_jsonl(
-            tmp / "documents.jsonl",
-            (
-                {
-                    "doc_id": doc_id(key) or key,
-                    "url": ev.url,
-                    "title": ev.title,
-                    "snippet": ev.snippet,
-                }
-                for key, ev in documents.items()
-            ),
-        )
-        write_rows(
-            tmp / "qrels.csv",
-            ["query_id", "doc_id", "relevance"],
-            (
-                (qid, doc_id(key) or key, grade)
-                for qid in query_ids
-                for key, grade in query_set.qrels[qid].items()
-            ),
-        )
-        write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
+        write_inputs(tmp, documents, query_set)
         manifest["run_id"] = target.final.name
         manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
         manifest["wall_time_s"] = round(time.perf_counter() - started, 3)

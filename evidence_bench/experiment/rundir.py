@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence_bench._lazy import module
+from evidence_bench.collections.queryset import QuerySet
 from evidence_bench.errors import ConfigurationError, DataError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures, frozen_prefix
@@ -36,6 +37,7 @@ from evidence_bench.evaluation.statistics import (
     summarize_codes,
 )
 from evidence_bench.evaluation.trec import write_qrels, write_run
+from evidence_bench.evidence import Evidence
 from evidence_bench.runs.store import (
     SUMMARY_COLUMNS,
     SUMMARY_KEYS,
@@ -54,6 +56,7 @@ __all__ = [
     "remove_stale",
     "summarize_scores",
     "write_csv",
+    "write_inputs",
     "write_json",
     "write_jsonl",
     "write_trec",
@@ -246,6 +249,29 @@ def write_rows(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]])
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(rows)
+
+
+def write_inputs(directory: Path, documents: Mapping[str, Evidence], query_set: QuerySet) -> None:
+    """``documents.jsonl`` (each result shown, by canonical URL: its doc_id in the
+    collection, else the URL), and the query set's ``qrels.csv`` and ``queries.csv``."""
+    doc_id = query_set.collection.doc_id_for
+    write_jsonl(
+        directory / "documents.jsonl",
+        (
+            {"doc_id": doc_id(key) or key, "url": e.url, "title": e.title, "snippet": e.snippet}
+            for key, e in documents.items()
+        ),
+    )
+    write_rows(
+        directory / "qrels.csv",
+        ["query_id", "doc_id", "relevance"],
+        (
+            (qid, doc_id(key) or key, grade)
+            for qid in query_set.queries
+            for key, grade in query_set.qrels[qid].items()
+        ),
+    )
+    write_rows(directory / "queries.csv", ["query_id", "query"], query_set.queries.items())
 
 
 def summarize_scores(

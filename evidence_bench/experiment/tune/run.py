@@ -23,6 +23,7 @@ import pandas as pd
 from evidence_bench._resources import distribution_version
 from evidence_bench.collections.queryset import QuerySet, load_query_set
 from evidence_bench.errors import DataError, EvidenceBenchError
+from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.components import EngineConfig
 from evidence_bench.experiment.progress import progress_bar
 from evidence_bench.experiment.run import (
@@ -33,13 +34,14 @@ from evidence_bench.experiment.run import (
     _git_dirty,
     _no_judged_hits,
     _replay,
+    _seeds,
     run_directory,
 )
 from evidence_bench.experiment.rundir import (
     RunDirectory,
     summarize_scores,
+    write_inputs,
     write_json,
-    write_jsonl,
     write_rows,
 )
 from evidence_bench.experiment.runner import QueryOutput, plan_users
@@ -56,7 +58,6 @@ from evidence_bench.experiment.tune.search import (
 from evidence_bench.runs.checksums import MANIFEST_KEY as TABLES_KEY
 from evidence_bench.runs.checksums import table_checksums
 from evidence_bench.runs.store import TableBuilder, as_stored, write_tables
-from evidence_bench.seeding import derivation
 from evidence_bench.users.labels import label_summary
 from evidence_bench.web.cassette_manifest import find_manifest
 from evidence_bench.web.cassettes import file_sha256
@@ -141,8 +142,7 @@ def _tune(
 
     replayed = sum(out.replayed_initial for out in outputs)
     if replayed and not sum(out.judged_hits for out in outputs):
-        documents = {k: e for out in outputs for k, e in out.documents.items()}
-        raise DataError(_no_judged_hits(query_set, documents, replayed))
+        raise DataError(_no_judged_hits(query_set, _documents(outputs), replayed))
     heldout = _heldout_rows(plan, outputs, fold_of)
     _check_heldout(cv, heldout)
     builder = TableBuilder()
@@ -166,7 +166,7 @@ def _tune(
         (tmp / "config.yaml").write_text(config_yaml)
         write_tables(tmp, tables)
         _write_configs(tmp, plan, default)
-        _write_episodes(tmp, outputs, query_set)
+        write_inputs(tmp, _documents(outputs), query_set)
         _write_tuning(tmp, plan, cv, heldout)
         manifest["run_id"] = target.final.name
         manifest["created"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -286,29 +286,13 @@ def _write_configs(tmp: Path, plan: TunePlan, default: EngineConfig) -> None:
     )
 
 
-def _write_episodes(tmp: Path, outputs: Sequence[QueryOutput], query_set: QuerySet) -> None:
-    doc_id = query_set.collection.doc_id_for
-    documents: dict[str, Any] = {}
+def _documents(outputs: Sequence[QueryOutput]) -> dict[str, Evidence]:
+    """Every document the outputs showed, by key, in the order first seen."""
+    documents: dict[str, Evidence] = {}
     for out in outputs:
         for key, evidence in out.documents.items():
             documents.setdefault(key, evidence)
-    write_jsonl(
-        tmp / "documents.jsonl",
-        (
-            {"doc_id": doc_id(k) or k, "url": e.url, "title": e.title, "snippet": e.snippet}
-            for k, e in documents.items()
-        ),
-    )
-    write_rows(
-        tmp / "qrels.csv",
-        ["query_id", "doc_id", "relevance"],
-        (
-            (qid, doc_id(key) or key, grade)
-            for qid in query_set.queries
-            for key, grade in query_set.qrels[qid].items()
-        ),
-    )
-    write_rows(tmp / "queries.csv", ["query_id", "query"], query_set.queries.items())
+    return documents
 
 
 def _manifest(
@@ -336,14 +320,7 @@ def _manifest(
         "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
         "collection_checksum": query_set.collection.checksum,
         "seeds": {
-            "seed": plan.run.seed,
-            "users": {
-                name: int(own)
-                for name, user in users
-                if (own := getattr(user, "seed", None)) is not None
-            },
-            "user_draws": derivation("user seed", "query_id", "round", "url"),
-            "shuffled": derivation("seed", "policy", "query_id", "round"),
+            **_seeds(plan.run.seed, users),
             "folds": FOLD_SEED,
             "sampler": SAMPLER_SEED,
             "sampler_seed": sampler_seed(plan.run.seed),
