@@ -9,6 +9,7 @@ report is the unsharded run's (tests/test_shards.py compares the pages).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ import pandas as pd
 import pytest
 
 from evidence_bench.report import analyze, gather_multirun, load_run, render_report
+from evidence_bench.report.page import render_page
+from evidence_bench.report.render import report_context
 from evidence_bench.report.tables import query_deltas, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,3 +95,27 @@ def test_the_gathered_page_opens_with_a_verdict_and_names_the_collections(sweep:
     assert 'data-query-set="cranfield"' in html and 'data-query-set="cacm"' in html
     assert html.index('id="verdict"') < html.index('id="header"')
     assert "cranfield · tfidf_rocchio" in html and "cacm · tfidf_rocchio" in html
+
+
+def test_a_partly_headline_says_for_how_many_users_on_each_query_set(sweep: Path) -> None:
+    context = report_context(analyze(gather_multirun(sweep), trials=200))
+    row = context["verdict"]["by_query_set"][0]["rows"][0]
+
+    def user(policy: str, gain: float, significant: bool) -> dict[str, object]:
+        return {**row, "policy": policy, "gain_common": gain, "significant": significant}
+
+    context["verdict"]["outcome"] = "partly"
+    context["verdict"]["by_query_set"] = [
+        {**context["verdict"]["by_query_set"][0], "query_set": "cranfield", "outcome": "yes",
+         "rows": [user("oracle", 0.1, True), user("noisy", 0.05, True)]},
+        {**context["verdict"]["by_query_set"][1], "query_set": "cacm", "outcome": "partly",
+         "rows": [user("oracle", 0.1, True), user("noisy", 0.02, False),
+                  user("random", -0.05, True)]},  # a significant loss is no user won
+    ]  # fmt: skip
+    page = render_page(context)
+    headline = re.search(r'<p class="headline">(.*?)</p>', page, re.S)
+    assert headline is not None
+    assert " ".join(headline.group(1).split()) == (
+        "Partly: feedback's own gain in nDCG@10 over the no-feedback control is significant"
+        " for every user on cranfield, for 1 of 3 users on cacm."
+    )
