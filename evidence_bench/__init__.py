@@ -107,11 +107,7 @@ __getattr__, __dir__ = attach(
         "evidence_bench.collections.beir": ["Document", "Query"],
         "evidence_bench.collections.queryset": ["QuerySetLoader", "QuerySetRecords"],
         "evidence_bench.engine.base": [
-            "Label",
-            "Ranker",
-            "RefinedQuery",
-            "Refiner",
-            "SearchProvider",
+            "Label", "Ranker", "RefinedQuery", "Refiner", "SearchProvider",
         ],
         "evidence_bench.engine.ranking": ["ProviderOrderRanker", "TfidfRocchioRanker"],
         "evidence_bench.engine.refiner": ["LexicalRefiner"],
@@ -119,17 +115,11 @@ __getattr__, __dir__ = attach(
         "evidence_bench.errors": [name for name in __all__ if name.endswith("Error")],
         "evidence_bench.evidence": ["Evidence", "canonical_url", "normalize_text"],
         "evidence_bench.livefetch": [
-            "EvidencePacket",
-            "FailureReason",
-            "FetchFailure",
-            "LiveFetch",
-            "PacketSet",
-            "RecordedDiscovery",
-            "RetrievalIntent",
-            "extract_page",
+            "EvidencePacket", "FailureReason", "FetchFailure", "LiveFetch", "PacketSet",
+            "RecordedDiscovery", "RetrievalIntent", "extract_page",
         ],
         "evidence_bench.users.policies": ["LabelKind", "Mark", "UserPolicy"],
         "evidence_bench.web.brave": ["BraveProvider", "HttpClient", "RetryPolicy"],
     },
-)
+)  # fmt: skip
 del TYPE_CHECKING, attach

@@ -1,16 +1,6 @@
-"""Lazy re-exports for a package's ``__init__`` (PEP 562), as scientific Python's
-``lazy_loader.attach`` does: importing the package imports none of the modules it re-exports;
-the first use of a name imports its module and keeps the value in the package.
-
-So ``python -m evidence_bench report RUN_DIR`` does not pay for httpx, trafilatura or the
-engine, and ``from evidence_bench import LiveFetch`` still works. Each ``__init__`` also
-imports its names under ``TYPE_CHECKING``, for type checkers and readers.
-
-:func:`module` does the same for one dependency of a module: ``pd = module("pandas")``
-imports pandas at the first use of ``pd.<name>``. The run's parent uses it so that nothing
-it imports before forking its workers loads pandas, pyarrow or scipy (~75 MB of resident
-memory per process, and each forked worker would count it again): they load when the
-tables are built, after the episodes.
+"""Lazy re-exports for a package's ``__init__`` (PEP 562, as ``lazy_loader.attach``): the
+first use of a name imports its module. :func:`module` does the same for one dependency
+(``pd = module("pandas")``), so a run's parent forks its workers before loading pandas.
 """
 
 import importlib

@@ -1,16 +1,9 @@
 """Web text made safe to print on a terminal, and kept free of control characters.
 
-A title, snippet, URL or page quote is the web's text, and a terminal obeys the control
-characters in what it prints: ESC and CSI sequences move the cursor, clear the screen or
-rewrite the lines above, and an OSC 8 sequence hides a link behind other text. The HTML
-report escapes such text (:mod:`evidence_bench.report`); the command lines print it, and
-their error lines (a server's error detail is its text too), through :func:`printable`, and
-their JSON through :func:`json_text`: ``json.dumps(..., ensure_ascii=False)`` escapes C0 but
-writes DEL and C1 (0x9B is CSI) as they are. Both redact the API key
-(:func:`evidence_bench._secrets.redact`): a server may echo it. Before any of that,
-:func:`plain_text` is applied where web text enters (a result's title and snippet in
-:func:`evidence_bench.evidence.normalize_text`, its URL in the Brave provider), so that a
-control character reaches no run table, report, cache or JSON.
+A terminal obeys the control characters of what it prints (ESC, CSI, OSC 8), so the
+command lines print web text through :func:`printable` and their JSON through
+:func:`json_text`, both redacting the API key; :func:`plain_text` is applied where web
+text enters, so no control character reaches a run table, report, cache or JSON.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The API key, redacted from everything the project writes or prints.
 
-A server may echo the key it was sent (a hostile one will), in any spelling a reader can
-decode: verbatim, percent-encoded (either hex case, ``+`` for a space), JSON-escaped
-(``\\/``, ``\\u0041``), as HTML entities (``&#65;``, ``&#x41;``) or in base64. :func:`redact`
-replaces each of those spellings by :data:`KEY_PLACEHOLDER`; a word that still decodes to
-the key (a spelling mixed from several) is replaced whole. Every output passes through it:
-the command lines' stdout and error lines (:mod:`evidence_bench._printable`), the page
-cache, cassettes and page cassettes, discovery recordings. :func:`holds_secret` is the last
-check before a cassette is written.
-
-The secret is the key in ``BRAVE_SEARCH_API_KEY``, where the command lines read it; a
-caller that holds another passes it (``secrets=``).
+:func:`redact` replaces each spelling of a secret a reader can decode (verbatim,
+percent-encoded, JSON-escaped, HTML entities, base64) by :data:`KEY_PLACEHOLDER`, and a
+word that still decodes to one whole; :func:`holds_secret` is the last check before a
+cassette is written. The secret is ``BRAVE_SEARCH_API_KEY``'s unless given (``secrets=``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Parts from the user's own code, named in a config by ``_target_`` (Hydra's convention).
 
-``ranker: {_target_: my_ranker.MyRanker, k1: 1.2}`` names a class or function by its
-import path. :func:`locate` imports it, the working directory at the end of ``sys.path``
-(so a module beside the experiment is found however the command was started: ``python -m``,
-the ``evidence-bench`` script, and a module there named like a library, ``pandas.py``, does
-not shadow it), :func:`call_params` picks the keys of its config that its
-signature takes, and :func:`check_protocol` checks what it built against a ``Protocol``
-of the package (:class:`~evidence_bench.engine.base.Ranker`, ...): every miss is one
-:class:`~evidence_bench.errors.ConfigurationError` line that starts with the config key,
-``ranker._target_=my_ranker.MyRanker: no method rank(query, candidates, feedback)``.
+:func:`locate` imports ``module.Name`` (the working directory last on ``sys.path``, so a
+user's ``pandas.py`` shadows no library), :func:`call_params` picks the keys of its config
+that its signature takes, and :func:`check_protocol` checks what it built against a
+``Protocol``; every miss is one :class:`~evidence_bench.errors.ConfigurationError` line
+starting with the config key.
 """
 
 from __future__ import annotations
@@ -88,15 +84,12 @@ def call_params(
     offered: Collection[str] = (),
 ) -> tuple[tuple[str, Any], ...]:
     """The keyword arguments the target of ``conf`` is called with: the keys of ``conf`` its
-    signature takes, in config order, but ``harness``'s (the keys the package applies to
-    any part itself), and ``offered``'s only where it names them (a user's ``seed``, which
-    the run sets).
+    signature takes, in config order, but ``harness``'s (applied by the package itself),
+    and ``offered``'s only where it names them.
 
-    ``defaults``: the schema's keys and their defaults (a composed config holds every one).
-    A key the target does not take is refused unless it is a schema key at its default, so
-    ``ranker.k2=0.5`` for a ranker without ``k2`` (or ``ranker.beta=2`` for one without
-    ``beta``) fails instead of being dropped; a target taking ``**kwargs`` is given the keys
-    that are not the schema's, and the schema's it names.
+    A key the target does not take is refused unless it is a schema key at its default
+    (``defaults``), so ``ranker.k2=0.5`` for a ranker without ``k2`` fails instead of being
+    dropped; a target taking ``**kwargs`` is given the keys that are not the schema's.
     """
     target = str(conf[TARGET])
     taken = _taken(locate(where, target))

@@ -1,13 +1,9 @@
 """``evidence-fetcher``: search Brave from the shell, optionally refining with feedback.
 
-It prints Brave's results (deduplicated) in the local ranker's first order, before any
-feedback, as text or JSON (``rank`` is the position shown); ``--fetch`` also fetches each
-result's page through LiveFetch and shows its publication date and the sentences that
-support the query (or why the page could not be read); ``--interactive`` starts from
-that same list in a :class:`SearchSession`: the user marks results by their number, reranks
-locally (``show``, no search) and asks for more (``expand``, one search). Any
-:class:`EvidenceBenchError` ends the command with one line on stderr and exit status 1; a
-usage error exits 2.
+It prints the results in the local ranker's first order as text or JSON; ``--fetch`` adds
+each page's date and supporting sentences (LiveFetch); ``--interactive`` starts a
+:class:`SearchSession` on them, marked by number, reranked (``show``) and expanded
+(``expand``). An error is one line on stderr and exit 1; a usage error exits 2.
 """
 
 from __future__ import annotations

@@ -19,12 +19,8 @@ caller (the CLI, the experiment runner) can catch one class and print one line::
     ├── WorkerError               a worker process failed on a query, or died
     └── CacheError                LiveFetch's SQLite cache is corrupt, locked or unwritable
 
-Errors of dependencies (httpx, json, yaml) are translated at the boundary where they occur,
-with ``raise ... from exc``, so their cause stays visible in a traceback.
-
-Every error survives pickling with its class, message and attributes: a run's worker
-processes send them to the parent, and an error that cannot be rebuilt there would stop the
-pool's result thread and leave the run waiting forever.
+Errors of dependencies are translated where they occur, with ``raise ... from exc``. Every
+error survives pickling with its class, message and attributes (workers send them).
 """
 
 from __future__ import annotations

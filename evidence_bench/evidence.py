@@ -91,10 +91,8 @@ class Evidence:
         extra_snippets: tuple[str, ...],
         key: str,
     ) -> Evidence:
-        """The ``Evidence`` of these fields and this ``key``, set through their slots without
-        running ``__init__`` (a frozen dataclass's sets each field by ``object.__setattr__``,
-        ~3x slower): the one builder of :meth:`with_rank` and the provider, which makes one per
-        result of every answer. ``key`` is taken as given: pass ``canonical_url(url)``."""
+        """The ``Evidence`` of these fields, set through their slots without ``__init__`` (for
+        the provider, which makes one per result); pass ``key=canonical_url(url)``."""
         made: Evidence = _new(Evidence)
         _SET_TITLE(made, title)
         _SET_URL(made, url)
@@ -110,8 +108,7 @@ class Evidence:
         return made
 
     def with_rank(self, rank: int) -> Evidence:
-        """A copy at another rank (rankers renumber often; faster than ``replace``): every
-        field is copied as it is, the key too, by :meth:`from_fields`."""
+        """A copy at another rank, its key too (faster than ``replace``)."""
         return _from_fields(
             self.title,
             self.url,
@@ -158,15 +155,9 @@ _from_fields = Evidence.from_fields
 
 
 def normalize_text(value: str) -> str:
-    """Strip HTML tags, unescape entities, collapse whitespace.
-
-    Entities are unescaped after tags are stripped, so an escaped ``&lt;b&gt;`` in a snippet
-    survives as literal text instead of being removed as a tag. Idempotent on its own output
-    except where unescaping reveals a new entity (``&amp;amp;``) or markup (``&lt;b&gt;``
-    gives ``<b>``, a tag the next pass strips); applied once, to what the provider answers.
-    Never raises. Control characters become spaces
-    (:func:`evidence_bench._printable.plain_text`): this is where a provider's text enters
-    (an entity such as ``&#27;`` decodes to one).
+    """Strip HTML tags, unescape entities, collapse whitespace; control characters become
+    spaces. Entities are unescaped after tags are stripped, so an escaped ``&lt;b&gt;``
+    survives as literal text. Never raises.
     """
     tags = value.count("<")
     if tags and tags == value.count("<strong>") + value.count("</strong>"):
@@ -188,11 +179,7 @@ _ESCAPES = (("&#x27;", "'"), ("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"), ("&a
 
 def _unescape(value: str) -> str:
     """``html.unescape(value)``; by ``str.replace`` when every ``&`` begins one of
-    :data:`_ESCAPES` (no two can overlap: each holds one ``&``, its first character).
-
-    Then html.unescape replaces exactly those, each by its character; none of these
-    characters is ``&`` but the last one's, replaced last, so no replacement makes a new
-    entity, as html.unescape (one pass, left to right) makes none."""
+    :data:`_ESCAPES` (``&amp;`` replaced last, so no replacement makes a new entity)."""
     if value.count("&") != sum(value.count(entity) for entity, _ in _ESCAPES):
         return html.unescape(value)
     for entity, character in _ESCAPES:
@@ -259,11 +246,8 @@ def renumber(ordered: Iterable[Evidence]) -> list[Evidence]:
 
 
 def dedupe(results: Iterable[Evidence]) -> list[Evidence]:
-    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1.
-
-    The same results (the same objects: they are frozen) give the same objects back: a run
-    merges one query's answers in many episodes, and each copy at a new rank is made once,
-    so every episode's candidate list holds the objects the others' do.
+    """Keep the first (best-ranked) result per canonical URL; renumber ``rank`` from 1. The
+    same input objects give the same output objects back (the latest few are remembered).
     """
     items = results if isinstance(results, list | tuple) else list(results)
     key = tuple(map(id, items))

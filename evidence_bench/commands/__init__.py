@@ -1,12 +1,8 @@
 """The command line's one registry: every command's name, usage, one-line help and handler.
 
-``python -m evidence_bench``, the ``evidence-bench`` console script, the top-level
-``--help``, the error for an unknown command and the CLI reference
-(``docs/reference/cli.rst``) all read :data:`COMMANDS`. A handler is named as
-``module:function`` and imported only when its command runs, so ``--help`` answers before
-numpy, pandas or Hydra are imported. A handler takes the command's arguments and returns
-its exit status (``None``: 0) or exits itself. (``evidence-fetcher`` is the engine's own
-command line, :mod:`evidence_bench.cli`, and not in here.)
+``python -m evidence_bench``, its ``--help``, the error for an unknown command and the CLI
+reference read :data:`COMMANDS`. A handler (``module:function``) is imported only when its
+command runs, so ``--help`` answers before numpy, pandas or Hydra are imported.
 """
 
 from __future__ import annotations

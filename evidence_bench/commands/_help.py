@@ -1,10 +1,6 @@
 """``run --help`` and ``record --help``: the experiments to choose from, or one experiment's
-description and main knobs, instead of Hydra's page of every config group.
-
-Without ``+experiment=NAME`` nothing heavy is imported (the list reads the YAML files
-alone); with one, the experiment is composed as ``run`` would compose it, and each knob is
-shown with its value there and its help from the schema's ``#:`` comment
-(:mod:`evidence_bench.experiment.config`), the source the config reference is built from.
+description and main knobs with their values and their help from the schema's ``#:``
+comments, instead of Hydra's page of every config group.
 """
 
 from __future__ import annotations
@@ -23,22 +19,10 @@ __all__ = ["KNOBS", "RECORD_KNOBS", "asks_for_help", "experiment_help", "print_h
 
 #: The knobs ``run --help +experiment=NAME`` shows: what an experiment is mostly varied by.
 KNOBS = (
-    "experiment.queries",
-    "experiment.rounds",
-    "experiment.depth",
-    "experiment.grid",
-    "query_set.name",
-    "ranker.name",
-    "ranker.alpha",
-    "ranker.beta",
-    "ranker.gamma",
-    "refiner.name",
-    "policies",
-    "eval.primary_measure",
-    "seed",
-    "workers",
-    "runs_dir",
-)
+    "experiment.queries", "experiment.rounds", "experiment.depth", "experiment.grid",
+    "query_set.name", "ranker.name", "ranker.alpha", "ranker.beta", "ranker.gamma",
+    "refiner.name", "policies", "eval.primary_measure", "seed", "workers", "runs_dir",
+)  # fmt: skip
 #: ... and ``record --help +experiment=NAME`` besides them.
 RECORD_KNOBS = ("provider", "record_rounds", "record_deep", "record_searches")
 

@@ -1,8 +1,5 @@
-"""``init DIR``: a starter project for measuring a ranker of one's own, gated in CI.
-
-It writes :data:`STARTER` into ``DIR`` (made if missing; refused unless empty), from the
-templates shipped in ``evidence_bench/commands/starter/``. The files are staged in a
-temporary directory and moved into place at the end, so a failure leaves nothing behind.
+"""``init DIR``: a starter project for measuring a ranker of one's own, gated in CI: the
+templates of ``commands/starter/`` written into an empty or new ``DIR``, whole or not at all.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The ranges of the config knobs that multiply a run's work.
-
-A round, a seed, a user, an engine config, a worker process, a shard, a tuning trial: each
-multiplies what a run computes, holds or waits for, so a value off by a few digits ran for
-minutes to a ``MemoryError`` (``experiment.rounds=1000000000``). :func:`check_bounds`
-refuses such a value when the config is checked, before anything runs, in one line that
-names the key and its range. The manual's configuration reference shows each range beside
-its key (``docs/_ext/configref.py`` reads :data:`BOUNDS`).
+"""The ranges of the config knobs that multiply a run's work (rounds, seeds, users, engine
+configs, workers, shards, trials): :func:`check_bounds` refuses a value outside its range
+before anything runs, in one line naming the key and its range. The configuration
+reference shows each range (``docs/_ext/configref.py`` reads :data:`BOUNDS`).
 """
 
 from __future__ import annotations

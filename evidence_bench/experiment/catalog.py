@@ -1,8 +1,5 @@
-"""Where configs are looked up, and the experiments found there with their descriptions.
-
-Light on purpose (PyYAML, no Hydra): ``--help`` lists the experiments before anything heavy
-is imported. An experiment's description is its ``experiment.description`` key, the one
-line its report shows too.
+"""Where configs are looked up, and the experiments found there with their descriptions;
+light (PyYAML, no Hydra), so ``--help`` lists them before anything heavy is imported.
 """
 
 from __future__ import annotations

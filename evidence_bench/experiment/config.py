@@ -1,10 +1,6 @@
-"""Typed Hydra config schemas, registered in a ConfigStore.
-
-Every group has a dataclass schema, so an override with a typo (``ranker.alhpa=1``) fails
-naming the key, and a value of the wrong type fails naming the key and the value. Names
-that select an implementation (``ranker.name``, ``policies.*.kind``) are checked against
-the registries when the run starts, and the error lists the valid names. ``+key=value``
-adds a key even to a typed node, so :func:`check_config` refuses keys no schema has.
+"""Typed Hydra config schemas, registered in a ConfigStore: a typo in a key or a value of the
+wrong type fails naming the key. ``+key=value`` adds a key even to a typed node, so
+:func:`check_config` refuses keys no schema has.
 """
 
 from __future__ import annotations
@@ -364,14 +360,9 @@ class RunConf:
 
 
 def register_configs() -> None:
-    """Register the root schema; ``conf/config.yaml`` names it first in its defaults.
-
-    Groups need no schema of their own: every group lands in a typed field of
-    :class:`RunConf`, so their keys and types are checked there. The shipped root config
-    (``conf/config.yaml``) is registered too, as :data:`ROOT_CONFIG`, with the shipped
-    ``conf/`` on its search path: Hydra looks for its primary config only on the search path
-    it starts with, where a user's directory comes first (:func:`config_dirs`).
-    """
+    """Register the root schema (every group lands in a typed field of :class:`RunConf`)
+    and the shipped root config, as :data:`ROOT_CONFIG`, with the shipped ``conf/`` on its
+    search path (Hydra looks for its primary config on the one it starts with)."""
     store = ConfigStore.instance()
     schema = OmegaConf.structured(RunConf)
     for part in _OPEN:  # a user's part takes keys of its own (their types are its own too)
@@ -382,10 +373,8 @@ def register_configs() -> None:
 
 def _store_root(user: Path | None) -> None:
     """Register the root config: the shipped ``conf/config.yaml``, and over it the user's
-    ``config.yaml`` in ``user`` where there is one, as Hydra would read an app's own root:
-    its keys override the shipped root's and the groups it chooses, and an experiment and
-    the command line override them. Its groups are chosen in an experiment or by override:
-    a ``defaults`` list in it is refused, as it cannot be merged into the shipped one."""
+    ``config.yaml`` in ``user`` where there is one (a ``defaults`` list in it is refused: it
+    cannot be merged into the shipped one)."""
     root = yaml.safe_load((CONF_DIR / "config.yaml").read_text(encoding="utf-8"))
     root["hydra"]["searchpath"] = [f"file://{CONF_DIR}"]
     mine = None if user is None else user / "config.yaml"

@@ -1,8 +1,5 @@
-"""The progress bar of ``run``, ``record`` and tuning: tqdm's, on a terminal only.
-
-On a terminal, a bar on stderr; elsewhere (a CI log, a pipe, a file) nothing, so logs hold
-what the commands print and no bar's carriage returns. ``progress=false`` turns it off
-everywhere. No monitor thread: the runner's worker processes are forked while it counts.
+"""The progress bar of ``run``, ``record`` and tuning: tqdm's, on stderr, on a terminal only
+(``progress=false``: nowhere); no monitor thread, as the runner forks while it counts.
 """
 
 from __future__ import annotations
