@@ -12,20 +12,13 @@ from pathlib import Path
 
 from evidence_bench.report.numbers import DEFAULT_TRIALS
 from evidence_bench.report.page import write_run_report
-from evidence_bench.report.tables import Analysis, analyze
+from evidence_bench.report.tables import analyze
 from evidence_bench.report.terminal import summary_table
 from evidence_bench.report.tuning import tuning_table
 from evidence_bench.runs.data import load_run
 from evidence_bench.runs.store import RunTables
 
 __all__ = ["new_run_report", "new_tuning_report"]
-
-
-def _analysis(run_dir: Path, tables: RunTables, analyzed: Callable[[], object] | None) -> Analysis:
-    analysis = analyze(load_run(run_dir, tables=tables), trials=DEFAULT_TRIALS)
-    if analyzed is not None:
-        analyzed()
-    return analysis
 
 
 def new_run_report(
@@ -39,7 +32,9 @@ def new_run_report(
 
     ``analyzed``: called once the analysis is computed, before the page is rendered;
     ``inputs``: called before the stored analysis' key hashes the run's files."""
-    analysis = _analysis(run_dir, tables, analyzed)
+    analysis = analyze(load_run(run_dir, tables=tables), trials=DEFAULT_TRIALS)
+    if analyzed is not None:
+        analyzed()
     terminal = summary_table(analysis)
     write_run_report(run_dir, analysis, inputs=inputs)
     return terminal
@@ -54,6 +49,4 @@ def new_tuning_report(
 ) -> str:
     """:func:`new_run_report` for a tuning run: its terminal summary ends with the tuning
     table (the folds' chosen weights and held-out scores)."""
-    analysis = _analysis(run_dir, tables, analyzed)
-    write_run_report(run_dir, analysis, inputs=inputs)
-    return summary_table(analysis) + tuning_table(run_dir)
+    return new_run_report(run_dir, tables, analyzed=analyzed, inputs=inputs) + tuning_table(run_dir)

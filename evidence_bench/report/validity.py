@@ -11,7 +11,6 @@ different collections are never ranked against each other.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from evidence_bench.evaluation.validity import (
     variance_components,
 )
 from evidence_bench.report import charts
+from evidence_bench.report.numbers import missing
 from evidence_bench.runs.data import RunData
 
 __all__ = [
@@ -242,7 +242,13 @@ def validity_sentence(group: ValidityGroup) -> str:
 
 
 def _num(value: Any) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+    return None if missing(value) else value
+
+
+def _named(group: ValidityGroup, frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``frame`` with each row's setting (config_id, stage) named in ``column``."""
+    settings = zip(frame["config_id"], frame["stage"], strict=True)
+    return frame.assign(**{column: [setting_name(group, setting) for setting in settings]})
 
 
 def validity_view(panel: Validity) -> dict[str, Any]:
@@ -274,24 +280,8 @@ def validity_view(panel: Validity) -> dict[str, Any]:
                     ],
                 }
             )
-        curve = group.curve.copy()
-        curve["label"] = (
-            [
-                setting_name(group, (c, s))
-                for c, s in zip(curve["config_id"], curve["stage"], strict=True)
-            ]
-            if len(curve)
-            else []
-        )
-        stops = group.saturation.copy()
-        stops["setting"] = (
-            [
-                setting_name(group, (c, s))
-                for c, s in zip(stops["config_id"], stops["stage"], strict=True)
-            ]
-            if len(stops)
-            else []
-        )
+        curve = _named(group, group.curve, "label")
+        stops = _named(group, group.saturation, "setting")
         key = f"validity{index}"
         groups.append(
             {

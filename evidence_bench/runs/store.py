@@ -1,25 +1,10 @@
 """A run's results as columns: built once in memory, written once as Parquet.
 
 A sweep's rows repeat a few keys millions of times, and most of its episodes share what
-they showed and marked (round 1 of every config with the same ranker kind), so the run
-directory keeps (README.md, "The run directory"):
-
-- ``scores.parquet``: ``per_query.csv``'s rows (:data:`PER_QUERY_COLUMNS`), in its order;
-  the keys dictionary-encoded;
-- ``summary.parquet``: ``summary.csv``'s rows;
-- ``feedback.parquet``: each distinct set of one round's examined documents once
-  (``marks``, ``doc_id``, ``label``, ``url``, ``rank``);
-- ``episodes.parquet``: one row per (config_id, policy, query_id, round), in the run's
-  order: the query, the round's record but for its rankings (``detail``, JSON; a repeated one
-  is stored once, dictionary-encoded), its mark set (``marks``) and the rankings it showed
-  (``before``, ``after_rerank``, ``after_expand``: ids in ``rankings.parquet``);
-- ``rankings.parquet``: each distinct ranking once (``ranking``, ``items``);
-- ``runs.parquet``: the TREC runs (full mode) as (config_id, policy, round, stage,
-  query_id) -> ``ranking``, and ``trec_qrels.parquet`` their qrels, keyed by URL.
-
-``python -m evidence_bench export RUN_DIR --format csv|trec`` writes the interchange files
-from them (:mod:`evidence_bench.experiment.export`): ``per_query.csv``, ``summary.csv``,
-``feedback.csv`` and ``episodes.jsonl`` as runs wrote them before, and ``trec/``.
+they showed and marked, so each table stores a distinct mark set or ranking once and its
+text keys dictionary-encoded: ``scores``, ``summary``, ``feedback``, ``episodes``,
+``rankings``, ``runs`` and ``trec_qrels`` (:data:`TABLES`; docs/reference/run-directory.rst).
+``export`` writes the interchange files from them (:mod:`evidence_bench.experiment.export`).
 """
 
 from __future__ import annotations
@@ -234,22 +219,14 @@ class QueryRowsBuilder:
 
     def pair(self, config_id: str, policy: str) -> int:
         """The index of (config_id, policy)."""
-        key = (config_id, policy)
-        found = self._pairs.get(key)
-        if found is None:
-            found = self._pairs[key] = len(self._pairs)
-        return found
+        return self._pairs.setdefault((config_id, policy), len(self._pairs))
 
     def _stage(self, stage: str) -> int:
-        found = self._stages.get(stage)
-        if found is None:
-            found = self._stages[stage] = len(self._stages)
-        return found
+        return self._stages.setdefault(stage, len(self._stages))
 
-    def _ranking(self, items: Sequence[str] | None) -> int | None:
-        if items is None:
-            return None
-        return self.coded_ranking(self.codes(items))
+    def ranking(self, items: Sequence[str] | None) -> int | None:
+        """The id of an episode's ranking (``before``, ``after_rerank``, ``after_expand``)."""
+        return None if items is None else self.coded_ranking(self.codes(items))
 
     def codes(self, keys: Sequence[str]) -> tuple[int, ...]:
         """The builder's numbers of ``keys`` (for :meth:`coded_ranking`), a new key numbered
@@ -264,17 +241,11 @@ class QueryRowsBuilder:
 
     def coded_ranking(self, codes: tuple[int, ...]) -> int:
         """The id of the ranking whose keys' numbers (:meth:`codes`) are ``codes``."""
-        found = self._ranking_ids.get(codes)
-        if found is None:
-            found = self._ranking_ids[codes] = len(self._ranking_ids)
-        return found
+        return self._ranking_ids.setdefault(codes, len(self._ranking_ids))
 
-    def _mark_set(self, rows: Sequence[MarkRow]) -> int:
-        key = tuple(rows)
-        found = self._mark_ids.get(key)
-        if found is None:
-            found = self._mark_ids[key] = len(self._mark_ids)
-        return found
+    def mark_set(self, rows: Sequence[MarkRow]) -> int:
+        """The id of one round's examined documents."""
+        return self._mark_ids.setdefault(tuple(rows), len(self._mark_ids))
 
     def episode(
         self,
@@ -287,12 +258,12 @@ class QueryRowsBuilder:
         examined documents (``marks``: round -> rows, popped)."""
         entries: list[EpisodeRound] = []
         if not rounds:  # an episode without rounds keeps a row (round 0, no detail)
-            entries.append((0, None, self._mark_set(marks.pop(0, [])), None, None, None))
+            entries.append((0, None, self.mark_set(marks.pop(0, [])), None, None, None))
         for record in rounds:
             round_ = int(record["round"])
             detail = self.detail(record)
-            before, rerank, expand = (self._ranking(record.get(k)) for k in _LISTS)
-            mark_set = self._mark_set(marks.pop(round_, []))
+            before, rerank, expand = (self.ranking(record.get(k)) for k in _LISTS)
+            mark_set = self.mark_set(marks.pop(round_, []))
             entries.append((round_, detail, mark_set, before, rerank, expand))
         self._episodes.append((pair, query, entries))
 
@@ -311,14 +282,6 @@ class QueryRowsBuilder:
     def detail_text(self, text: str) -> str:
         """A detail given as its JSON text (one str object per distinct text)."""
         return self._details.setdefault(text, text)
-
-    def ranking(self, items: Sequence[str] | None) -> int | None:
-        """The id of an episode's ranking (``before``, ``after_rerank``, ``after_expand``)."""
-        return self._ranking(items)
-
-    def mark_set(self, rows: Sequence[MarkRow]) -> int:
-        """The id of one round's examined documents."""
-        return self._mark_set(rows)
 
     def scores(
         self, pair: int, scored: Sequence[tuple[int, str, str]], evaluations: Sequence[int]
@@ -356,7 +319,7 @@ class QueryRowsBuilder:
         for p, r, s, keys in self._runs:
             found = known.get(id(keys), -1)
             if found == -1:
-                found = known[id(keys)] = self._ranking(keys)
+                found = known[id(keys)] = self.ranking(keys)
             runs.append((p, r, s, found))
         # the keys renumbered in the order the rankings, one after another, first hold them
         sizes = list(map(len, self._ranking_ids))
@@ -549,8 +512,7 @@ class TableBuilder:
     layout of :data:`PER_QUERY_COLUMNS` with numpy (one row per measure of each scored
     (config, policy, round, stage, eval_mode))."""
 
-    def __init__(self, doc_id: Any = None) -> None:
-        self._doc_id = doc_id
+    def __init__(self) -> None:
         self._levels = {name: _Levels() for name in _CATEGORIES}
         #: per query: its scored keys' codes (one entry per (config, policy, round, stage,
         #: eval_mode), spread over its measures in tables()), measures and values
@@ -573,11 +535,7 @@ class TableBuilder:
         ids = self._ranking_ids
         found = []
         for start, end in pairwise(offsets):
-            key = codes[start:end].tobytes()
-            number = ids.get(key)
-            if number is None:
-                number = ids[key] = len(ids)
-            found.append(number)
+            found.append(ids.setdefault(codes[start:end].tobytes(), len(ids)))
         return found
 
     def _mark_set(self, key: tuple[MarkRow, ...]) -> int:
@@ -897,9 +855,9 @@ def _check_types(path: Path, schema: pa.Schema) -> None:
             )
 
 
-def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """``<name>.parquet`` of ``run_dir``; a missing, unreadable or incomplete one, or one
-    with a column of the wrong type, is a :class:`DataError` naming it."""
+def _arrow_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """``<name>.parquet`` of ``run_dir`` as Arrow; a missing or unreadable one, or one with
+    a column of the wrong type, is a :class:`DataError` naming it."""
     path = run_dir / f"{name}.parquet"
     if not path.is_file():
         old = run_dir / ("per_query.csv" if name == "scores" else f"{name}.csv")
@@ -914,7 +872,14 @@ def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: cannot be read as Parquet: {exc}") from exc
     _check_types(path, table.schema)
-    frame: pd.DataFrame = table.to_pandas()
+    return table
+
+
+def read_table(run_dir: Path, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """``<name>.parquet`` of ``run_dir``; a missing, unreadable or incomplete one, or one
+    with a column of the wrong type, is a :class:`DataError` naming it."""
+    path = run_dir / f"{name}.parquet"
+    frame: pd.DataFrame = _arrow_table(run_dir, name, columns).to_pandas()
     missing = [c for c in (columns or TABLES.get(name, ())) if c not in frame.columns]
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
@@ -941,13 +906,7 @@ class _Rankings(Sequence[Sequence[str]]):
 
 def _rankings(run_dir: Path) -> Sequence[Sequence[str]]:
     path = run_dir / "rankings.parquet"
-    if not path.is_file():
-        read_table(run_dir, "rankings")  # the one-line error
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise DataError(f"{path}: cannot be read as Parquet: {exc}") from exc
-    _check_types(path, table.schema)
+    table = _arrow_table(run_dir, "rankings")
     if (
         table.column_names[:2] != ["ranking", "items"]
         or not (table["ranking"].to_numpy() == np.arange(table.num_rows)).all()
