@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def _paragraphs(topic: str) -> list[str]:
 
 
 class Site:
-    """Pages by URL, served through an async MockTransport that counts requests."""
+    """Pages by URL, served through a MockTransport that counts requests."""
 
     def __init__(self) -> None:
         self.pages: dict[str, Callable[[], httpx.Response]] = {}
@@ -54,7 +55,7 @@ class Site:
     def raw(self, url: str, response: Callable[[], httpx.Response]) -> None:
         self.pages[url] = response
 
-    async def handle(self, request: httpx.Request) -> httpx.Response:
+    def handle(self, request: httpx.Request) -> httpx.Response:
         url = str(request.url)
         self.requests.append(url)
         if url not in self.pages:
@@ -151,10 +152,15 @@ def test_a_slow_page_times_out_and_the_rest_arrive() -> None:
     site = Site()
     site.article("https://ok.test/good", "wing lift", "2026-11-30T00:00:00Z")
 
-    async def slow(request: httpx.Request) -> httpx.Response:
-        if request.url.host == "slow.test":
-            await asyncio.sleep(30)
-        return await site.handle(request)
+    def drip() -> Iterator[bytes]:
+        while True:
+            time.sleep(0.02)
+            yield b"<"
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "slow.test":  # a body that never ends
+            return httpx.Response(200, headers=HTML, content=drip())
+        return site.handle(request)
 
     class Quick(LiveFetch):
         TIMEOUT_S = 0.3

@@ -6,7 +6,6 @@ address-space limit, so a regression fails instead of taking the machine."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import resource
 import socket
@@ -29,11 +28,10 @@ from evidence_bench.livefetch.records import Candidate
 from evidence_bench.web.brave import BraveProvider, RetryPolicy
 from evidence_bench.web.decode import decode_html
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.fetch import Answer, Limits, afetch, fetch
+from evidence_bench.web.fetch import Answer, Limits, fetch
 from evidence_bench.web.guard import (
     ANY_ADDRESS,
     OPEN_WEB,
-    AsyncGuardedTransport,
     GuardedTransport,
 )
 from evidence_bench.web.page_cassettes import fetch_page
@@ -278,23 +276,6 @@ def test_a_dripping_page_ends_at_its_deadline(path: str) -> None:
     assert took < 4.0
 
 
-@pytest.mark.parametrize("path", DRIPS)
-def test_a_dripping_page_ends_at_its_deadline_async(path: str) -> None:
-    async def go() -> Answer | FetchFailure:
-        transport = AsyncGuardedTransport(ANY_ADDRESS)
-        async with httpx.AsyncClient(transport=transport) as client:
-            return await afetch(
-                client, server.url(path), limits=Limits(timeout_s=0.8), policy=ANY_ADDRESS
-            )
-
-    with hostile() as server:
-        started = time.monotonic()
-        result = asyncio.run(go())
-        took = time.monotonic() - started
-    assert _reason(result) is FailureReason.TIMEOUT
-    assert took < 4.0
-
-
 class _HangingResolver:
     """A resolver that never answers until released (as a dead DNS server): records who
     asked; no lookup reaches the network."""
@@ -309,28 +290,17 @@ class _HangingResolver:
         return ["127.0.0.1"]
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_lookup_that_hangs_ends_at_the_requests_deadline(
-    mode: str, no_sockets: list[object]
-) -> None:
+def test_a_lookup_that_hangs_ends_at_the_requests_deadline(no_sockets: list[object]) -> None:
     """The lookup is part of the request's one deadline (getaddrinfo has no timeout of its
     own): the request ends as ``timeout`` and no socket is ever opened."""
     resolver = _HangingResolver()
     limits = Limits(timeout_s=0.5)
     url = "https://hangs.example.org/page"
 
-    async def go() -> Answer | FetchFailure:
-        transport = AsyncGuardedTransport(OPEN_WEB, resolver=resolver)
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-            return await afetch(client, url, limits=limits)
-
     started = time.monotonic()
     try:
-        if mode == "sync":
-            with _guarded(resolver) as client:
-                result = fetch(client, url, limits=limits)
-        else:
-            result = asyncio.run(go())
+        with _guarded(resolver) as client:
+            result = fetch(client, url, limits=limits)
     finally:
         took = time.monotonic() - started
         resolver.release.set()  # the lookup's thread ends

@@ -4,7 +4,7 @@ layer's page pipeline, :mod:`evidence_bench.web.page_text`), score, quote and ca
 ::
 
     discovery.py   Discovery protocol: Brave, ddgs (web, news), RSS/Atom, recorded JSON
-    fetch.py       bounded, capped httpx.AsyncClient fetches; failures as records
+    fetch.py       bounded, capped fetches in threads; failures as records
     quotes.py      1-3 supporting sentences, exact substrings of the text
     cache.py       SQLite (WAL) cache of fetched, extracted pages
     pipeline.py    LiveFetch: the stages in order, sync and async

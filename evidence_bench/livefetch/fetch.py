@@ -1,5 +1,5 @@
-"""LiveFetch's page fetches: the guarded GET (:func:`evidence_bench.web.fetch.afetch`),
-bounded in concurrency, and an HTML check before the body.
+"""LiveFetch's page fetches: the guarded GET (:func:`evidence_bench.web.fetch.fetch`),
+bounded in concurrency, and the HTML check (:func:`~evidence_bench.web.fetch.html_failure`).
 
 Bounds: at most ``max_concurrency`` requests in flight overall and ``per_host`` to one
 host (politeness, and no host starves the others); one deadline of ``timeout_s`` for the
@@ -8,7 +8,7 @@ destination policy and ``admit`` (the intent's domain lists); at most ``max_byte
 decoded body. The answer must be HTML (``text/html`` or ``application/xhtml+xml``; with no
 Content-Type, a body that starts like HTML). Every request says who sends it
 (:data:`USER_AGENT`). Without ``transport``, requests go through
-:class:`~evidence_bench.web.guard.AsyncGuardedTransport` under ``policy``: loopback,
+:class:`~evidence_bench.web.guard.GuardedTransport` under ``policy``: loopback,
 private and link-local addresses are refused unless ``AddressPolicy(allow_private=True)``.
 
 :meth:`PageFetcher.fetch` never raises for one URL's trouble: it returns a
@@ -17,8 +17,7 @@ private and link-local addresses are refused unless ``AddressPolicy(allow_privat
 
 from __future__ import annotations
 
-import asyncio
-from collections import defaultdict
+import threading
 
 import httpx
 
@@ -27,13 +26,13 @@ from evidence_bench.web.fetch import (
     MAX_CONCURRENCY,
     PER_HOST,
     Admit,
+    HostGates,
     Limits,
-    afetch,
+    fetch,
     html_failure,
-    url_host,
 )
 from evidence_bench.web.fetch import Answer as FetchedPage
-from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, AsyncGuardedTransport
+from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, GuardedTransport
 
 __all__ = [
     "MAX_BYTES",
@@ -62,8 +61,9 @@ def _check(response: httpx.Response) -> FetchFailure | None:
 
 
 class PageFetcher:
-    """Fetches pages through one ``httpx.AsyncClient`` (``transport`` for tests:
-    ``httpx.MockTransport``). Use as ``async with PageFetcher(...) as fetcher``."""
+    """Fetches pages through one ``httpx.Client`` (``transport`` for tests:
+    ``httpx.MockTransport``), from any number of threads. Use as
+    ``with PageFetcher(...) as fetcher``."""
 
     def __init__(
         self,
@@ -74,39 +74,34 @@ class PageFetcher:
         max_redirects: int = MAX_REDIRECTS,
         max_bytes: int = MAX_BYTES,
         user_agent: str = USER_AGENT,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.BaseTransport | None = None,
         policy: AddressPolicy = OPEN_WEB,
         admit: Admit | None = None,
     ) -> None:
-        self.timeout_s = timeout_s
-        self.max_bytes = max_bytes
         self.limits = Limits(timeout_s=timeout_s, max_bytes=max_bytes, max_redirects=max_redirects)
         self.policy = policy
         self._admit = admit
-        self._overall = asyncio.Semaphore(max_concurrency)
-        self._per_host_limit = per_host
-        self._hosts: defaultdict[str, asyncio.Semaphore] = defaultdict(
-            lambda: asyncio.Semaphore(self._per_host_limit)
-        )
-        self._client = httpx.AsyncClient(
-            transport=transport or AsyncGuardedTransport(policy, max_connections=max_concurrency),
+        self._overall = threading.BoundedSemaphore(max_concurrency)
+        self._hosts = HostGates(per_host)
+        self._client = httpx.Client(
+            transport=transport or GuardedTransport(policy, max_connections=max_concurrency),
             headers={"User-Agent": user_agent, "Accept": _ACCEPT},
             trust_env=False,
         )
 
-    async def __aenter__(self) -> PageFetcher:
+    def __enter__(self) -> PageFetcher:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
+    def close(self) -> None:
+        self._client.close()
 
-    async def fetch(self, url: str) -> FetchedPage | FetchFailure:
+    def fetch(self, url: str) -> FetchedPage | FetchFailure:
         """The page at ``url``, or why not."""
-        async with self._overall, self._hosts[url_host(url)]:
-            answer = await afetch(
+        with self._overall, self._hosts(url):
+            answer = fetch(
                 self._client,
                 url,
                 limits=self.limits,

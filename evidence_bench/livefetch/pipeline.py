@@ -162,7 +162,7 @@ class LiveFetch:
         cache_max_age: timedelta = timedelta(days=1),
         as_of: datetime | None = None,
         clock: Callable[[], datetime] = _utcnow,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.BaseTransport | None = None,
         ranker: LiveFetchRanker | None = None,
         per_host: int = PER_HOST,
         max_redirects: int = MAX_REDIRECTS,
@@ -233,8 +233,10 @@ class LiveFetch:
         found = await asyncio.to_thread(discovery.discover, intent)
         failures: list[FetchFailure] = list(getattr(discovery, "failures", ()))
         candidates, excluded = self._admit(intent, found)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="livefetch-extract") as pool:
-            async with PageFetcher(
+        with (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="livefetch-extract") as pool,
+            ThreadPoolExecutor(self.MAX_CONCURRENCY, thread_name_prefix="livefetch-fetch") as io,
+            PageFetcher(
                 max_concurrency=self.MAX_CONCURRENCY,
                 timeout_s=self.TIMEOUT_S,
                 transport=self._transport,
@@ -244,10 +246,11 @@ class LiveFetch:
                 user_agent=self._user_agent,
                 policy=self.policy,
                 admit=functools.partial(_admitted, intent),
-            ) as fetcher:
-                outcomes = await asyncio.gather(
-                    *(self._page(candidate, fetcher, pool, now) for candidate in candidates)
-                )
+            ) as fetcher,
+        ):
+            outcomes = await asyncio.gather(
+                *(self._page(candidate, fetcher, pool, io, now) for candidate in candidates)
+            )
         pages: list[_Page] = []
         stale: list[str] = []
         seen_content: set[str] = set()
@@ -296,6 +299,7 @@ class LiveFetch:
         candidate: Candidate,
         fetcher: PageFetcher,
         pool: ThreadPoolExecutor,
+        io: ThreadPoolExecutor,
         now: datetime,
     ) -> _Page | FetchFailure:
         loop = asyncio.get_running_loop()
@@ -306,7 +310,7 @@ class LiveFetch:
             )
             if hit is not None:
                 return _Page(candidate, hit, (_host(candidate.url),))
-        fetched = await fetcher.fetch(candidate.url)
+        fetched = await loop.run_in_executor(io, fetcher.fetch, candidate.url)
         if isinstance(fetched, FetchFailure):
             return fetched
         page = await loop.run_in_executor(

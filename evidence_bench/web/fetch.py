@@ -1,7 +1,7 @@
 """One guarded GET for everything that fetches from the web: pages, feeds, Brave's answers.
 
-:func:`fetch` (through an ``httpx.Client``) and :func:`afetch` (an ``httpx.AsyncClient``)
-follow the same rules, written once here:
+:func:`get` and :func:`fetch` (through an ``httpx.Client``, from any number of threads)
+follow these rules:
 
 - every hop, the first URL and each redirect's target, must be an http(s) URL whose host
   the destination policy admits (:class:`~evidence_bench.web.guard.AddressPolicy`; with a
@@ -17,15 +17,15 @@ follow the same rules, written once here:
 - ``check`` sees the final answer's status and headers before its body is read
   (LiveFetch refuses a non-HTML page there, before downloading it).
 
-Neither raises for a URL's trouble: each returns an :class:`Answer` or a
+:func:`fetch` never raises for a URL's trouble: it returns an :class:`Answer` or a
 :class:`~evidence_bench.web.failure.FetchFailure` with its
 :class:`~evidence_bench.web.failure.FailureReason`. httpx's errors are translated here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
+import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
@@ -44,9 +44,9 @@ __all__ = [
     "MAX_CONCURRENCY",
     "PER_HOST",
     "Answer",
+    "HostGates",
     "Limits",
     "Refused",
-    "afetch",
     "fetch",
     "get",
     "html_failure",
@@ -71,6 +71,24 @@ def url_host(url: str) -> str:
         return urlsplit(url).hostname or ""
     except ValueError:
         return ""
+
+
+class HostGates:
+    """At most ``per_host`` requests to one host at once, from any number of threads:
+    ``with gates(url):`` around each request."""
+
+    def __init__(self, per_host: int) -> None:
+        self._per_host = max(1, per_host)
+        self._gates: dict[str, threading.BoundedSemaphore] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, url: str) -> threading.BoundedSemaphore:
+        host = url_host(url)
+        with self._lock:
+            gate = self._gates.get(host)
+            if gate is None:
+                gate = self._gates[host] = threading.BoundedSemaphore(self._per_host)
+        return gate
 
 
 def html_failure(
@@ -193,10 +211,6 @@ class _Body:
             self._keep(part)
             data = self._inflate.unconsumed_tail
 
-    @property
-    def compressed(self) -> bool:
-        return self._inflate is not None
-
     def done(self) -> bytes:
         return b"".join(self._parts)
 
@@ -238,7 +252,7 @@ def _next(response: httpx.Response, hops: list[str], limits: Limits) -> str | No
 
 
 def _request(
-    client: httpx.Client | httpx.AsyncClient, url: str, headers: Mapping[str, str], total: float
+    client: httpx.Client, url: str, headers: Mapping[str, str], total: float
 ) -> httpx.Request:
     params = None
     if client.params:  # httpx replaces a URL's query by the client's params: merge them
@@ -369,49 +383,3 @@ def fetch(
         )
     except _ERRORS as exc:
         return _failure(url, exc, limits)
-
-
-async def afetch(
-    client: httpx.AsyncClient,
-    url: str,
-    *,
-    limits: Limits = Limits(),
-    policy: AddressPolicy = OPEN_WEB,
-    admit: Admit | None = None,
-    check: Check | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Answer | FetchFailure:
-    """:func:`fetch` through an ``httpx.AsyncClient``; the deadline also cancels the task."""
-    hops: list[str] = []
-    started = time.monotonic()
-    try:
-        async with asyncio.timeout(limits.timeout_s):
-            with deadline(limits.timeout_s):
-                target: str | None = url
-                while target is not None:
-                    _hop(target, policy, admit)
-                    hops.append(target)
-                    request = _request(client, target, headers or {}, limits.timeout_s)
-                    response = await client.send(request, stream=True, follow_redirects=False)
-                    try:
-                        target = _next(response, hops, limits)
-                        if target is not None:
-                            continue
-                        opened = _opened(response, limits, check)
-                        if isinstance(opened, FetchFailure):
-                            return opened
-                        if response.is_stream_consumed:
-                            opened.feed(response.content)
-                        else:
-                            async for raw in response.aiter_raw():
-                                if opened.compressed:  # inflating is CPU work: off the loop
-                                    await asyncio.to_thread(opened.feed, raw)
-                                else:
-                                    opened.feed(raw)
-                                _late()
-                        return _answer(url, hops, response, opened.done(), started)
-                    finally:
-                        await response.aclose()
-    except _ERRORS as exc:
-        return _failure(url, exc, limits)
-    raise AssertionError("unreachable")  # pragma: no cover

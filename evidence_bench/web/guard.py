@@ -12,9 +12,9 @@ socket connects to the address that was checked, never to the name again, so an 
 changes between two lookups (DNS rebinding) cannot slip through. ``allow_private=True``
 turns the policy off, for a server of one's own on 127.0.0.1.
 
-:class:`GuardedTransport` and :class:`AsyncGuardedTransport` are httpx transports on an
-httpcore connection pool whose network backend does the resolving and the checks; they also
-hold every read, write and connect to the :func:`deadline` in force, so a request ends when
+:class:`GuardedTransport` is an httpx transport on an httpcore connection pool whose network
+backend does the resolving and the checks; it also holds every read, write and connect to
+the :func:`deadline` in force, so a request ends when
 its whole time is up however slowly a server drips its headers or body, or a resolver
 answers (the lookup runs in a thread the request stops waiting for). A refusal raises
 :class:`~evidence_bench.errors.BlockedAddressError`.
@@ -22,7 +22,6 @@ answers (the lookup runs in a thread the request stops waiting for). A refusal r
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import socket
@@ -30,7 +29,7 @@ import ssl
 import threading
 import time
 import typing
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -43,7 +42,6 @@ __all__ = [
     "ANY_ADDRESS",
     "OPEN_WEB",
     "AddressPolicy",
-    "AsyncGuardedTransport",
     "GuardedTransport",
     "Resolver",
     "deadline",
@@ -228,111 +226,32 @@ class _Stream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _AsyncStream(httpcore.AsyncNetworkStream):
-    """The asynchronous :class:`_Stream`."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        inner = await self._inner.start_tls(
-            ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
-        )
-        return _AsyncStream(inner)
-
-    def get_extra_info(self, info: str) -> typing.Any:
-        return self._inner.get_extra_info(info)
-
-
-def _look_up(
-    policy: AddressPolicy,
-    host: str,
-    port: int,
-    resolver: Resolver,
-    deliver: Callable[[str | BaseException], None],
-) -> None:
-    """``policy.destination(host, port, resolver)`` in a daemon thread, its address or its
-    error handed to ``deliver``. ``getaddrinfo`` takes no timeout: a lookup that hangs is
-    left behind, never joined (asyncio's default executor joins its threads when the loop
-    closes, so a hung lookup there held the whole run)."""
-
-    def lookup() -> None:
-        try:
-            found: str | BaseException = policy.destination(host, port, resolver)
-        except BaseException as exc:  # raised again in the caller's thread
-            found = exc
-        deliver(found)
-
-    threading.Thread(target=lookup, name=f"resolve {host}", daemon=True).start()
-
-
-def _timed_out(host: str) -> httpcore.ConnectTimeout:
-    return httpcore.ConnectTimeout(f"resolving {host!r} took past the request's deadline")
-
-
 def _bounded_destination(
     policy: AddressPolicy, host: str, port: int, resolver: Resolver, timeout: float | None
 ) -> str:
     """``policy.destination(host, port, resolver)`` within ``timeout`` seconds, part of the
-    request's deadline (an address literal needs no lookup). Raises
-    :class:`httpcore.ConnectTimeout` when the time runs out."""
+    request's deadline (an address literal needs no lookup); raises
+    :class:`httpcore.ConnectTimeout` when the time runs out. ``getaddrinfo`` takes no
+    timeout: the lookup runs in a daemon thread, and one that hangs is left behind, never
+    joined."""
     if timeout is None or _literal(host) is not None:
         return policy.destination(host, port, resolver)
     outcome: list[str | BaseException] = []
     done = threading.Event()
 
-    def deliver(found: str | BaseException) -> None:
-        outcome.append(found)
+    def lookup() -> None:
+        try:
+            outcome.append(policy.destination(host, port, resolver))
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome.append(exc)
         done.set()
 
-    _look_up(policy, host, port, resolver, deliver)
+    threading.Thread(target=lookup, name=f"resolve {host}", daemon=True).start()
     if not done.wait(timeout):
-        raise _timed_out(host)
+        raise httpcore.ConnectTimeout(f"resolving {host!r} took past the request's deadline")
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]
-
-
-async def _abounded_destination(
-    policy: AddressPolicy, host: str, port: int, resolver: Resolver, timeout: float | None
-) -> str:
-    """The asynchronous :func:`_bounded_destination`; a cancelled request ends at once."""
-    if _literal(host) is not None:
-        return policy.destination(host, port, resolver)
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[str] = loop.create_future()
-
-    def settle(found: str | BaseException) -> None:
-        if future.done():
-            return  # (the request ended meanwhile)
-        if isinstance(found, BaseException):
-            future.set_exception(found)
-        else:
-            future.set_result(found)
-
-    def deliver(found: str | BaseException) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            loop.call_soon_threadsafe(settle, found)
-
-    _look_up(policy, host, port, resolver, deliver)
-    try:
-        return await asyncio.wait_for(future, timeout)
-    except TimeoutError:
-        raise _timed_out(host) from None
 
 
 class _Backend(httpcore.NetworkBackend):
@@ -376,48 +295,6 @@ class _Backend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
-
-
-class _AsyncBackend(httpcore.AsyncNetworkBackend):
-    """The asynchronous :class:`_Backend` (the resolver runs in a daemon thread)."""
-
-    def __init__(
-        self, policy: AddressPolicy, resolver: Resolver, inner: httpcore.AsyncNetworkBackend
-    ) -> None:
-        self._policy = policy
-        self._resolver = resolver
-        self._inner = inner
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[typing.Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        limit = _clamp(timeout, httpcore.ConnectTimeout)
-        address = await _abounded_destination(self._policy, host, port, self._resolver, limit)
-        stream = await self._inner.connect_tcp(
-            address, port, _clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options
-        )
-        try:
-            self._policy.check_peer(stream.get_extra_info("server_addr"), host)
-        except BlockedAddressError:
-            await stream.aclose()
-            raise
-        return _AsyncStream(stream)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[typing.Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise BlockedAddressError(f"a Unix socket ({path}) is not the open web")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
 
 
 # -- httpx transports on the guarded pool ---------------------------------------------------
@@ -490,20 +367,6 @@ class _Body(httpx.SyncByteStream):
             self._stream.close()
 
 
-class _AsyncBody(httpx.AsyncByteStream):
-    def __init__(self, stream: typing.AsyncIterable[bytes]) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _httpx_errors():
-            async for part in self._stream:
-                yield part
-
-    async def aclose(self) -> None:
-        if hasattr(self._stream, "aclose"):
-            await self._stream.aclose()
-
-
 class GuardedTransport(httpx.BaseTransport):
     """httpx's socket transport with the destination ``policy`` and the deadline held on
     every connection (``resolver`` and ``backend``, the sockets under the checks: stubs in
@@ -538,34 +401,3 @@ class GuardedTransport(httpx.BaseTransport):
 
     def close(self) -> None:
         self._pool.close()
-
-
-class AsyncGuardedTransport(httpx.AsyncBaseTransport):
-    """The asynchronous :class:`GuardedTransport`."""
-
-    def __init__(
-        self,
-        policy: AddressPolicy = OPEN_WEB,
-        *,
-        resolver: Resolver = system_resolver,
-        max_connections: int = 10,
-    ) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=max_connections,
-            network_backend=_AsyncBackend(policy, resolver, httpcore.AnyIOBackend()),
-        )
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        with _httpx_errors():
-            answer = await self._pool.handle_async_request(_core_request(request))
-        assert isinstance(answer.stream, typing.AsyncIterable)
-        return httpx.Response(
-            status_code=answer.status,
-            headers=answer.headers,
-            stream=_AsyncBody(answer.stream),
-            extensions=answer.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()

@@ -30,7 +30,6 @@ the same cassette bytes). :class:`LivePages` is the recording one.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import threading
@@ -55,10 +54,10 @@ from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.fetch import (
     MAX_CONCURRENCY,
     PER_HOST,
+    HostGates,
     Limits,
     fetch,
     html_failure,
-    url_host,
 )
 from evidence_bench.web.guard import ANY_ADDRESS, AddressPolicy
 from evidence_bench.web.page_text import ExtractedPage, read_page
@@ -253,8 +252,7 @@ class LivePages:
         self._bounded = bounded
         self._policy = policy
         self._concurrency = max(1, concurrency)
-        self._per_host = max(1, per_host)
-        self._hosts: dict[str, threading.BoundedSemaphore] = {}
+        self._hosts = HostGates(per_host)
         self.records: dict[str, PageRecord] = dict(known or {})
         self._texts: dict[str, str | None] = {}
 
@@ -289,13 +287,11 @@ class LivePages:
         however they finish."""
         if len(urls) <= 1 or self._concurrency == 1:
             return [self._fetch(url) for url in urls]
-        for host in {url_host(url) for url in urls} - self._hosts.keys():
-            self._hosts[host] = threading.BoundedSemaphore(self._per_host)
         with ThreadPoolExecutor(min(self._concurrency, len(urls))) as pool:
             return list(pool.map(self._fetch, urls))
 
     def _fetch(self, url: str) -> tuple[PageRecord, float]:
-        with self._hosts.get(url_host(url)) or contextlib.nullcontext():
+        with self._hosts(url):
             started = time.monotonic()
             record = fetch_page(self._client, url, timeout_s=self._timeout_s, policy=self._policy)
             return record, time.monotonic() - started
