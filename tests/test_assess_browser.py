@@ -54,6 +54,9 @@ def assess(pool: Path, qrels: Path) -> Iterator[str]:
     command = [sys.executable, "-m", "evidence_bench", "assess", str(pool), "--qrels", str(qrels)]
     server = subprocess.Popen(
         [*command, "--assessor", "browser"],
+        # a background job inherits SIGINT ignored (Python then installs no handler): the
+        # server takes the default one, as a terminal's foreground process has it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
