@@ -162,8 +162,12 @@ def main(argv: list[str] | None = None) -> None:
         print(usage(), end="")
         raise SystemExit(0 if args else 2)
     command, rest = find(args[0]), args[1:]
+    from evidence_bench.errors import EvidenceBenchError
+
     try:
         code = command.load()(rest)
+    except EvidenceBenchError as exc:  # one line, exit 1
+        fail(str(exc))
     except KeyboardInterrupt:
         # Ctrl-C: what was being written is removed on the way out (a run's staging
         # directory, a baseline's or a cassette's temporary file); one line, not a traceback

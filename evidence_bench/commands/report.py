@@ -18,13 +18,9 @@ def report_command(argv: list[str]) -> None:
     target = Path(argv[0])
     if not target.is_dir():
         fail(f"report: {target} is not a directory", 2)
-    from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.report.page import report
 
-    try:
-        path, note = report(target)  # a run directory, or a multirun of them
-    except EvidenceBenchError as exc:
-        fail(str(exc))
+    path, note = report(target)  # a run directory, or a multirun of them
     print(f"report: {note}", file=sys.stderr)  # whether the stored analysis was used, or why not
     for unchecked in _unchecked(target):
         print(f"report: note: {unchecked}", file=sys.stderr)

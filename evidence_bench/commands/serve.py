@@ -42,7 +42,6 @@ def serve_command(argv: list[str]) -> None:
     args = _key_values(argv, allowed)
     from evidence_bench.collections.beir import load_collection
     from evidence_bench.collections.queryset import resolve_path
-    from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.web.simulator import BraveSimulator, run_server
 
     name = args.get("collection", "cranfield")
@@ -51,15 +50,12 @@ def serve_command(argv: list[str]) -> None:
         rate = _integer(args, "rate_limit", None)
     except ConfigurationError as exc:  # a usage error (a bug's ValueError is not one)
         fail(f"serve: {exc}", 2)
-    try:
-        path = (
-            Path(name)
-            if Path(name).is_dir()
-            else resolve_path(f"pkg://collections/{name}", "collection")
-        )
-        simulator = BraveSimulator(
-            load_collection(path, name=path.name), token=args.get("token"), rate_limit=rate
-        )
-        run_server(simulator, "127.0.0.1", port)
-    except EvidenceBenchError as exc:
-        fail(str(exc))
+    path = (
+        Path(name)
+        if Path(name).is_dir()
+        else resolve_path(f"pkg://collections/{name}", "collection")
+    )
+    simulator = BraveSimulator(
+        load_collection(path, name=path.name), token=args.get("token"), rate_limit=rate
+    )
+    run_server(simulator, "127.0.0.1", port)

@@ -393,19 +393,8 @@ def _store_root(user: Path | None) -> None:
             )
         if unknown := _unknown_key(own, RunConf, ""):
             raise ConfigurationError(f"{mine}: {unknown}")
-        root = _merged(root, own)
+        root = OmegaConf.to_container(OmegaConf.merge(root, own))
     ConfigStore.instance().store(name=ROOT_CONFIG, node=root)
-
-
-def _merged(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``over``'s keys, mappings merged key by key."""
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 #: The nodes that take keys no schema declares when they name a ``_target_``; the schema's

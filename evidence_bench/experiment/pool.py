@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,22 +165,16 @@ def _documents(run_dir: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def _queries(run_dir: Path) -> dict[str, str]:
+    path = run_dir / "queries.csv"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found (is this a run directory?)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot be read ({exc})") from exc
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            yield number, line
-
-
-def _queries(run_dir: Path) -> dict[str, str]:
-    path = run_dir / "queries.csv"
-    lines = [line for _, line in _lines(path)]
-    return {row["query_id"]: row["query"] for row in csv.DictReader(lines)}
+    rows = csv.DictReader(line for line in text.splitlines() if line.strip())
+    return {row["query_id"]: row["query"] for row in rows}
 
 
 def _config(run_dir: Path) -> Mapping[str, Any]:
