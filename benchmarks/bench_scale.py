@@ -6,10 +6,13 @@
 - ``record`` and then ``run`` of 50 queries (``+experiment=ci``, one round) over a
   synthetic collection of N documents (500,000 unless told; :mod:`synthetic`), each in a
   fresh process as a user types it: wall time, CPU time of the process tree (``wait4``),
-  and the peak resident memory of the tree (sampled every 20 ms: bench_run's
-  :class:`TreeSampler`). The run after the record finds the saved index (keyed by the
-  collection's checksum) in its own cache directory (``EVIDENCE_BENCH_CACHE``), so the
-  record pays for building it and the run loads it;
+  and the peak memory of the tree (sampled every 20 ms: bench_run's :class:`TreeSampler`).
+  The run after the record finds the saved index (keyed by the collection's checksum) in
+  its own cache directory (``EVIDENCE_BENCH_CACHE``), so the record pays for building it
+  and the run loads it. The memory target is judged on the summed proportional set size
+  (PSS): the forked workers share the parent's pages and the memory-mapped saved index,
+  which the summed resident set (RSS) counts once per process, so PSS is what the machine
+  must hold. The summed RSS and the largest single process are printed beside it;
 - the simulator's index over M documents (1,000,000 unless told) built in this process:
   the bytes it holds per document (its arrays and its vocabulary), and the peak resident
   memory of building it, against 2 KB per document.
@@ -70,10 +73,14 @@ def record_and_run(table: Table, documents: int, work: Path) -> None:
             done.wall <= 90,
         )
         table.add(
-            "  its peak memory (sum of RSS, the process tree)",
-            f"{done.peak_rss / GB:.2f} GB (PSS {done.peak_pss / GB:.2f} GB)",
+            "  its peak memory (sum of PSS, the process tree)",
+            f"{done.peak_pss / GB:.2f} GB",
             "<= 1.5 GB",
-            done.peak_rss <= 1.5 * GB,
+            done.peak_pss <= 1.5 * GB,
+        )
+        table.add(
+            "  the sum of RSS; the largest single process",
+            f"{done.peak_rss / GB:.2f} GB; {done.max_single_rss / GB:.2f} GB",
         )
 
 
