@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evidence_bench._targets import TARGET, frozen
 from evidence_bench.engine.background import (
@@ -53,6 +53,11 @@ from evidence_bench.users.clicks import CLICK_MODELS
 from evidence_bench.users.policies import POLICIES, UserPolicy
 from evidence_bench.web.page_text import require_pages
 
+if TYPE_CHECKING:
+    import httpx
+
+    from evidence_bench.web.brave import BraveProvider
+
 __all__ = [
     "PARAM_DEFAULTS",
     "RANKERS",
@@ -65,6 +70,7 @@ __all__ = [
     "make_ranker",
     "make_refiner",
     "make_user",
+    "replay_provider",
     "user_params",
 ]
 
@@ -478,3 +484,14 @@ def make_user(name: str, conf: Mapping[str, Any]) -> UserPolicy:
         raise ConfigurationError(f"policies.{name}: {exc}") from exc
     except ConfigurationError as exc:
         raise ConfigurationError(f"policies.{name}: {exc}") from exc
+
+
+def replay_provider(client: httpx.Client) -> BraveProvider:
+    """The Brave provider of a replay: it asks ``client`` (a cassette store's replay
+    transport) once per search, since a replayed answer is the same on a retry."""
+    from evidence_bench.web.brave import BraveProvider, RetryPolicy
+    from evidence_bench.web.cassettes import REPLAY_BASE_URL
+
+    return BraveProvider(
+        "replay", base_url=REPLAY_BASE_URL, http_client=client, retry=RetryPolicy(attempts=1)
+    )

@@ -177,25 +177,6 @@ class _Process:
         self.conn.close()
 
 
-class _Local:
-    """The shard in this process (``workers=1``)."""
-
-    def __init__(self, plan: RunPlan) -> None:
-        self._replayer = _Replayer(plan)
-        self._answer: tuple[Any, Counter[str]] | None = None
-
-    def send(self, request: _Request) -> None:
-        self._answer = self._replayer.handle(request)
-
-    def receive(self) -> tuple[Any, Counter[str]]:
-        assert self._answer is not None
-        answer, self._answer = self._answer, None
-        return answer
-
-    def close(self) -> None:
-        self._replayer.close()
-
-
 class EpisodeScorer:
     """The objective per query of any engine config, by replay, cached; a context manager
     starting ``workers`` shard processes (1: none). ``query_ids`` fixes each query's shard."""
@@ -208,7 +189,8 @@ class EpisodeScorer:
         count = max(1, min(workers, len(query_ids)))
         self._shard = {q: i % count for i, q in enumerate(query_ids)}
         self._count = count
-        self._shards: list[_Process] | list[_Local] = []
+        self._shards: list[_Process] = []
+        self._local: _Replayer | None = None  # the one shard, in this process
         self._cache: dict[tuple[EngineConfig, str], float | None] = {}
         #: requests the cassette store answered, by kind (replayed, simulated, skipped)
         self.requests: Counter[str] = Counter()
@@ -217,7 +199,7 @@ class EpisodeScorer:
 
     def __enter__(self) -> EpisodeScorer:
         if self._count == 1:
-            self._shards = [_Local(self.plan)]
+            self._local = _Replayer(self.plan)
         else:
             self._shards = [_Process(self.plan, i) for i in range(self._count)]
         return self
@@ -225,15 +207,20 @@ class EpisodeScorer:
     def __exit__(self, *exc: object) -> None:
         for shard in self._shards:
             shard.close()
-        self._shards = []
+        if self._local is not None:
+            self._local.close()
+        self._shards, self._local = [], None
 
     def _ask(self, requests: Mapping[int, _Request]) -> dict[int, Any]:
         """Send every shard its request, then collect the answers (the shards work at once)."""
-        for index, request in requests.items():
-            self._shards[index].send(request)
+        local = self._local
+        if local is None:
+            for index, request in requests.items():
+                self._shards[index].send(request)
         answers = {}
-        for index in requests:
-            answers[index], counts = self._shards[index].receive()
+        for index, request in requests.items():
+            answer = local.handle(request) if local else self._shards[index].receive()
+            answers[index], counts = answer
             self.requests.update(counts)
         return answers
 
