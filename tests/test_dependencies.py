@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from evidence_bench.commands import main
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.experiment.components import engine_config
 from evidence_bench.experiment.config import RankerConf, RefinerConf
@@ -158,3 +159,19 @@ def test_a_page_experiment_without_the_extra_stops_with_one_line(tmp_path: Path)
         "pip install 'evidence_bench[pages]' (cannot import readability)"
     ]
     assert not (tmp_path / "runs").exists()  # stopped before any run was written
+
+
+def test_a_launcher_without_its_extra_names_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The joblib launcher is an extra (a run needs none of it): asked for without it, one
+    line names the extra."""
+    assert "hydra-joblib-launcher" in _declared("joblib") - _declared("core")
+    monkeypatch.setitem(sys.modules, "hydra_plugins.hydra_joblib_launcher", None)
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "+experiment=smoke", "-m", "hydra/launcher=joblib"])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "evidence_bench: hydra/launcher=joblib needs Hydra's joblib launcher, an optional "
+        "extra: pip install 'evidence_bench[joblib]'"
+    ]

@@ -34,6 +34,36 @@ def one_line(exc: BaseException) -> str:
     return text
 
 
+#: Hydra's launchers that an extra installs: override value -> (its plugin module, the extra).
+_LAUNCHERS = {
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "joblib"),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "ray"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+}
+
+
+def _require_launcher(argv: list[str]) -> None:
+    """Exit with one line naming the extra of a ``hydra/launcher=NAME`` not installed
+    (Hydra's own error would only list the launchers it has)."""
+    import importlib.util
+
+    for arg in argv:
+        key, _, name = arg.lstrip("+").partition("=")
+        if key != "hydra/launcher" or name not in _LAUNCHERS:
+            continue
+        module, extra = _LAUNCHERS[name]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # no plugin at all: no hydra_plugins package
+            found = False
+        if not found:
+            fail(
+                f"{arg} needs Hydra's {name} launcher, an optional extra: "
+                f"pip install 'evidence_bench[{extra}]'"
+            )
+
+
 def _jobs(argv: list[str]) -> list[list[str]] | None:
     """The overrides of each of a multirun's jobs, in Hydra's order: the product its basic
     sweeper makes (``BasicSweeper.split_arguments``, Hydra 1.3), through the public override
@@ -115,6 +145,7 @@ def _hydra(task: Any, argv: list[str]) -> None:
         primary = str(config_dirs(config_dir)[0])
     except EvidenceBenchError as exc:
         fail(str(exc), 2)
+    _require_launcher(argv)
     _precheck(argv, config_dir)
     sys.argv = [f"evidence_bench {task.__name__.removeprefix('_')}", *argv]
     hydra.main(config_path=primary, config_name=ROOT_CONFIG, version_base=None)(task)()
