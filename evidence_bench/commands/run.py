@@ -75,11 +75,7 @@ def _run(cfg: Any) -> None:
     collecting(keep=plain.get("workers") == 1 and job_dir is None and not tune)
     try:
         outcome = perform(
-            plain,
-            text,
-            run_dir=job_dir,
-            overrides=list(hydra_cfg.overrides.task),
-            report=report,
+            plain, text, run_dir=job_dir, overrides=list(hydra_cfg.overrides.task), report=report
         )
     except EvidenceBenchError as exc:
         fail(str(exc))

@@ -15,12 +15,7 @@ from typing import Any
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
 from evidence_bench.engine.params import require_count, require_weights
-from evidence_bench.engine.refiner import (
-    document_text,
-    fit_terms,
-    positive_counts,
-    surface_form,
-)
+from evidence_bench.engine.refiner import document_text, fit_terms, positive_counts, surface_form
 from evidence_bench.engine.text import Analyzer, tokenize
 from evidence_bench.evidence import Evidence
 

@@ -372,10 +372,7 @@ def _shipped_ranker(
 
 
 def make_refiner(
-    config: EngineConfig,
-    *,
-    pages: PageSource | None = None,
-    background: Background | None = None,
+    config: EngineConfig, *, pages: PageSource | None = None, background: Background | None = None
 ) -> Refiner:
     """The configured refiner; ``pages`` and ``background`` as for :func:`make_ranker`."""
     mode = EvidenceMode(config.refiner_evidence)

@@ -18,12 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from evidence_bench.errors import ConfigurationError, DataError, WriteError
-from evidence_bench.experiment.rundir import (
-    write_csv,
-    write_jsonl,
-    write_rows,
-    write_trec,
-)
+from evidence_bench.experiment.rundir import write_csv, write_jsonl, write_rows, write_trec
 from evidence_bench.runs.store import (
     FEEDBACK_COLUMNS,
     RunTables,

@@ -31,17 +31,10 @@ from evidence_bench.errors import ConfigurationError, DataError, WriteError
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.frozen import fixed_measures, frozen_prefix
 from evidence_bench.evaluation.measures import Measure, parse_measure
-from evidence_bench.evaluation.statistics import (
-    first_met,
-    group_codes,
-    summarize_codes,
-)
+from evidence_bench.evaluation.statistics import first_met, group_codes, summarize_codes
 from evidence_bench.evaluation.trec import write_qrels, write_run
 from evidence_bench.evidence import Evidence
-from evidence_bench.runs.store import (
-    SUMMARY_COLUMNS,
-    SUMMARY_KEYS,
-)
+from evidence_bench.runs.store import SUMMARY_COLUMNS, SUMMARY_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd

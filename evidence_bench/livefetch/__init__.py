@@ -45,36 +45,13 @@ if TYPE_CHECKING:
     from evidence_bench.web.page_text import clip_text, extract_page
 
 __all__ = [
-    "DEFAULT_CACHE_PATH",
-    "USER_AGENT",
-    "BraveDiscovery",
-    "CachedDoc",
-    "Candidate",
-    "DdgsDiscovery",
-    "Discovery",
-    "EvidencePacket",
-    "ExtractedPage",
-    "FailureReason",
-    "FeedDiscovery",
-    "FetchFailure",
-    "FetchedPage",
-    "LiveFetch",
-    "Mode",
-    "PacketSet",
-    "PageCache",
-    "PageFetcher",
-    "RecordMode",
-    "RecordedDiscovery",
-    "RetrievalIntent",
-    "ScoreBreakdown",
-    "StaticDiscovery",
-    "candidate_limit",
-    "clip_text",
-    "decode_html",
-    "default_discovery",
-    "extract_page",
+    "DEFAULT_CACHE_PATH", "USER_AGENT", "BraveDiscovery", "CachedDoc", "Candidate", "DdgsDiscovery",
+    "Discovery", "EvidencePacket", "ExtractedPage", "FailureReason", "FeedDiscovery",
+    "FetchFailure", "FetchedPage", "LiveFetch", "Mode", "PacketSet", "PageCache", "PageFetcher",
+    "RecordMode", "RecordedDiscovery", "RetrievalIntent", "ScoreBreakdown", "StaticDiscovery",
+    "candidate_limit", "clip_text", "decode_html", "default_discovery", "extract_page",
     "quotes_for",
-]
+]  # fmt: skip
 
 # Imported on first use (:mod:`evidence_bench._lazy`): importing the package does not import
 # trafilatura, httpx or SQLite until a name that needs them is used.
@@ -83,31 +60,18 @@ __getattr__, __dir__ = attach(
     {
         "evidence_bench.livefetch.cache": ["DEFAULT_CACHE_PATH", "CachedDoc", "PageCache"],
         "evidence_bench.livefetch.discovery": [
-            "BraveDiscovery",
-            "DdgsDiscovery",
-            "Discovery",
-            "FeedDiscovery",
-            "RecordedDiscovery",
-            "RecordMode",
-            "StaticDiscovery",
-            "candidate_limit",
+            "BraveDiscovery", "DdgsDiscovery", "Discovery", "FeedDiscovery", "RecordedDiscovery",
+            "RecordMode", "StaticDiscovery", "candidate_limit",
         ],
         "evidence_bench.livefetch.fetch": ["USER_AGENT", "FetchedPage", "PageFetcher"],
         "evidence_bench.livefetch.pipeline": ["LiveFetch", "default_discovery"],
         "evidence_bench.livefetch.quotes": ["quotes_for"],
         "evidence_bench.livefetch.records": [
-            "Candidate",
-            "EvidencePacket",
-            "ExtractedPage",
-            "FailureReason",
-            "FetchFailure",
-            "Mode",
-            "PacketSet",
-            "RetrievalIntent",
-            "ScoreBreakdown",
+            "Candidate", "EvidencePacket", "ExtractedPage", "FailureReason", "FetchFailure", "Mode",
+            "PacketSet", "RetrievalIntent", "ScoreBreakdown",
         ],
         "evidence_bench.web.decode": ["decode_html"],
         "evidence_bench.web.page_text": ["clip_text", "extract_page"],
     },
-)
+)  # fmt: skip
 del TYPE_CHECKING, attach

@@ -19,8 +19,7 @@ connection recovers from the log. Each thread (and each process) has its own con
 with a busy timeout, so threads and processes may share one file; writes are single-
 statement upserts, so concurrent writers of one URL end with one of their rows whole, never
 a mix. Connections stay open until :meth:`PageCache.close`: closing the last connection of a
-WAL file checkpoints and syncs it, which made a connection per operation about 80 times
-slower (36 ms against 0.4 ms a put, measured here; shared machine, noisy).
+WAL file checkpoints and syncs it, which a connection per operation would do every time.
 
 Every text is stored with the API key redacted (:func:`evidence_bench._secrets.redact`): a
 page may echo it. A file that is not a database, is damaged, or stays locked past the busy

@@ -35,12 +35,7 @@ from evidence_bench._atomic import write_atomic
 from evidence_bench._secrets import redact
 from evidence_bench.engine.base import SearchProvider
 from evidence_bench.engine.text import tokenize
-from evidence_bench.errors import (
-    ConfigurationError,
-    DataError,
-    ReplayMissError,
-    RequestError,
-)
+from evidence_bench.errors import ConfigurationError, DataError, ReplayMissError, RequestError
 from evidence_bench.evidence import normalize_text
 from evidence_bench.livefetch.fetch import USER_AGENT
 from evidence_bench.livefetch.records import (

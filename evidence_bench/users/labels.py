@@ -34,9 +34,7 @@ __all__ = ["COUNTED", "describe_missing", "label_counts", "label_summary", "labe
 COUNTED = ("more", "relevant", "less", "irrelevant", "unsure", "seen")
 
 
-def label_counts(
-    rows: Iterable[tuple[str, str, int, str]] | pd.DataFrame,
-) -> list[dict[str, Any]]:
+def label_counts(rows: Iterable[tuple[str, str, int, str]] | pd.DataFrame) -> list[dict[str, Any]]:
     """Per (config_id, policy, round), a count for each :data:`COUNTED` label.
 
     ``rows``: one ``(config_id, policy, round, label)`` per examined result, ``label`` as in
@@ -79,7 +77,7 @@ def _counted(frame: pd.DataFrame) -> list[dict[str, Any]]:
     if not len(frame):
         return []
     # one int64 per row ordered as its (config, policy, round): the distinct rows of the
-    # three columns, sorted (np.unique's axis=0 sorts them as records, ~50x slower)
+    # three columns, sorted (np.unique's axis=0 would sort them as records, slowly)
     low = int(rounds.min())
     span = int(rounds.max()) - low + 1
     policies_n = max(len(policy_names), 1)

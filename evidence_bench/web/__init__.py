@@ -22,17 +22,9 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "BM25Index",
-    "BraveProvider",
-    "BraveSimulator",
-    "HttpClient",
-    "RetryPolicy",
-    "RunningSimulator",
-    "SimResponse",
-    "SimulatorTransport",
-    "run_server",
-    "serve",
-]
+    "BM25Index", "BraveProvider", "BraveSimulator", "HttpClient", "RetryPolicy", "RunningSimulator",
+    "SimResponse", "SimulatorTransport", "run_server", "serve",
+]  # fmt: skip
 
 __getattr__, __dir__ = attach(
     __name__,
@@ -40,13 +32,9 @@ __getattr__, __dir__ = attach(
         "evidence_bench.web.bm25": ["BM25Index"],
         "evidence_bench.web.brave": ["BraveProvider", "HttpClient", "RetryPolicy"],
         "evidence_bench.web.simulator": [
-            "BraveSimulator",
-            "RunningSimulator",
-            "SimResponse",
-            "SimulatorTransport",
-            "run_server",
+            "BraveSimulator", "RunningSimulator", "SimResponse", "SimulatorTransport", "run_server",
             "serve",
         ],
     },
-)
+)  # fmt: skip
 del TYPE_CHECKING, attach

@@ -154,11 +154,7 @@ def _record(entry: object, where: str) -> PageRecord:
 
 
 def fetch_page(
-    client: httpx.Client,
-    url: str,
-    *,
-    timeout_s: float = 5.0,
-    policy: AddressPolicy = ANY_ADDRESS,
+    client: httpx.Client, url: str, *, timeout_s: float = 5.0, policy: AddressPolicy = ANY_ADDRESS
 ) -> PageRecord:
     """GET ``url`` through ``client`` by the guarded GET: at most five
     redirects, :data:`MAX_BODY_BYTES` decoded, ``timeout_s`` for the whole request, every
