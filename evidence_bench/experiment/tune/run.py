@@ -342,7 +342,7 @@ def _manifest(
             "trials": plan.trials,
             "startup_trials": plan.startup_trials,
             "sampler": "optuna.samplers.TPESampler",
-            "optuna_version": _optuna_version(),
+            "optuna_version": distribution_version("optuna"),
             "space": {name: [low, high] for name, low, high in plan.space.bounds},
             "step": plan.space.step,
             "default": plan.default_params(),
@@ -357,9 +357,3 @@ def _manifest(
             "workers": int(cfg.get("workers", 0)),
         },
     }
-
-
-def _optuna_version() -> str:
-    import importlib.metadata
-
-    return importlib.metadata.version("optuna")
