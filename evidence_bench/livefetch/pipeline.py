@@ -179,12 +179,12 @@ class LiveFetch:
         )
         self.as_of = _utc(as_of) if as_of is not None else None
         self._clock = clock
-        self._transport = transport
         self._ranker = ranker
-        self._per_host = per_host
-        self._max_redirects = max_redirects
-        self._max_bytes = max_bytes
-        self._user_agent = user_agent
+        self._fetcher = functools.partial(
+            PageFetcher, max_concurrency=self.MAX_CONCURRENCY, timeout_s=self.TIMEOUT_S,
+            transport=transport, per_host=per_host, max_redirects=max_redirects,
+            max_bytes=max_bytes, user_agent=user_agent, policy=policy,
+        )  # fmt: skip
         self._closed = False
 
     def __repr__(self) -> str:
@@ -236,17 +236,7 @@ class LiveFetch:
         with (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="livefetch-extract") as pool,
             ThreadPoolExecutor(self.MAX_CONCURRENCY, thread_name_prefix="livefetch-fetch") as io,
-            PageFetcher(
-                max_concurrency=self.MAX_CONCURRENCY,
-                timeout_s=self.TIMEOUT_S,
-                transport=self._transport,
-                per_host=self._per_host,
-                max_redirects=self._max_redirects,
-                max_bytes=self._max_bytes,
-                user_agent=self._user_agent,
-                policy=self.policy,
-                admit=functools.partial(_admitted, intent),
-            ) as fetcher,
+            self._fetcher(admit=functools.partial(_admitted, intent)) as fetcher,
         ):
             outcomes = await asyncio.gather(
                 *(self._page(candidate, fetcher, pool, io, now) for candidate in candidates)
