@@ -169,7 +169,7 @@ class BoundedReader:
         body: bytes,
         *,
         url: str,
-        content_type: str | None,
+        content_type: str | None = None,
         timeout_s: float,
         precision: bool = False,
         metadata: bool = True,
@@ -196,23 +196,6 @@ class BoundedReader:
 _SHARED = BoundedReader()
 os.register_at_fork(after_in_child=_SHARED.forget)
 
-
-def read_page_bounded(
-    body: bytes,
-    *,
-    url: str,
-    content_type: str | None = None,
-    timeout_s: float,
-    precision: bool = False,
-    metadata: bool = True,
-) -> ExtractedPage | FailureReason:
-    """:func:`~evidence_bench.web.page_text.read_page` within ``timeout_s`` seconds, by the
-    process's one :class:`BoundedReader`; ``timeout`` past it."""
-    return _SHARED.read(
-        body,
-        url=url,
-        content_type=content_type,
-        timeout_s=timeout_s,
-        precision=precision,
-        metadata=metadata,
-    )
+#: :func:`~evidence_bench.web.page_text.read_page` within ``timeout_s`` seconds, by the
+#: process's one :class:`BoundedReader`; ``timeout`` past it.
+read_page_bounded = _SHARED.read
