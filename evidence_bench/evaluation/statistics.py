@@ -80,7 +80,7 @@ Floats = npt.NDArray[np.float64]
 
 # Student's t from scipy.special, the functions scipy.stats.t itself calls (``t._ppf`` is
 # ``stdtrit(df, q)``, ``t._sf`` is ``stdtr(df, -x)``): the same floats, without importing
-# scipy.stats (about 2 s, most of a report's start-up).
+# scipy.stats, whose import dominates a report's start-up.
 def _t_ppf(q: float, df: npt.ArrayLike) -> Floats:
     """The ``q`` quantile of Student's t with ``df`` degrees of freedom, element-wise."""
     return np.asarray(special.stdtrit(np.asarray(df, dtype=np.float64), q), dtype=np.float64)
@@ -125,9 +125,8 @@ def group_codes(
 def first_met(cell: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """Each row's group, the groups numbered in the order first met, and each group's first
     row (ascending): :func:`numpy.unique`'s ``return_index`` and ``return_inverse`` up to the
-    groups' numbering, without sorting millions of codes. Codes from a small range (a
-    sweep's cells: thousands of codes for millions of rows) find each code's first row by
-    one ``minimum.at`` over a table of the range; others are hashed
+    groups' numbering, without a sort. Codes from a small range (:func:`_small_range`)
+    find each code's first row by one ``minimum.at`` over a table of the range; others are hashed
     (:func:`pandas.factorize`), and a group is new exactly where the running maximum of
     the codes grows."""
     if len(cell) and _small_range(cell):
@@ -403,8 +402,7 @@ def _unique_columns(
 ) -> tuple[Floats, npt.NDArray[np.intp]]:
     """``np.unique(matrix, axis=1, return_inverse=True)``: the distinct columns in
     lexicographic order (row 0 first, as floats compare), and each column's index among
-    them; by one stable lexsort with a key per row, not a sort of the columns as records
-    (each comparison a Python-level walk of the fields: ~40x slower at a sweep's sizes)."""
+    them; by one stable lexsort with a key per row, not a sort of the columns as records."""
     if np.isnan(matrix).any():  # no NaN equals another: np.unique's own answer
         distinct, inverse = np.unique(matrix, axis=1, return_inverse=True)
         return distinct, inverse.ravel()

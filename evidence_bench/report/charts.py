@@ -600,8 +600,7 @@ def rounds_chart(
     c = _Canvas()
     all_rounds = sorted(int(r) for r in pd.unique(rows["round"]))
     xlim = (min(all_rounds, default=0) - 0.25, max(all_rounds, default=1) + 0.25)
-    # each (measure, policy)'s rows as plain tuples, in row order: a few hundred rows, which
-    # a frame's masks, concats and sorts per line cost ~100 times more to pick apart
+    # each (measure, policy)'s rows as plain tuples, in row order
     columns = ("measure", "policy", "config_id", "round", "stage", "mean", "ci_low", "ci_high")
     panels: dict[tuple[Any, Any], list[_Point]] = {}
     for m, u, config_id, r, st, mean, low, high in zip(

@@ -26,8 +26,9 @@ from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, Undefine
 from evidence_bench._atomic import write_atomic
 from evidence_bench.report.environment import report_environment
 from evidence_bench.report.numbers import DEFAULT_TRIALS, MAX_EPISODES
-from evidence_bench.report.numbers import MINUS as _MINUS
 from evidence_bench.report.numbers import missing as _missing
+from evidence_bench.report.numbers import number as _num
+from evidence_bench.report.numbers import signed as _signed
 
 if TYPE_CHECKING:
     from evidence_bench.report.tables import Analysis
@@ -42,18 +43,6 @@ __all__ = [
     "write_report",
     "write_run_report",
 ]
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    return "–" if _missing(value) else f"{float(value):.{digits}f}"
-
-
-def _signed(value: Any, digits: int = 3) -> str:
-    """``+0.021`` / ``−0.021`` with a true minus; a change that rounds to zero has no sign."""
-    if _missing(value):
-        return "–"
-    text = f"{float(value):+.{digits}f}"
-    return text[1:] if float(text) == 0 else text.replace("-", _MINUS)
 
 
 def _pct(value: Any) -> str:
@@ -92,9 +81,8 @@ def _tone(delta: Any, significant: Any = False) -> str:
 def _ci(low: Any, high: Any) -> str:
     """A confidence interval, ``[+0.012, +0.034]``, or ``–`` where there is none.
 
-    A function rather than a template macro: a sweep's page shows thousands, and a macro
-    call costs Jinja several frames each. Its text is digits, signs and brackets, which
-    autoescaping leaves as they are (the macro's output was the same bytes)."""
+    A function rather than a template macro, as a sweep's page shows thousands. Its text
+    is digits, signs and brackets, which autoescaping leaves as they are."""
     return "–" if _missing(low) else f"[{_signed(low)}, {_signed(high)}]"
 
 

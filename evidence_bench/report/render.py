@@ -183,7 +183,7 @@ def _config_group(
 def _round0_views(analysis: Analysis) -> dict[str, list[dict[str, Any]]]:
     """Per measure: each config's round-0 provider order and no-feedback control, per user."""
     configs = analysis.data.configs
-    # plain dicts: a DataFrame's ``.at`` per record costs milliseconds each
+    # plain dicts, not a DataFrame's ``.at`` per record
     label = dict(zip(configs["config_id"], configs["label"], strict=True))
     role = dict(zip(configs["config_id"], configs["role"], strict=True))
     order = {c: i for i, c in enumerate(configs["config_id"])}
@@ -245,8 +245,7 @@ def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
     """Per measure, round and config: each user's feedback-stage rows (before, control,
     feedback, gain), and round 0 as the reference.
 
-    Plain-Python grouping over records: the summary is already sorted, and nested pandas
-    groupbys cost seconds on a sweep's thousand rows.
+    Plain-Python grouping over records: the summary is already sorted.
     """
     records = analysis.summary.to_dict("records")
     key = _key_configs(analysis)
@@ -342,7 +341,7 @@ def _episode_views(analysis: Analysis, chosen: pd.DataFrame) -> list[dict[str, A
         for q, d, g in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)
     }
     pq = data.per_query
-    # one mask over the run's rows (millions in a sweep), the others over the config's
+    # one mask over the run's rows, the others over the config's
     columns = ["policy", "query_id", "round", "stage", "value", "eval_mode", "measure"]
     mine = pq.loc[(pq["config_id"] == best.config_id).to_numpy(), columns]
     mine = mine.loc[

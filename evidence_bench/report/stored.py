@@ -1,7 +1,7 @@
 """The report's analysis, stored in the run directory so ``report RUN_DIR`` need not redo it.
 
-Analyzing a sweep (pairing, randomization tests, the validity panel, the charts) takes
-seconds; rendering what it found takes a fraction of one. So the page's context (the
+Analyzing a run (pairing, randomization tests, the validity panel, the charts) costs far
+more than rendering what it found. So the page's context (the
 numbers, text and chart SVG the template shows: :func:`evidence_bench.report.render.
 report_context`) is written once, as :data:`FILE`, by the run that computes it (and by a
 ``report`` that had to compute it anew), with the key of everything it was computed from:
@@ -286,7 +286,7 @@ def store_context(run_dir: Path, key: Mapping[str, Any], context: Mapping[str, A
         json.dumps(_encoded(dict(context)), separators=(",", ":")),  # ASCII: the faster path
     ]
     text = "\n".join(lines) + "\n"
-    # mtime=0: the same context gives the same bytes; level 1: a third larger, twice as fast
+    # mtime=0: the same context gives the same bytes; level 1 trades size for speed
     write_atomic(run_dir / FILE, gzip.compress(text.encode("ascii"), compresslevel=1, mtime=0))
 
 

@@ -35,8 +35,7 @@ from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, compariso
 from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare, strings
 from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
 from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
-from evidence_bench.evaluation.validity import UserLabel, user_labels
-from evidence_bench.report.validity import Validity, validity
+from evidence_bench.report.validity import Validity, run_labels, validity
 from evidence_bench.runs.data import RunData
 
 __all__ = [
@@ -312,14 +311,10 @@ def summary_rows(data: RunData, *, trials: int = MIN_TRIALS) -> pd.DataFrame:
     return _summary(data, _primary(data), trials)[0]
 
 
-def _labels(data: RunData) -> list[UserLabel]:
-    return user_labels(list(data.policies), data.manifest.get("variants"))
-
-
 def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
     # A judgment-budget variant (``oracle@d3``) is another budget, not another user: the
     # best setting is picked at each user's own depth.
-    budgets = [label.label for label in _labels(data) if label.budget]
+    budgets = [label.label for label in run_labels(data) if label.budget]
     compared = summary[
         summary["gain_common"].notna()
         & ~summary["fixed"].astype(bool)
@@ -338,7 +333,7 @@ def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
     pool = candidates(first)
     # Mean over users of each user's gain on the common queries: every user counts once (a
     # user run under several seeds: the mean over its seeds, so it too counts once).
-    user_of = {label.label: label.user for label in _labels(data)}
+    user_of = {label.label: label.user for label in run_labels(data)}
     per_user = pool.assign(_user=pool["policy"].map(lambda p: user_of.get(str(p), str(p))))
     by_user = per_user.groupby(["config_id", "stage", "_user"], sort=False)["gain_common"].mean()
     scores = by_user.groupby(level=["config_id", "stage"], sort=False).mean()

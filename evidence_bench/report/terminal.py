@@ -20,6 +20,8 @@ from typing import Any
 import pandas as pd
 
 from evidence_bench.evaluation.statistics import MIN_TRIALS
+from evidence_bench.report.numbers import number
+from evidence_bench.report.numbers import signed_ascii as _signed
 from evidence_bench.report.render import load_source
 from evidence_bench.report.tables import ALPHA, Analysis
 from evidence_bench.runs.data import RunData
@@ -48,16 +50,9 @@ def _wrapped(text: str, width: int) -> list[str]:
     return textwrap.wrap(_clean(text), width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
-def _num(value: float | None, signed: bool = False) -> str:
-    if value is None or math.isnan(value):
-        return "–"
-    text = f"{value:+.3f}" if signed else f"{value:.3f}"
-    return text[1:] if signed and float(text) == 0 else text
-
-
 def _gain(row: Mapping[Any, Any]) -> str:
-    low, high = _num(row["gain_ci_low"], True), _num(row["gain_ci_high"], True)
-    return f"{_num(row['gain'], True)} [{low}, {high}]"
+    low, high = _signed(row["gain_ci_low"]), _signed(row["gain_ci_high"])
+    return f"{_signed(row['gain'])} [{low}, {high}]"
 
 
 def _judgment(row: Mapping[Any, Any]) -> str:
@@ -65,7 +60,7 @@ def _judgment(row: Mapping[Any, Any]) -> str:
     value = row.get("judgment_gain")
     if value is None or math.isnan(value):
         return "–"
-    return _num(value, True) + (" *" if bool(row.get("judgment_significant")) else "")
+    return _signed(value) + (" *" if bool(row.get("judgment_significant")) else "")
 
 
 def _p(value: float | None, significant: bool) -> str:
@@ -129,9 +124,9 @@ def _table(analysis: Analysis, max_rows: int) -> str:
                 label,
                 _printable(str(r["policy"]), 14),
                 str(r["stage"]),
-                _num(r["before"]),
-                _num(r["control"]),
-                _num(r["feedback"]),
+                number(r["before"]),
+                number(r["control"]),
+                number(r["feedback"]),
                 _gain(r),
                 f"{int(r['improved'])}/{int(r['degraded'])}/{int(r['unchanged'])}",
                 _p(r["p_holm"], bool(r["significant"])),
@@ -167,8 +162,8 @@ def _table(analysis: Analysis, max_rows: int) -> str:
     best = analysis.best
     if best is not None:
         parts = [
-            f"{r['policy']} {_num(r['gain_common'], True)} [{_num(r['best_ci_low'], True)}, "
-            f"{_num(r['best_ci_high'], True)}] n={int(r['n_common'])} "
+            f"{r['policy']} {_signed(r['gain_common'])} [{_signed(r['best_ci_low'])}, "
+            f"{_signed(r['best_ci_high'])}] n={int(r['n_common'])} "
             f"p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
             for r in best.rows.to_dict("records")
         ]
@@ -178,8 +173,8 @@ def _table(analysis: Analysis, max_rows: int) -> str:
             f"{best.candidates}): " + "; ".join(parts)
         )
         judged = [
-            f"{r['policy']} {_num(r['judgment_gain'], True)} [{_num(r['judgment_ci_low'], True)}, "
-            f"{_num(r['judgment_ci_high'], True)}] "
+            f"{r['policy']} {_signed(r['judgment_gain'])} [{_signed(r['judgment_ci_low'])}, "
+            f"{_signed(r['judgment_ci_high'])}] "
             f"p(Holm) {_p(r['judgment_p_holm'], bool(r['judgment_significant']))}"
             for r in best.judgment.to_dict("records")
         ]

@@ -26,6 +26,8 @@ from evidence_bench.evaluation.statistics import (
     randomization_test,
     summarize,
 )
+from evidence_bench.report.numbers import number
+from evidence_bench.report.numbers import signed_ascii as _signed
 
 __all__ = ["Tuning", "load_tuning", "tuning_table", "tuning_view"]
 
@@ -174,12 +176,6 @@ def tuning_view(tuning: Tuning, *, trials: int = 5000) -> dict[str, Any]:
     }
 
 
-def _fmt(value: Any, signed: bool = False) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{float(value):+.3f}" if signed else f"{float(value):.3f}"
-
-
 def tuning_table(run_dir: Path) -> str:
     """Plain text for the terminal: each fold's choice, then the pooled held-out gain."""
     import json
@@ -203,8 +199,8 @@ def tuning_table(run_dir: Path) -> str:
         lines.append(
             f"{f['fold']:>4}  "
             + "  ".join(f"{f['params'][n]:>6.3g}" for n in names)
-            + f"  {_fmt(f['train_score']):>6}  {_fmt(f['heldout_score']):>8}"
-            + f"  {_fmt(f['default_heldout_score']):>7}  {_fmt(f['heldout_gain'], True)}"
+            + f"  {number(f['train_score']):>6}  {number(f['heldout_score']):>8}"
+            + f"  {number(f['default_heldout_score']):>7}  {_signed(f['heldout_gain'])}"
         )
     if view["flat"]:
         lines.append(
@@ -220,8 +216,8 @@ def tuning_table(run_dir: Path) -> str:
     p = view["pooled"]
     lines.append(
         f"held-out gain over the default, pooled over {p['n']} queries: "
-        f"{_fmt(p['gain'], True)} [{_fmt(p['ci_low'], True)}, {_fmt(p['ci_high'], True)}], "
+        f"{_signed(p['gain'])} [{_signed(p['ci_low'])}, {_signed(p['ci_high'])}], "
         f"paired t p = {p['p_t']:.3g}; mean optimism (train − held-out beyond the default "
-        f"weights' own) {_fmt(p['optimism'], True)}"
+        f"weights' own) {_signed(p['optimism'])}"
     )
     return "\n".join(lines) + "\n"

@@ -39,6 +39,7 @@ from evidence_bench.runs.data import RunData
 __all__ = [
     "Validity",
     "ValidityGroup",
+    "run_labels",
     "setting_name",
     "shows_validity",
     "validity",
@@ -74,13 +75,14 @@ class Validity:
     round: int
 
 
-def _labels(data: RunData) -> list[UserLabel]:
+def run_labels(data: RunData) -> list[UserLabel]:
+    """The run's user labels, with the user, seed and depth its manifest gives each."""
     return user_labels(list(data.policies), data.manifest.get("variants"))
 
 
 def shows_validity(data: RunData) -> bool:
     """Whether a run gets the panel: two users or more, or a user under two seeds or more."""
-    labels = _labels(data)
+    labels = run_labels(data)
     users = {label.user for label in labels if not label.budget}
     seeds = {label.seed for label in labels if label.seed is not None}
     return len(users) > 1 or len(seeds) > 1
@@ -109,7 +111,7 @@ def validity(data: RunData, best: tuple[str, str] | None = None) -> Validity | N
     if not shows_validity(data):
         return None
     settings = data.settings
-    labels = _labels(data)
+    labels = run_labels(data)
     baselines = list(data.configs.loc[data.configs["role"] == "baseline", "config_id"])
     gains = per_query_gains(data.per_query, fixed=data.fixed)
     round_ = int(gains["round"].min()) if len(gains) else 1

@@ -5,7 +5,7 @@ in a directory written by hand, or exported) are required; the report degrades (
 details, no grades) when the others are missing. A run just computed passes its tables
 (:class:`~evidence_bench.runs.store.RunTables`) instead of reading them back.
 Episodes and documents are read lazily, for the few configurations the report details,
-because a full sweep holds tens of thousands of episodes. Every id is read as a string: a
+because a full sweep holds far more than the report shows. Every id is read as a string: a
 query id ``001`` must not become ``1``.
 """
 
@@ -495,8 +495,7 @@ def load_episodes(
     data: RunData, config_id: str, queries: Collection[str] | None = None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """The episodes of one configuration, keyed by (policy, query_id), ids as in ``data``;
-    ``queries``: only those of these query ids (the report details a few dozen of a
-    configuration's hundreds, and decoding an episode is what costs)."""
+    ``queries``: only those of these query ids (decoding an episode is what costs)."""
     episodes: dict[tuple[str, str], dict[str, Any]] = {}
     for source in data.sources:
         if source.config_prefix and not config_id.startswith(source.config_prefix):
