@@ -63,10 +63,12 @@ __all__ = [
     "RANDOMIZATION_SEED",
     "Comparison",
     "Comparisons",
+    "StageValues",
     "common_queries",
     "compare",
     "key_tuples",
     "randomization_seed",
+    "stage_values",
     "strings",
 ]
 
@@ -113,7 +115,7 @@ def randomization_seed(seed: int, policy: str, n: int) -> int:
 
 
 @dataclass
-class _Wide:
+class StageValues:
     """What ``set_index([*KEYS, "query_id", "stage"])["value"].unstack("stage")`` gives, by
     codes: one row per (KEYS, query_id) of the compared stages, in the index order the
     unstack sorts them to, without its MultiIndex."""
@@ -133,14 +135,20 @@ def _duplicate(exc: object) -> DataError:
     )
 
 
-def _level_codes(values: pd.Series, chosen: _Ints) -> tuple[_Ints, int]:
+def _level_codes(values: pd.Series, chosen: _Ints, used_levels: bool) -> tuple[_Ints, int]:
     """The chosen rows' codes of one key, numbered as the unstack's index levels number them:
-    a categorical's categories when all are used, else its used values in the order first
-    met (``MultiIndex.remove_unused_levels``); any other column's sorted values."""
+    a categorical's categories when all are used (or ``used_levels`` is false), else its used
+    values in the order first met (``MultiIndex.remove_unused_levels``); any other column's
+    sorted values."""
     if isinstance(values.dtype, pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()[chosen].astype(np.int64)
         size = len(values.cat.categories)
-        if len(codes) and codes.min() >= 0 and (np.bincount(codes, minlength=size) == 0).any():
+        if (
+            used_levels
+            and len(codes)
+            and codes.min() >= 0
+            and (np.bincount(codes, minlength=size) == 0).any()
+        ):
             codes = pd.factorize(codes)[0].astype(np.int64)
     else:
         codes, levels = pd.factorize(values.iloc[chosen], sort=True)
@@ -150,8 +158,12 @@ def _level_codes(values: pd.Series, chosen: _Ints) -> tuple[_Ints, int]:
     return codes, max(size, 1)
 
 
-def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide:
-    """:class:`_Wide` of ``per_query``'s rows of ``stages``."""
+def stage_values(
+    per_query: pd.DataFrame, stages: Sequence[str], *, used_levels: bool = True
+) -> StageValues:
+    """:class:`StageValues` of ``per_query``'s rows of ``stages``. ``used_levels`` false:
+    a categorical key's rows in category order even where some categories are unused (the
+    order ``set_index`` gives, before the unstack drops unused levels)."""
     columns = [*KEYS, "query_id"]
     stage = per_query["stage"]
     if isinstance(stage.dtype, pd.CategoricalDtype):
@@ -166,7 +178,7 @@ def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide:
     key = np.zeros(len(chosen), dtype=np.int64)
     space = size = 1
     for name in columns:
-        codes, size = _level_codes(per_query[name], chosen)
+        codes, size = _level_codes(per_query[name], chosen, used_levels)
         space *= size
         if space >= 1 << 62:
             raise DataError("per_query.csv: too many distinct keys to compare")
@@ -185,7 +197,7 @@ def _wide(per_query: pd.DataFrame, stages: Sequence[str]) -> _Wide:
     matrix = np.full((len(starts), len(stages)), np.nan)
     matrix.reshape(-1)[cell] = value
     rows = per_query.iloc[chosen[order[starts]]][columns].reset_index(drop=True)
-    return _Wide(
+    return StageValues(
         rows,
         key[starts] // size,  # the last key is query_id's
         {name: matrix[:, i].copy() for i, name in enumerate(stages) if wanted[name] == i},
@@ -215,7 +227,7 @@ class _Pairs:
     means: dict[str, npt.NDArray[np.float64]]  # per row: the mean of each paired stage
 
 
-def _pairs(wide: _Wide, comparison: Comparison) -> _Pairs | None:
+def _pairs(wide: StageValues, comparison: Comparison) -> _Pairs | None:
     """The rows of ``wide`` holding every stage of ``comparison.paired``; None without any."""
     if not set(comparison.paired) <= set(wide.values):
         return None
@@ -274,8 +286,7 @@ def _fixed_rows(
 
 
 def strings(column: pd.Series) -> pd.Series:
-    """``column.astype(str)``, fast for a categorical: its categories converted once and
-    taken by code (a run's millions of keys are a few dozen distinct strings)."""
+    """``column.astype(str)``; a categorical's categories converted once and taken by code."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         codes = column.cat.codes.to_numpy()
         if not (codes < 0).any():  # a missing value: astype's own "nan"
@@ -286,8 +297,7 @@ def strings(column: pd.Series) -> pd.Series:
 
 def key_tuples(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[str | int, ...]]:
     """Each row's ``columns`` as a tuple of plain strings (``round``: an int), as
-    :func:`strings` would give them: rows read differently still match (a set of fixed
-    cells, a few hundred keys, costs less than two frames' conversion and a merge)."""
+    :func:`strings` would give them: rows read differently still match."""
     values = [
         frame[c].astype("int64").tolist() if c == "round" else _string_list(frame[c])
         for c in columns
@@ -362,7 +372,7 @@ def compare(
     (each family is then within one query set); None: one query set.
     """
     stages = list(dict.fromkeys(s for c in comparisons for s in c.paired))
-    wide = _wide(per_query, stages)
+    wide = stage_values(per_query, stages)
     found = [p for c in comparisons if (p := _pairs(wide, c)) is not None]
     del wide
     blocks: list[pd.DataFrame] = []
@@ -519,7 +529,7 @@ def common_queries(
         held = np.bincount(pd.unique(pair * combos_n + combo) // combos_n, minlength=len(pairs))
         in_group = np.bincount(pd.unique(group * combos_n + combo) // combos_n)
         complete = held == in_group[np.asarray(pairs) // width]
-        if complete.all():  # frame itself: a copy of a sweep's million gains is ~60 MB
+        if complete.all():  # frame itself, not a copy
             return frame
         return cast(pd.DataFrame, frame[complete[pair]])
     query = pd.factorize(frame["query_id"])[0]

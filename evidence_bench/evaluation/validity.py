@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
-from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
+from evidence_bench.evaluation.comparisons import common_queries, key_tuples, stage_values, strings
 from evidence_bench.evaluation.statistics import TIE, first_met, ngroups, summarize_groups
 
 __all__ = [
@@ -51,7 +51,6 @@ GAIN_COLUMNS = [
 BUDGET_COLUMNS = [
     "user", "depth", "label", "config_id", "stage", "n", "mean", "ci_low", "ci_high",
 ]  # fmt: skip
-_KEYS = ["config_id", "policy", "round", "eval_mode", "measure", "query_id"]
 
 Setting = tuple[str, str]  # (config_id, stage)
 
@@ -99,17 +98,20 @@ def per_query_gains(
     stage minus its no-feedback control at equal depth, for every config × user × round ≥ 1
     × mode × measure, over the queries scored in both; differences within :data:`TIE` are 0.
     Cells that cannot change (``fixed``: frozen evaluation's pinned prefix) are left out."""
-    # one mask per stage over the whole frame, not a copy of its later rounds first (a
-    # sweep's 2 M rows: ~35 MB more at this step's peak); the same rows in the same order
+    # one mask per stage over the whole frame, not a copy of its later rounds first
     later = per_query["round"].to_numpy() > 0
     parts = []
     for stage, (_, control) in baselines.items():
         sub = per_query[later & per_query["stage"].isin([stage, control]).to_numpy()]
         if sub.empty:
             continue
-        out = _paired_gain(sub, stage, control)
-        if out is None:
+        wide = stage_values(sub, [stage, control], used_levels=False)
+        gain = wide.values[stage] - wide.values[control]
+        kept = np.flatnonzero(~np.isnan(gain))
+        if not len(kept):
             continue
+        out = wide.rows.iloc[kept].reset_index(drop=True)
+        out["gain"] = gain[kept]
         out["stage"] = stage
         out = _without_fixed(out, fixed, (stage, control))
         parts.append(out)
@@ -126,73 +128,6 @@ def per_query_gains(
     return gains[GAIN_COLUMNS]
 
 
-def _codes(column: pd.Series) -> tuple[npt.NDArray[np.int64], int]:
-    """Each value's rank as an index level would hold it (a categorical's category order,
-    else sorted values), and how many levels there are."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return np.asarray(column.cat.codes, dtype=np.int64), len(column.cat.categories)
-    codes, uniques = pd.factorize(column, sort=True)
-    return np.asarray(codes, dtype=np.int64), len(uniques)
-
-
-def _equal(column: pd.Series, value: str) -> npt.NDArray[np.bool_]:
-    """``strings(column) == value`` per row; a categorical's by its codes."""
-    codes = column.cat.codes.to_numpy() if isinstance(column.dtype, pd.CategoricalDtype) else None
-    if codes is not None and not (codes < 0).any():  # a missing value: strings' own "nan"
-        names = np.asarray(column.cat.categories.astype(str), dtype=object)
-        return np.asarray(codes == _position(names, value), dtype=bool)
-    return np.asarray(strings(column).to_numpy() == value, dtype=bool)
-
-
-def _position(names: npt.NDArray[Any], value: str) -> int:
-    """The first index of ``value`` in ``names``; −2 (no code) when absent."""
-    found = np.flatnonzero(names == value)
-    return int(found[0]) if len(found) else -2
-
-
-def _paired_gain(sub: pd.DataFrame, stage: str, control: str) -> pd.DataFrame | None:
-    """``stage − control`` per (config, policy, round, mode, measure, query) scored in both,
-    in the keys' index order: what ``set_index(...).unstack("stage")`` and a difference
-    give, by codes (an unstack of a sweep's million rows costs seconds)."""
-    is_stage, is_control = _equal(sub["stage"], stage), _equal(sub["stage"], control)
-    if not is_stage.any() or not is_control.any():
-        return None
-    key = np.zeros(len(sub), dtype=np.int64)
-    space = 1
-    for column in _KEYS:
-        codes, size = _codes(sub[column])
-        key = key * size + codes
-        space *= max(size, 1)
-    groups, group = _sorted_unique(key, space)
-    values = sub["value"].to_numpy(np.float64)
-    a = np.full(len(groups), np.nan)
-    b = np.full(len(groups), np.nan)
-    a[group[is_stage]] = values[is_stage]
-    b[group[is_control]] = values[is_control]
-    gain = a - b
-    kept = np.flatnonzero(~np.isnan(gain))
-    first = np.full(len(groups), -1, dtype=np.int64)
-    first[group[::-1]] = np.arange(len(sub) - 1, -1, -1)  # each group's first row
-    out = sub.iloc[first[kept]][_KEYS].reset_index(drop=True)
-    out["gain"] = gain[kept]
-    return out
-
-
-def _sorted_unique(
-    key: npt.NDArray[np.int64], space: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
-    """``np.unique(key, return_inverse=True)`` for codes in [0, ``space``): where the space
-    is at most a few times the rows (a sweep's gains: ~500k keys for ~700k rows), by one
-    table of the space marked and counted, not a sort."""
-    if not len(key) or space > 4 * len(key) or key.min() < 0 or key.max() >= space:
-        groups, group = np.unique(key, return_inverse=True)
-        return groups, group.ravel()
-    present = np.zeros(space, dtype=bool)
-    present[key] = True
-    rank = np.cumsum(present, dtype=np.intp) - 1
-    return np.flatnonzero(present).astype(np.int64), rank[key]
-
-
 def _without_fixed(
     gains: pd.DataFrame, fixed: pd.DataFrame | None, stages: tuple[str, str]
 ) -> pd.DataFrame:
@@ -202,7 +137,7 @@ def _without_fixed(
     marked = set(key_tuples(fixed[strings(fixed["stage"]).isin(stages)], keys))
     if not marked or gains.empty:
         return gains
-    # Each distinct key once (a sweep's gains: thousands of cells, a million rows).
+    # Each distinct key once, not each row's.
     numbered = ngroups(gains, keys)
     group = (
         gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
@@ -210,7 +145,7 @@ def _without_fixed(
         else numbered
     )
     # each group's first row: numbered as first met, a group is new where the running
-    # maximum grows (np.unique's return_index, without sorting a million codes)
+    # maximum grows (np.unique's return_index, without a sort)
     seen = np.maximum.accumulate(group)
     first = np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
     cells = key_tuples(gains.iloc[first], keys)
@@ -313,8 +248,7 @@ def _gains_of(rows: Sequence[_Row], labels: Sequence[str]) -> dict[Setting, floa
         return {}
     # A (config_id, stage) × policy table of each label's first non-missing gain, kept
     # where every policy that has a gain has one for it; each row's mean adds its gains in
-    # policy order, as a pivot table's row mean does (plain Python: a pivot table costs
-    # ~50 ms per call and a run's panel makes dozens).
+    # policy order, as a pivot table's row mean does.
     table: dict[tuple[str, str], dict[str, float]] = {}
     present: set[str] = set()
     for config_id, stage, policy, gain in rows:
