@@ -12,7 +12,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC
 from typing import TYPE_CHECKING, TextIO
 
 from evidence_bench._printable import json_text, printable
@@ -136,16 +135,7 @@ def _fetch_pages(
     from evidence_bench.livefetch import Candidate, LiveFetch, RetrievalIntent, StaticDiscovery
     from evidence_bench.web.guard import AddressPolicy
 
-    candidates = [
-        Candidate(
-            url=item.url,
-            title=item.title,
-            snippet=item.snippet,
-            published_at=item.page_age.replace(tzinfo=UTC) if item.page_age else None,
-            source=item.source,
-        )
-        for item in results
-    ]
+    candidates = [Candidate.of(item, item.source) for item in results]
     intent = RetrievalIntent(query, max_results=max(len(results), 1), freshness_days=None)
     policy = AddressPolicy(allow_private=allow_private)
     with LiveFetch(StaticDiscovery(candidates), cache_path=cache, policy=policy) as lf:

@@ -127,16 +127,7 @@ class BraveDiscovery:
 
             self._provider = BraveProvider()
         results = self._provider.search(intent.query, limit=candidate_limit(intent))
-        return [
-            Candidate(
-                url=item.url,
-                title=item.title,
-                snippet=item.snippet,
-                published_at=_aware(item.page_age),
-                source="brave",
-            )
-            for item in results
-        ]
+        return [Candidate.of(item, "brave") for item in results]
 
 
 def _timelimit(days: float | None) -> str | None:

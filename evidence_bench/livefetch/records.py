@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from evidence_bench.errors import ConfigurationError
+from evidence_bench.evidence import Evidence
 from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.page_text import ExtractedPage
 
@@ -106,6 +107,12 @@ class Candidate:
     snippet: str = ""
     published_at: datetime | None = None
     source: str = ""
+
+    @classmethod
+    def of(cls, item: Evidence, source: str) -> Candidate:
+        """A search result as a candidate, dated by its ``page_age`` (naive UTC)."""
+        published = item.page_age.replace(tzinfo=UTC) if item.page_age else None
+        return cls(item.url, item.title, item.snippet, published, source)
 
     def to_dict(self) -> dict[str, Any]:
         return {
