@@ -9,7 +9,7 @@ import pytest
 
 from evidence_bench.evaluation.comparisons import common_queries, key_tuples, strings
 from evidence_bench.evaluation.statistics import first_met, summarize, summarize_codes
-from evidence_bench.evaluation.validity import _sorted_unique, per_query_gains, setting_gains
+from evidence_bench.evaluation.validity import per_query_gains, setting_gains
 from evidence_bench.experiment.run import _excluded
 from evidence_bench.runs.store import read_tables
 from tests.conftest import CRANFIELD15, shared_run
@@ -120,16 +120,26 @@ def test_key_tuples_by_hand() -> None:
     assert str(got[1][0]) == str(strings(frame["policy"]).tolist()[1])
 
 
-def test_sorted_unique_is_numpy_unique() -> None:
-    """By a table of the key space when it is small (here 10 codes for 8 rows), else
-    numpy's sort: the sorted distinct keys and each row's index among them."""
-    key = np.array([7, 2, 7, 0, 9, 2, 2, 0], dtype=np.int64)
-    groups, group = _sorted_unique(key, 10)
-    assert groups.tolist() == [0, 2, 7, 9]
-    assert group.tolist() == [2, 1, 2, 0, 3, 1, 1, 0]
-    keys = np.random.default_rng(2).integers(0, 5_000, 20_000)
-    for space in (5_000, 10**9):  # the table; the sort
-        groups, group = _sorted_unique(keys, space)
-        want_groups, want_group = np.unique(keys, return_inverse=True)
-        assert groups.tolist() == want_groups.tolist()
-        assert group.tolist() == want_group.ravel().tolist()
+def test_per_query_gains_follow_category_order_with_unused_categories() -> None:
+    """Rows in the keys' category order (unused categories included, as ``set_index``
+    orders them), not the order first met; rerank − control by hand."""
+    config = pd.Categorical(["c0", "c0", "c1", "c1", "c0", "c0"], categories=["c9", "c1", "c0"])
+    query = pd.Categorical(["q1", "q1", "q1", "q1", "q2", "q2"], categories=["q3", "q2", "q1"])
+    frame = pd.DataFrame(
+        {
+            "config_id": config,
+            "policy": "oracle",
+            "query_id": query,
+            "round": np.int16(1),
+            "stage": ["rerank", "control"] * 3,
+            "eval_mode": "residual",
+            "measure": "AP",
+            "value": [0.5, 0.25, 0.75, 0.5, 1.0, 0.125],
+        }
+    )
+    gains = per_query_gains(frame)
+    assert list(zip(gains["config_id"], gains["query_id"], gains["gain"], strict=True)) == [
+        ("c1", "q1", 0.25),
+        ("c0", "q2", 0.875),
+        ("c0", "q1", 0.25),
+    ]
