@@ -952,6 +952,18 @@ def test_unknown_config_in_per_query_is_an_error(tmp_path: Path) -> None:
         load_run(run_dir)
 
 
+@pytest.mark.parametrize("column", ["config_id", "query_id", "stage"])
+def test_a_score_without_a_key_is_refused_at_load(tmp_path: Path, column: str) -> None:
+    """An empty key cell (a hand-edited per_query.csv) is one line naming the file and the
+    key, before any reader has to guess where the row belongs."""
+    run_dir = write_run_dir(tmp_path)
+    scores = pd.read_csv(run_dir / "per_query.csv", dtype=str)
+    scores.loc[3, column] = None
+    scores.to_csv(run_dir / "per_query.csv", index=False)
+    with pytest.raises(DataError, match=rf"per_query\.csv: a row has no {column}$"):
+        load_run(run_dir)
+
+
 # --- multirun -----------------------------------------------------------------------------
 
 

@@ -335,13 +335,9 @@ def _common(
     size = np.bincount(family[~fixed], minlength=int(family.max()) + 1)
     tested = ~fixed[pairs.code]
     of_query = family[pairs.code]
+    # each (family, query)'s tested configs, counted (stage_values refused a missing key)
     combined = of_query.astype(np.int64) * (int(pairs.query.max()) + 1) + pairs.query
-    if len(combined) and combined.min() >= 0:
-        # each (family, query)'s tested configs: counted over the few families × queries
-        have = np.bincount(combined[tested], minlength=int(combined.max()) + 1)[combined]
-    else:  # (a key missing somewhere: ngroup's −1)
-        counts = pd.Series(combined[tested]).value_counts()
-        have = counts.reindex(combined).fillna(0).to_numpy(np.int64)
+    have = np.bincount(combined[tested], minlength=int(combined.max()) + 1)[combined]
     return tested & (have == size[of_query]), int(size.max(initial=0))
 
 

@@ -262,12 +262,15 @@ def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
             f"{run_dir / 'configs.csv'}: alias_of names config_id(s) "
             f"{', '.join(sorted(dangling))} that are not in configs.csv"
         )
-    per_query = (tables.scores if tables is not None else _scores(run_dir)).astype(
-        _PER_QUERY_DTYPES
-    )
+    per_query = tables.scores if tables is not None else _scores(run_dir)
+    scores = "scores.parquet" if (run_dir / "scores.parquet").is_file() else "per_query.csv"
+    # every reader pairs and groups by these keys: a row without one is refused here, once
+    blank = [c for c in PER_QUERY_COLUMNS[:-1] if per_query[c].isna().any()]
+    if blank:
+        raise DataError(f"{run_dir / scores}: a row has no {blank[0]}")
+    per_query = per_query.astype(_PER_QUERY_DTYPES)
     unknown = set(per_query["config_id"].cat.categories) - set(configs["config_id"])
     if unknown:
-        scores = "scores.parquet" if (run_dir / "scores.parquet").is_file() else "per_query.csv"
         raise DataError(
             f"{run_dir / scores}: config_id(s) {', '.join(sorted(unknown))} are not in configs.csv"
         )
