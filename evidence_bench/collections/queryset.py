@@ -32,15 +32,9 @@ from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS
 
 __all__ = [
-    "QuerySet",
-    "QuerySetLoader",
-    "QuerySetRecords",
-    "brave_query",
-    "load_query_set",
-    "loaded_collection",
-    "resolve_path",
-    "unjudged_notice",
-]
+    "QuerySet", "QuerySetLoader", "QuerySetRecords", "brave_query", "load_query_set",
+    "loaded_collection", "resolve_path", "unjudged_notice",
+]  # fmt: skip
 
 
 def resolve_path(value: str, key: str) -> Path:

@@ -38,12 +38,9 @@ from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, dedupe
 
 __all__ = [
-    "IDF_SOURCES",
-    "Background",
-    "BackgroundRocchioRanker",
-    "DocumentFrequencies",
+    "IDF_SOURCES", "Background", "BackgroundRocchioRanker", "DocumentFrequencies",
     "query_set_background",
-]
+]  # fmt: skip
 
 #: Where a ranker's or refiner's idf comes from: ``candidates`` (the default: the results
 #: it orders) or ``background`` (a :class:`Background` plus the candidates).

@@ -28,13 +28,9 @@ from evidence_bench.evidence import Evidence, renumber
 from evidence_bench.web.page_text import clip_text
 
 __all__ = [
-    "EvidenceMode",
-    "PageEvidenceRanker",
-    "PageEvidenceRefiner",
-    "PageSource",
-    "evidence_mode",
+    "EvidenceMode", "PageEvidenceRanker", "PageEvidenceRefiner", "PageSource", "evidence_mode",
     "reading_copies",
-]
+]  # fmt: skip
 
 
 class EvidenceMode(StrEnum):

@@ -26,19 +26,10 @@ from evidence_bench.engine.text import Analyzer, Lexicon, lexicon, term_counts, 
 from evidence_bench.evidence import Evidence, renumber
 
 __all__ = [
-    "PoolMatrix",
-    "ProviderOrderRanker",
-    "TfidfRocchioRanker",
-    "marked_positions",
-    "order_many",
-    "pool_matrix",
-    "pool_orders",
-    "pool_orders_many",
-    "pool_scores",
-    "query_weights",
-    "rocchio_weights",
-    "weighted",
-]
+    "PoolMatrix", "ProviderOrderRanker", "TfidfRocchioRanker", "marked_positions", "order_many",
+    "pool_matrix", "pool_orders", "pool_orders_many", "pool_scores", "query_weights",
+    "rocchio_weights", "weighted",
+]  # fmt: skip
 
 _Vector = dict[str, float]
 

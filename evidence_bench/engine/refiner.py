@@ -23,13 +23,9 @@ from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
 
 __all__ = [
-    "ExpansionDepth",
-    "LexicalRefiner",
-    "document_text",
-    "fit_terms",
-    "positive_counts",
+    "ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "positive_counts",
     "surface_form",
-]
+]  # fmt: skip
 
 # Term scores are rounded before ordering so that equal scores computed along different
 # float paths still tie and fall back to the alphabetical order.

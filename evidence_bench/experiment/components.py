@@ -59,20 +59,9 @@ if TYPE_CHECKING:
     from evidence_bench.web.brave import BraveProvider
 
 __all__ = [
-    "PARAM_DEFAULTS",
-    "RANKERS",
-    "REFINERS",
-    "USERS",
-    "EngineConfig",
-    "Part",
-    "effective_key",
-    "engine_config",
-    "make_ranker",
-    "make_refiner",
-    "make_user",
-    "replay_provider",
-    "user_params",
-]
+    "PARAM_DEFAULTS", "RANKERS", "REFINERS", "USERS", "EngineConfig", "Part", "effective_key",
+    "engine_config", "make_ranker", "make_refiner", "make_user", "replay_provider", "user_params",
+]  # fmt: skip
 
 _ROCCHIO = ("alpha", "beta", "gamma")
 _MAX_TERMS = 4

@@ -22,26 +22,11 @@ from evidence_bench.experiment.bounds import check_bounds
 from evidence_bench.experiment.catalog import CONF_DIR, search_dirs
 
 __all__ = [
-    "CONF_DIR",
-    "ROOT_CONFIG",
-    "AnalyzerConf",
-    "EvalConf",
-    "ExperimentConf",
-    "PagesConf",
-    "PolicyConf",
-    "QuerySetConf",
-    "RankerConf",
-    "RefinerConf",
-    "ReplayConf",
-    "RunConf",
-    "SearchProviderConf",
-    "TuneConf",
-    "check_config",
-    "compose",
-    "config_dirs",
-    "register_configs",
+    "CONF_DIR", "ROOT_CONFIG", "AnalyzerConf", "EvalConf", "ExperimentConf", "PagesConf",
+    "PolicyConf", "QuerySetConf", "RankerConf", "RefinerConf", "ReplayConf", "RunConf",
+    "SearchProviderConf", "TuneConf", "check_config", "compose", "config_dirs", "register_configs",
     "resolved",
-]
+]  # fmt: skip
 
 
 @dataclass

@@ -24,14 +24,9 @@ from evidence_bench.errors import ConfigurationError, WriteError
 from evidence_bench.web.cassette_manifest import MANIFEST_NAME
 
 __all__ = [
-    "RECORDINGS_DIR",
-    "Changes",
-    "Destination",
-    "changes",
-    "destination",
-    "installed_roots",
+    "RECORDINGS_DIR", "Changes", "Destination", "changes", "destination", "installed_roots",
     "staged",
-]
+]  # fmt: skip
 
 #: Where a recording that may not rewrite its query set's cassettes goes, under the
 #: working directory: ``recordings/<query set>/<UTC time>``.

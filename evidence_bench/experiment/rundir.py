@@ -43,17 +43,9 @@ else:
 
 
 __all__ = [
-    "STALE_AFTER_S",
-    "RunDirectory",
-    "new_run_id",
-    "remove_stale",
-    "summarize_scores",
-    "write_csv",
-    "write_inputs",
-    "write_json",
-    "write_jsonl",
-    "write_trec",
-]
+    "STALE_AFTER_S", "RunDirectory", "new_run_id", "remove_stale", "summarize_scores", "write_csv",
+    "write_inputs", "write_json", "write_jsonl", "write_trec",
+]  # fmt: skip
 
 
 def new_run_id(config_text: str, now: datetime | None = None) -> str:

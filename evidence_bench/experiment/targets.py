@@ -26,22 +26,10 @@ from evidence_bench.evidence import Evidence, renumber
 from evidence_bench.users.policies import LabelKind, Mark, UserPolicy
 
 __all__ = [
-    "RANKER_KEYS",
-    "REFINER_KEYS",
-    "USER_KEYS",
-    "USER_OFFERED",
-    "UserJudge",
-    "UserProvider",
-    "UserRanker",
-    "UserRefiner",
-    "is_users",
-    "part_params",
-    "schema_defaults",
-    "user_judge",
-    "user_provider",
-    "user_ranker",
-    "user_refiner",
-]
+    "RANKER_KEYS", "REFINER_KEYS", "USER_KEYS", "USER_OFFERED", "UserJudge", "UserProvider",
+    "UserRanker", "UserRefiner", "is_users", "part_params", "schema_defaults", "user_judge",
+    "user_provider", "user_ranker", "user_refiner",
+]  # fmt: skip
 
 #: The keys of ``ranker`` the harness applies to any ranker (never passed to a target)
 RANKER_KEYS = ("name", "boost_relevant", "evidence", "idf")

@@ -50,15 +50,9 @@ from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, GuardedTransport
 from evidence_bench.web.page_text import require_pages
 
 __all__ = [
-    "BraveDiscovery",
-    "DdgsDiscovery",
-    "Discovery",
-    "FeedDiscovery",
-    "RecordMode",
-    "RecordedDiscovery",
-    "StaticDiscovery",
-    "candidate_limit",
-]
+    "BraveDiscovery", "DdgsDiscovery", "Discovery", "FeedDiscovery", "RecordMode",
+    "RecordedDiscovery", "StaticDiscovery", "candidate_limit",
+]  # fmt: skip
 
 #: The most a feed's body may hold, decoded (feeds of a few hundred entries are ~1 MB).
 MAX_FEED_BYTES = 5 * 1024 * 1024

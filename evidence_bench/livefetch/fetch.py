@@ -35,14 +35,9 @@ from evidence_bench.web.fetch import Answer as FetchedPage
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, GuardedTransport
 
 __all__ = [
-    "MAX_BYTES",
-    "MAX_CONCURRENCY",
-    "MAX_REDIRECTS",
-    "PER_HOST",
-    "USER_AGENT",
-    "FetchedPage",
+    "MAX_BYTES", "MAX_CONCURRENCY", "MAX_REDIRECTS", "PER_HOST", "USER_AGENT", "FetchedPage",
     "PageFetcher",
-]
+]  # fmt: skip
 
 #: Who is asking, and where to read about it.
 USER_AGENT = "evidence_bench-livefetch/0.1 (evidence search research harness; httpx)"

@@ -20,16 +20,9 @@ from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.page_text import ExtractedPage
 
 __all__ = [
-    "Candidate",
-    "EvidencePacket",
-    "ExtractedPage",
-    "FailureReason",
-    "FetchFailure",
-    "Mode",
-    "PacketSet",
-    "RetrievalIntent",
-    "ScoreBreakdown",
-]
+    "Candidate", "EvidencePacket", "ExtractedPage", "FailureReason", "FetchFailure", "Mode",
+    "PacketSet", "RetrievalIntent", "ScoreBreakdown",
+]  # fmt: skip
 
 
 class Mode(enum.StrEnum):

@@ -41,15 +41,9 @@ from evidence_bench.users.policies import (
 )
 
 __all__ = [
-    "CLICK_MODELS",
-    "PRESETS",
-    "SKIP_ABOVE",
-    "CascadeUser",
-    "DbnUser",
-    "PositionBasedUser",
-    "SkipAbove",
-    "relevance_level",
-]
+    "CLICK_MODELS", "PRESETS", "SKIP_ABOVE", "CascadeUser", "DbnUser", "PositionBasedUser",
+    "SkipAbove", "relevance_level",
+]  # fmt: skip
 
 #: What a result shown above a click and not clicked becomes (Joachims et al. 2005).
 SkipAbove = Literal["less", "none"]

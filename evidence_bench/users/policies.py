@@ -42,20 +42,10 @@ from evidence_bench.evidence import Evidence
 from evidence_bench.seeding import derived_random
 
 __all__ = [
-    "POLICIES",
-    "UNJUDGED",
-    "LabelKind",
-    "Mark",
-    "NegativeOnlyPolicy",
-    "NoisyPolicy",
-    "OraclePolicy",
-    "PatientPolicy",
-    "PositiveOnlyPolicy",
-    "RandomPolicy",
-    "Unjudged",
-    "UserPolicy",
+    "POLICIES", "UNJUDGED", "LabelKind", "Mark", "NegativeOnlyPolicy", "NoisyPolicy",
+    "OraclePolicy", "PatientPolicy", "PositiveOnlyPolicy", "RandomPolicy", "Unjudged", "UserPolicy",
     "make_policy",
-]
+]  # fmt: skip
 
 #: What a user does with an examined result the qrels do not judge.
 Unjudged = Literal["irrelevant", "unsure", "skip"]

@@ -39,19 +39,9 @@ from evidence_bench.web.failure import FailureReason, FetchFailure
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, deadline, remaining
 
 __all__ = [
-    "ACCEPT_ENCODING",
-    "HTML_TYPES",
-    "MAX_CONCURRENCY",
-    "PER_HOST",
-    "Answer",
-    "HostGates",
-    "Limits",
-    "Refused",
-    "fetch",
-    "get",
-    "html_failure",
-    "url_host",
-]
+    "ACCEPT_ENCODING", "HTML_TYPES", "MAX_CONCURRENCY", "PER_HOST", "Answer", "HostGates", "Limits",
+    "Refused", "fetch", "get", "html_failure", "url_host",
+]  # fmt: skip
 
 #: Requests in flight at once, and to one host, of a fetcher of many pages (LiveFetch's,
 #: a recording's): politeness, and no host starves the others.

@@ -64,17 +64,9 @@ from evidence_bench.web.page_text import ExtractedPage, read_page
 from evidence_bench.web.pages import STALL_HEADER
 
 __all__ = [
-    "MAX_BODY_BYTES",
-    "PAGES_NAME",
-    "DirectTransport",
-    "LivePages",
-    "LoopbackRouter",
-    "PageRecord",
-    "PageStore",
-    "fetch_page",
-    "read_page_cassette",
-    "write_page_cassette",
-]
+    "MAX_BODY_BYTES", "PAGES_NAME", "DirectTransport", "LivePages", "LoopbackRouter", "PageRecord",
+    "PageStore", "fetch_page", "read_page_cassette", "write_page_cassette",
+]  # fmt: skip
 
 PAGES_NAME = "@pages.json"
 FORMAT = 1

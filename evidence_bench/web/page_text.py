@@ -45,17 +45,9 @@ else:  # imported at the first page read: a run on snippets never loads it
     trafilatura = module("trafilatura")
 
 __all__ = [
-    "EXTRACTOR_VERSION",
-    "MAX_CHARS",
-    "MAX_HTML_CHARS",
-    "PAGE_STACK",
-    "ExtractedPage",
-    "ExtractionMethod",
-    "clip_text",
-    "extract_page",
-    "read_page",
-    "require_pages",
-]
+    "EXTRACTOR_VERSION", "MAX_CHARS", "MAX_HTML_CHARS", "PAGE_STACK", "ExtractedPage",
+    "ExtractionMethod", "clip_text", "extract_page", "read_page", "require_pages",
+]  # fmt: skip
 
 #: The version of what :func:`read_page` gives for a page: raised whenever a page's text
 #: changes (control characters dropped, 8cc3012; clipping, 60217fa), so a text stored

@@ -29,15 +29,9 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
 __all__ = [
-    "PAGE_PATH",
-    "STALL_HEADER",
-    "PageFailure",
-    "SimPage",
-    "check_failure_rate",
-    "page_failure",
-    "published_on",
-    "render_page",
-]
+    "PAGE_PATH", "STALL_HEADER", "PageFailure", "SimPage", "check_failure_rate", "page_failure",
+    "published_on", "render_page",
+]  # fmt: skip
 
 #: The path prefix of a document's page: ``/doc/<id>`` (Collection.url_for).
 PAGE_PATH = "/doc/"

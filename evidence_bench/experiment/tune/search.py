@@ -22,15 +22,9 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = [
-    "SAMPLER_SEED",
-    "CrossValidation",
-    "Fold",
-    "Scorer",
-    "SearchSpace",
-    "Trial",
-    "cross_validate",
+    "SAMPLER_SEED", "CrossValidation", "Fold", "Scorer", "SearchSpace", "Trial", "cross_validate",
     "sampler_seed",
-]
+]  # fmt: skip
 
 #: How every fold's TPE sampler is seeded, for the manifest (numpy takes 32 bits).
 SAMPLER_SEED = derivation("seed", '"tpe"') + " mod 2**32"
