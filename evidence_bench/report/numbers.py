@@ -6,7 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["DEFAULT_TRIALS", "MAX_EPISODES", "MINUS", "missing", "number", "signed", "signed_ascii"]
+__all__ = [
+    "DEFAULT_TRIALS",
+    "MAX_EPISODES",
+    "MINUS",
+    "P_FLOOR",
+    "missing",
+    "number",
+    "p_is",
+    "p_value",
+    "signed",
+    "signed_ascii",
+]
 
 #: Episode details in the page: the best setting's largest losses and gains, split by user.
 MAX_EPISODES = 20
@@ -16,6 +27,8 @@ MAX_EPISODES = 20
 DEFAULT_TRIALS = 5000
 #: A true minus sign (U+2212), as typeset, for negative changes.
 MINUS = "\u2212"
+#: The smallest p-value written as a number; one below it is written as below it.
+P_FLOOR = 0.001
 
 
 def missing(value: Any) -> bool:
@@ -40,3 +53,19 @@ def signed(value: Any, digits: int = 3, minus: str = MINUS) -> str:
 def signed_ascii(value: Any) -> str:
     """:func:`signed` with the ASCII ``-`` of a terminal."""
     return signed(value, minus="-")
+
+
+def p_value(value: Any) -> str:
+    """A p-value as a table cell shows it: ``0.012`` (three decimals), ``<0.001`` below
+    :data:`P_FLOOR`, ``–`` where there is none."""
+    if missing(value):
+        return "–"
+    return f"<{P_FLOOR}" if float(value) < P_FLOOR else f"{float(value):.3f}"
+
+
+def p_is(value: Any) -> str:
+    """A p-value as a sentence states it after its name ("Holm p ..."): ``= 0.012``,
+    ``< 0.001`` below :data:`P_FLOOR` (never ``= <0.001``), ``= –`` where there is none."""
+    if not missing(value) and float(value) < P_FLOOR:
+        return f"< {P_FLOOR}"
+    return f"= {p_value(value)}"

@@ -25,7 +25,7 @@ from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, Undefine
 
 from evidence_bench._atomic import write_atomic
 from evidence_bench.report.environment import report_environment
-from evidence_bench.report.numbers import DEFAULT_TRIALS, MAX_EPISODES
+from evidence_bench.report.numbers import DEFAULT_TRIALS, MAX_EPISODES, p_is, p_value
 from evidence_bench.report.numbers import missing as _missing
 from evidence_bench.report.numbers import number as _num
 from evidence_bench.report.numbers import signed as _signed
@@ -52,12 +52,6 @@ def _pct(value: Any) -> str:
 def _p_attr(value: Any) -> str:
     """A p-value for a data attribute: enough digits to compare, few enough to stay small."""
     return "" if _missing(value) else f"{float(value):.6g}"
-
-
-def _pval(value: Any) -> str:
-    if _missing(value):
-        return "–"
-    return "<0.001" if float(value) < 0.001 else f"{float(value):.3f}"
 
 
 def _count(value: Any) -> str:
@@ -95,7 +89,8 @@ def _environment() -> Environment:
         num=_num,
         signed=_signed,
         pct=_pct,
-        pval=_pval,
+        pval=p_value,
+        p_is=p_is,
         count=_count,
         tone=_tone,
         value=_value,

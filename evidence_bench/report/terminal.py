@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from evidence_bench.evaluation.statistics import MIN_TRIALS
-from evidence_bench.report.numbers import number
+from evidence_bench.report.numbers import missing, number, p_value
 from evidence_bench.report.numbers import signed_ascii as _signed
 from evidence_bench.report.render import load_source
 from evidence_bench.report.tables import ALPHA, Analysis
@@ -64,9 +64,7 @@ def _judgment(row: Mapping[Any, Any]) -> str:
 
 
 def _p(value: float | None, significant: bool) -> str:
-    if value is None or math.isnan(value):
-        return "–"
-    return (f"{value:.3f}" if value >= 0.001 else "<0.001") + (" *" if significant else "")
+    return p_value(value) + (" *" if significant and not missing(value) else "")
 
 
 def summary_table(
