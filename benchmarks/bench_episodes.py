@@ -100,7 +100,7 @@ def main() -> None:
         loaded = time.process_time() - cpu
         builder, cpu = TableBuilder(), time.process_time()
         for out in received:
-            builder.add(out)
+            builder.add(out.rows)
         sent.append((dumped, loaded, time.process_time() - cpu))
         del received, builder
     dumped, loaded, added = (min(column) for column in zip(*sent, strict=True))

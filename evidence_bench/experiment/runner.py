@@ -13,6 +13,7 @@ reported instead of waited on forever.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
@@ -754,6 +755,10 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
             release_memory()
         return
     _share(plan)
+    # what the parent holds now, out of the collector's view in every worker: their
+    # collections no longer walk (and copy) the parent's pages. Kept under issue 27's rule:
+    # benchmarks/bench_ab.py -- run +experiment=rocchio_sweep workers=2 prints it
+    gc.freeze()
     pool = ProcessPoolExecutor(
         count,
         mp_context=multiprocessing.get_context("fork"),
