@@ -507,31 +507,15 @@ def common_queries(
     itself when that is every row (the callers only read it)."""
     if frame.empty:
         return frame
-    group, combo = (
-        numbered
-        if (numbered := ngroups(frame, within)) is not None
-        else frame.groupby(list(within), observed=True, sort=False).ngroup().to_numpy(),
-        numbered
-        if (numbered := ngroups(frame, across)) is not None
-        else frame.groupby(list(across), observed=True, sort=False).ngroup().to_numpy(),
-    )
-    # (a missing key makes ngroup's codes floats, with NaN: pandas' grouping below drops it)
-    if group.dtype.kind == "i" and combo.dtype.kind == "i":
-        # by codes, hashed: each (group, query)'s distinct combinations against its group's
-        query = pd.factorize(frame["query_id"], use_na_sentinel=False)[0].astype(np.int64)
-        width, combos_n = int(query.max()) + 1, int(combo.max()) + 1
-        pair, pairs = pd.factorize(group.astype(np.int64) * width + query)
-        pair = pair.astype(np.int64)
-        held = np.bincount(pd.unique(pair * combos_n + combo) // combos_n, minlength=len(pairs))
-        in_group = np.bincount(pd.unique(group * combos_n + combo) // combos_n)
-        complete = held == in_group[np.asarray(pairs) // width]
-        if complete.all():  # frame itself, not a copy
-            return frame
-        return cast(pd.DataFrame, frame[complete[pair]])
-    query = pd.factorize(frame["query_id"])[0]
-    marks = pd.DataFrame({"g": group, "c": combo, "q": query}).drop_duplicates()
-    combos = marks.groupby("g")["c"].nunique()
-    have = marks.groupby(["g", "q"]).size()
-    full = have[have.to_numpy() == combos.reindex(have.index.get_level_values("g")).to_numpy()]
-    keep = pd.MultiIndex.from_arrays([group, query]).isin(full.index)
-    return frame[keep]
+    group, combo = ngroups(frame, within), ngroups(frame, across)
+    # by codes, hashed: each (group, query)'s distinct combinations against its group's
+    query = pd.factorize(frame["query_id"], use_na_sentinel=False)[0].astype(np.int64)
+    width, combos_n = int(query.max()) + 1, int(combo.max()) + 1
+    pair, pairs = pd.factorize(group.astype(np.int64) * width + query)
+    pair = pair.astype(np.int64)
+    held = np.bincount(pd.unique(pair * combos_n + combo) // combos_n, minlength=len(pairs))
+    in_group = np.bincount(pd.unique(group * combos_n + combo) // combos_n)
+    complete = held == in_group[np.asarray(pairs) // width]
+    if complete.all():  # frame itself, not a copy
+        return frame
+    return cast(pd.DataFrame, frame[complete[pair]])

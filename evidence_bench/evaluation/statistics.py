@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence_bench._lazy import module
+from evidence_bench.errors import DataError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -157,15 +158,21 @@ def _small_range(cell: npt.NDArray[np.integer[Any]]) -> bool:
     return low >= 0 and high < min(len(cell) // 4, 1 << 24)
 
 
-def ngroups(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.intp] | None:
+def ngroups(frame: pd.DataFrame, keys: Sequence[str]) -> npt.NDArray[np.intp]:
     """``frame.groupby(keys, sort=False, observed=True).ngroup()``: each row's group,
     numbered in the order first met, by one code per row (:func:`group_codes`, a text key
-    factorized) and hashing, not pandas' grouping; None where a key is missing somewhere
-    (pandas then drops or keeps the row as its ``dropna`` says)."""
+    factorized) and hashing, not pandas' grouping. A row without a key is no row of a run
+    (:func:`~evidence_bench.runs.data.load_run` refuses it): a
+    :class:`~evidence_bench.errors.DataError`."""
     if not len(frame):
-        return None
+        return np.zeros(0, dtype=np.intp)
     cell = group_codes(frame, keys, text=True)
-    return None if cell is None else first_met(cell)[0]
+    if cell is not None:
+        return first_met(cell)[0]
+    if blank := [k for k in keys if frame[k].isna().any()]:
+        raise DataError(f"a row has no {blank[0]}")
+    numbered = frame.groupby(list(keys), observed=True, sort=False).ngroup()  # (2^62 keys)
+    return np.asarray(numbered, dtype=np.intp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,12 +266,7 @@ def summarize_groups(
     the distinct n (:func:`t_intervals`). ``differences``: as for :func:`summarize`.
     """
     _check_confidence(confidence)
-    numbered = ngroups(frame, keys)
-    code = (
-        frame.groupby(list(keys), observed=True, sort=False).ngroup().to_numpy(dtype=np.int64)
-        if numbered is None
-        else numbered.astype(np.int64, copy=False)
-    )
+    code = ngroups(frame, keys).astype(np.int64, copy=False)
     groups = int(code.max()) + 1 if len(code) else 0
     values = frame[value].to_numpy(dtype=np.float64)
     stats = summarize_codes(code, values, groups, confidence, differences=differences)

@@ -138,12 +138,7 @@ def _without_fixed(
     if not marked or gains.empty:
         return gains
     # Each distinct key once, not each row's.
-    numbered = ngroups(gains, keys)
-    group = (
-        gains.groupby(keys, observed=True, sort=False, dropna=False).ngroup().to_numpy()
-        if numbered is None
-        else numbered
-    )
+    group = ngroups(gains, keys)
     # each group's first row: numbered as first met, a group is new where the running
     # maximum grows (np.unique's return_index, without a sort)
     seen = np.maximum.accumulate(group)

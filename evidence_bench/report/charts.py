@@ -26,6 +26,7 @@ from jinja2 import Template
 from markupsafe import Markup
 
 from evidence_bench.report.environment import report_environment
+from evidence_bench.report.numbers import MINUS as _MINUS
 
 __all__ = [
     "budget_chart",
@@ -56,7 +57,6 @@ _FONT = 11.0
 _TITLE = 12.0
 #: Average advance of a character of an 11 px sans-serif, to size margins around labels.
 _CHAR = 0.6
-_MINUS = "\u2212"
 
 
 # --- primitives ---------------------------------------------------------------------------------
