@@ -208,7 +208,9 @@ def test_record_writes_one_page_cassette_each_url_once(recorded: Path, tmp_path:
         doc_id = collection.doc_id_for(page["url"])
         assert doc_id is not None
         kind = page_failure(doc_id, 0.25)
-        expected = {None: 200, "404": 404, "non_html": 200, "timeout": 0}[kind and kind.value]
+        expected = {None: 200, "http_status": 404, "not_html": 200, "timeout": 0}[
+            kind and kind.value
+        ]
         assert page["status"] == expected, page["url"]
         assert ("error" in page) is (kind is not None and kind.value == "timeout")
         assert set(page) <= {"url", "status", "content_type", "body", "error"}
@@ -337,7 +339,9 @@ def test_recording_at_another_failure_rate_records_the_pages_afresh(
     collection = load_collection(recorded)
     for page in data["pages"]:
         kind = page_failure(collection.doc_id_for(page["url"]) or "", 0.5)
-        expected = {None: 200, "404": 404, "non_html": 200, "timeout": 0}[kind and kind.value]
+        expected = {None: 200, "http_status": 404, "not_html": 200, "timeout": 0}[
+            kind and kind.value
+        ]
         assert page["status"] == expected, page["url"]
 
 

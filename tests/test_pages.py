@@ -14,9 +14,10 @@ import pytest
 from evidence_bench.collections.beir import Collection, load_collection
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.web.cassettes import OnMiss
+from evidence_bench.web.failure import FailureReason
 from evidence_bench.web.page_cassettes import PageRecord, PageStore
 from evidence_bench.web.pages import (
-    PageFailure,
+    SIMULATED_FAILURES,
     page_failure,
     published_on,
     render_page,
@@ -96,7 +97,7 @@ def test_failure_share_is_deterministic_and_nested(cranfield: Collection, cacm: 
         n = len(ids)
         assert abs(len(failed) - 0.05 * n) < 4 * (n * 0.05 * 0.95) ** 0.5
         kinds = Counter(kind for kind in at5.values() if kind)
-        assert set(kinds) == set(PageFailure)
+        assert set(kinds) == set(SIMULATED_FAILURES)
         at10 = {d for d in ids if page_failure(d, 0.10)}
         assert failed < at10  # a page failing at 5% fails at 10% too, the same way
         assert all(page_failure(d, 0.10) is at5[d] for d in failed)
@@ -120,7 +121,7 @@ def test_a_bad_failure_rate_names_the_key(rate: object) -> None:
         page_failure("1", rate)  # type: ignore[arg-type]
 
 
-def _one_of(collection: Collection, kind: PageFailure | None, rate: float) -> str:
+def _one_of(collection: Collection, kind: FailureReason | None, rate: float) -> str:
     return next(d for d in collection.documents if page_failure(d, rate) is kind)
 
 
@@ -129,13 +130,13 @@ def test_the_simulator_serves_pages_and_their_failures_in_process(cranfield: Col
     with httpx.Client(transport=SimulatorTransport(simulator)) as client:
         ok = client.get(cranfield.url_for(_one_of(cranfield, None, 0.05)))
         assert ok.status_code == 200 and ok.headers["content-type"].startswith("text/html")
-        missing = client.get(cranfield.url_for(_one_of(cranfield, PageFailure.NOT_FOUND, 0.05)))
+        missing = client.get(cranfield.url_for(_one_of(cranfield, FailureReason.HTTP_STATUS, 0.05)))
         assert missing.status_code == 404
-        pdf = client.get(cranfield.url_for(_one_of(cranfield, PageFailure.NON_HTML, 0.05)))
+        pdf = client.get(cranfield.url_for(_one_of(cranfield, FailureReason.NOT_HTML, 0.05)))
         assert (pdf.status_code, pdf.headers["content-type"]) == (200, "application/pdf")
         assert pdf.content.startswith(b"%PDF-")
         with pytest.raises(httpx.ReadTimeout):
-            client.get(cranfield.url_for(_one_of(cranfield, PageFailure.TIMEOUT, 0.05)))
+            client.get(cranfield.url_for(_one_of(cranfield, FailureReason.TIMEOUT, 0.05)))
         assert client.get("https://cranfield.evidence-bench.test/doc/no-such").status_code == 404
 
 
@@ -148,7 +149,7 @@ def test_the_loopback_server_serves_pages_and_times_out(cranfield: Collection) -
         assert page.content == render_page(cranfield, doc_id).body
         start = time.monotonic()
         with pytest.raises(httpx.ReadTimeout):
-            client.get(base + _one_of(cranfield, PageFailure.TIMEOUT, 0.05))
+            client.get(base + _one_of(cranfield, FailureReason.TIMEOUT, 0.05))
         assert time.monotonic() - start < 0.6
 
 

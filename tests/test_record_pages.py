@@ -14,7 +14,7 @@ import httpx
 from evidence_bench.collections.beir import Collection, load_collection
 from evidence_bench.web.fetch import MAX_CONCURRENCY, PER_HOST
 from evidence_bench.web.page_cassettes import LivePages, LoopbackRouter, write_page_cassette
-from evidence_bench.web.pages import PageFailure, page_failure
+from evidence_bench.web.pages import SIMULATED_FAILURES, page_failure
 from evidence_bench.web.simulator import BraveSimulator, SimResponse, serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def _cranfield() -> Collection:
 def _urls(collection: Collection) -> list[str]:
     """40 pages of the real collection, among them every kind of failure, each twice."""
     ids = list(collection.documents)[:34]
-    for kind in PageFailure:
+    for kind in SIMULATED_FAILURES:
         ids += [d for d in collection.documents if page_failure(d, RATE) is kind][:2]
     return [collection.url_for(doc_id) for doc_id in ids]
 

@@ -1,17 +1,7 @@
-"""LiveFetch-style ranking: relevance, freshness and source trust, with redundancy penalized.
-
-Each candidate d gets
-
-    S(d|q) = w_r·R + w_f·F + w_t·T − w_dup·D
-
-with every component in [0, 1]: R relevance (lexical overlap and fuzzy match, moved by
-feedback), F freshness (half-life decay from ``page_age`` to a fixed reference date), T a
-trust prior by public suffix, and D redundancy with the results already ranked above d. The
-reference date is configured (``as_of``), never read from the clock, so a run reproduces.
-
-Everything that depends only on the candidate set (similarities, base relevance, host
-lookups) is cached, because an experiment reranks the same candidates under many feedback
-states.
+"""LiveFetch-style ranking: relevance, freshness and source trust, with redundancy penalized
+(:class:`LiveFetchRanker`). What depends only on the candidate set (similarities, base
+relevance, host lookups) is cached: an experiment reranks the same candidates under many
+feedback states.
 """
 
 from __future__ import annotations
@@ -40,25 +30,12 @@ __all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow"]
 #: Public suffix (or registered domain) -> trust prior in [0, 1]. Judgment, not learned:
 #: government, education and international bodies above the 0.5 default, .org a little.
 DEFAULT_TRUST: tuple[tuple[str, float], ...] = (
-    ("gov", 0.9),
-    ("edu", 0.85),
-    ("org", 0.7),
-    ("int", 0.8),
-    ("mil", 0.85),
-    ("ac.uk", 0.85),
-    ("gov.uk", 0.9),
-    ("nhs.uk", 0.85),
-    ("edu.au", 0.85),
-    ("gov.au", 0.9),
-    ("ac.jp", 0.85),
-    ("go.jp", 0.9),
-    ("gc.ca", 0.9),
-    ("ac.nz", 0.85),
-    ("govt.nz", 0.9),
-)
+    ("gov", 0.9), ("edu", 0.85), ("org", 0.7), ("int", 0.8), ("mil", 0.85), ("ac.uk", 0.85),
+    ("gov.uk", 0.9), ("nhs.uk", 0.85), ("edu.au", 0.85), ("gov.au", 0.9), ("ac.jp", 0.85),
+    ("go.jp", 0.9), ("gc.ca", 0.9), ("ac.nz", 0.85), ("govt.nz", 0.9),
+)  # fmt: skip
 
-# Scores are rounded before comparison so that equal scores that differ in the last bits
-# (summation order) still tie and keep the candidates' order (as in ranking.py).
+# Scores are rounded before comparison so that equal scores still tie (as in ranking.py).
 _TIE_DIGITS = 12
 _SECONDS_PER_DAY = 86400.0
 
@@ -81,11 +58,7 @@ class ScoreRow(TypedDict):
 
 @functools.cache
 def _extractor() -> tldextract.TLDExtract:
-    """Built once, on first use: the bundled suffix list snapshot, no cache dir, no fetch.
-
-    ``suffix_list_urls=()`` leaves tldextract nothing to download; with ``cache_dir=None``
-    it neither reads nor writes a cache and falls back to the snapshot in the package.
-    """
+    """Built once, on first use, on the bundled suffix list: nothing downloaded, no cache."""
     import tldextract
 
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
@@ -284,17 +257,11 @@ class LiveFetchRanker:
         """Every setting, (alpha, beta, gamma) in canonical form: rankers with equal
         effective params rank any candidates alike under any feedback.
 
-        R' is Rocchio's numerator over its positive part's maximum,
-        (alpha·R + beta·pull − gamma·push) / (alpha + beta·[pull]), so a common factor c > 0
-        on (alpha, beta, gamma) cancels: R' itself, not only an order, is unchanged, and so
-        is its mix with F, T and D in S. The weights are divided by alpha, or by beta where
-        alpha = 0 (:func:`scale_free`). alpha = beta = 0 makes the denominator 0, so R' = 0
-        under any pull or push whatever gamma (and R' = R without them, as for any weights):
-        all such are (0, 0, 0); so is every w_r = 0, where R' never reaches S.
-
-        S's own weights (w_r, w_f, w_t, w_dup) are kept as given: a common factor on them
-        leaves the greedy order unchanged in exact arithmetic, but it scales S, and ties are
-        decided on S rounded to 12 decimals, so near-equal scores could tie differently.
+        R' = (alpha·R + beta·pull − gamma·push) / (alpha + beta·[pull]) is unchanged by a
+        common factor on (alpha, beta, gamma), so they are divided by alpha, or by beta where
+        alpha = 0 (:func:`scale_free`); alpha = beta = 0 (R' = 0 under feedback) and w_r = 0
+        (R' never reaches S) are (0, 0, 0). S's own weights are kept as given: scaling them
+        scales S, whose 12-digit rounding decides ties.
         """
         rocchio: tuple[float, ...] = (0.0, 0.0, 0.0)
         if self.w_r != 0 and (self.alpha != 0 or self.beta != 0):

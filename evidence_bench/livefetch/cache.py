@@ -1,29 +1,20 @@
 """LiveFetch's page cache: fetched, extracted pages in one SQLite file.
 
-The schema is the LiveFetch design's, keyed by what does not change with the environment::
+The schema is the LiveFetch design's::
 
     docs(key PRIMARY KEY, extractor, url, content_sha256, fetched_at, published_at, title,
          text)
 
-``key`` is the sha256 of the URL asked for (not of its redacted form, which depends on the
-API key in the environment), ``extractor`` the
+``key`` is the sha256 of the URL asked for, ``extractor`` the
 :data:`~evidence_bench.web.page_text.EXTRACTOR_VERSION` that extracted ``text`` (a row of
-another version is a miss, overwritten by the next put), ``url`` the URL redacted,
-``fetched_at`` and ``published_at`` ISO-8601 in UTC, ``text`` the extracted text (before
-clipping). A file of the schema before (``docs`` keyed by ``url``) has its rows dropped when
-it is opened: they were extracted by an older version.
+another version is a miss), ``url`` the URL redacted, the dates ISO-8601 in UTC, ``text``
+the text before clipping. Rows of the older schema (keyed by ``url``) are dropped on open.
 
-The file is in WAL mode (SQLite's write-ahead log): readers never block the writer nor it
-them, and a writer killed mid-transaction leaves the last committed state, which the next
-connection recovers from the log. Each thread (and each process) has its own connection,
-with a busy timeout, so threads and processes may share one file; writes are single-
-statement upserts, so concurrent writers of one URL end with one of their rows whole, never
-a mix. Connections stay open until :meth:`PageCache.close`: closing the last connection of a
-WAL file checkpoints and syncs it, which a connection per operation would do every time.
-
-Every text is stored with the API key redacted (:func:`evidence_bench._secrets.redact`): a
-page may echo it. A file that is not a database, is damaged, or stays locked past the busy
-timeout raises :class:`~evidence_bench.errors.CacheError` in one line naming the file.
+The file is in WAL mode, so readers and the writer never block each other and a killed
+writer leaves the last commit; each thread and process has its own connection, kept until
+:meth:`PageCache.close`, and writes are single-statement upserts. Every text is stored with
+the API key redacted. A file that is not a database, is damaged, or stays locked past the
+busy timeout raises :class:`~evidence_bench.errors.CacheError` naming the file.
 """
 
 from __future__ import annotations

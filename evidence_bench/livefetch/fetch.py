@@ -1,18 +1,9 @@
 """LiveFetch's page fetches: the guarded GET (:func:`evidence_bench.web.fetch.fetch`),
-bounded in concurrency, and the HTML check (:func:`~evidence_bench.web.fetch.html_failure`).
-
-Bounds: at most ``max_concurrency`` requests in flight overall and ``per_host`` to one
-host (politeness, and no host starves the others); one deadline of ``timeout_s`` for the
-whole request; at most ``max_redirects`` redirects, each hop checked against the
-destination policy and ``admit`` (the intent's domain lists); at most ``max_bytes`` of
-decoded body. The answer must be HTML (``text/html`` or ``application/xhtml+xml``; with no
-Content-Type, a body that starts like HTML). Every request says who sends it
-(:data:`USER_AGENT`). Without ``transport``, requests go through
-:class:`~evidence_bench.web.guard.GuardedTransport` under ``policy``: loopback,
-private and link-local addresses are refused unless ``AddressPolicy(allow_private=True)``.
-
+at most ``max_concurrency`` in flight and ``per_host`` to one host, every redirect hop also
+checked by ``admit`` (the intent's domain lists), and only HTML answers kept
+(:func:`~evidence_bench.web.fetch.html_failure`, checked before the body is read).
 :meth:`PageFetcher.fetch` never raises for one URL's trouble: it returns a
-:class:`FetchedPage` or a :class:`~evidence_bench.web.failure.FetchFailure` with its reason.
+:class:`FetchedPage` or a :class:`~evidence_bench.web.failure.FetchFailure`.
 """
 
 from __future__ import annotations

@@ -6,17 +6,12 @@ The stages, in order::
              -> freshness filter (against as_of) -> score (R, F, T, D) -> top max_results
              -> quotes
 
-Scoring is LiveFetch's ranker (:class:`~evidence_bench.engine.livefetch.LiveFetchRanker`)
-over the extracted page text instead of a snippet: relevance R, freshness F with a
-half-life of ``FRESHNESS_HALF_LIFE`` days from ``as_of``, trust T by public suffix, and
-redundancy D with the packets already ranked, greedily as in MMR. A candidate that fails
-(fetch, decode, extraction) is a :class:`~evidence_bench.livefetch.records.FetchFailure`
-beside the packets, never an error of the batch. A page's extraction runs in a child process
-within what its request left of ``TIMEOUT_S`` (:mod:`evidence_bench.web.bounded`): a hostile
-page that keeps the parser busy is a ``timeout``, and the pages after it are read.
-
-``as_of`` (the freshness reference) and ``clock`` (what ``fetched_at`` and the cache's
-age are measured with) are injectable, so a run against recorded pages reproduces.
+Scoring is :class:`~evidence_bench.engine.livefetch.LiveFetchRanker` over the extracted
+text. A candidate that fails (fetch, decode, extraction) is a
+:class:`~evidence_bench.livefetch.records.FetchFailure` beside the packets, never an error
+of the batch; a page's extraction runs in a child process within what its request left of
+``TIMEOUT_S`` (:mod:`evidence_bench.web.bounded`). ``as_of`` and ``clock`` are injectable,
+so a run against recorded pages reproduces.
 """
 
 from __future__ import annotations

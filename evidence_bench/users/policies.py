@@ -1,31 +1,16 @@
 """Simulated users: feedback policies that judge displayed results from the qrels.
 
-A policy plays the user of one feedback round. It scans the displayed list from the top,
-skipping results it examined in an earlier round (a user scans past what they already
-judged), examines up to ``depth`` new results and returns one :class:`Mark` per examined
-result, in examination order, so the caller knows exactly what was looked at. A mark's label
-is ``None`` when the result was examined but not marked ("seen").
+A policy plays the user of one feedback round: it scans the displayed list from the top,
+skipping results it examined in an earlier round and repeats, examines up to ``depth`` new
+results and returns one :class:`Mark` per examined result, in examination order (label
+``None``: examined, not marked). ``judgments`` maps a canonical URL to its grade; grade
+``<= 0`` is non-relevant, an absent key unjudged, and unjudged counts as non-relevant (the
+TREC assumption) unless ``unjudged`` says ``unsure`` or ``skip``.
 
-Judgments come from the qrels of the current query: ``judgments`` maps a canonical URL
-(:attr:`Evidence.key`) to its grade; grade ``<= 0`` is judged non-relevant and an absent key
-is unjudged. A result that appears twice in one displayed list is examined once.
-
-Unjudged results are non-relevant by default, the TREC assumption that trec_eval's measures
-make too (Buckley & Voorhees 2004, "Retrieval Evaluation with Incomplete Information",
-SIGIR): most shipped qrels (Cranfield, CACM, TREC-style pools) list only relevant documents,
-so a user who skipped unjudged results would never give negative feedback there. Policies
-that give negative labels take ``unjudged``: ``irrelevant`` (the default), ``unsure`` (marked
-UNSURE, which changes nothing) or ``skip`` (examined, not marked).
-
-Each policy says which kinds of label it is expected to give (:attr:`UserPolicy.expects`:
-positive = MORE/RELEVANT, negative = LESS/IRRELEVANT), so a run can warn when a policy gave
-none of a kind it should have (:mod:`evidence_bench.users.labels`).
-
-Randomness (``NoisyPolicy``, ``RandomPolicy``) is one draw per document, derived from
-``(seed, query_id, round, key)`` (:mod:`evidence_bench.seeding`), never from Python's salted
-``hash()``: the same document in the same round gets the same draw whatever the list order,
-the other documents shown, the process or the parallelism. Policies sharing a seed share
-draws (common random numbers), which lowers the variance of comparisons between them.
+:attr:`UserPolicy.expects` names the kinds of label a policy should give, so a run can warn
+when it gave none (:mod:`evidence_bench.users.labels`). Random draws are one per document,
+fixed by ``(seed, query_id, round, key)`` (:mod:`evidence_bench.seeding`). The models and
+their sources: docs/concepts/users.rst.
 """
 
 from __future__ import annotations
@@ -177,6 +162,13 @@ def _given(budget: int | None, kinds: frozenset[LabelKind]) -> frozenset[LabelKi
     return frozenset() if budget == 0 else kinds
 
 
+def _marked(*p_relevant: float) -> frozenset[LabelKind]:
+    """The kinds of label a user gives who marks RELEVANT with one of the probabilities
+    ``p_relevant``, else IRRELEVANT."""
+    kinds = {LabelKind.POSITIVE} if max(p_relevant) > 0 else set()
+    return frozenset(kinds | ({LabelKind.NEGATIVE} if min(p_relevant) < 1 else set()))
+
+
 def _require_int(owner: str, name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
@@ -185,11 +177,6 @@ def _require_int(owner: str, name: str, value: object, minimum: int) -> None:
 def _require_probability(owner: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
         raise ConfigurationError(f"{owner}: {name} must be a probability in [0, 1], got {value!r}")
-
-
-def _require_budget(owner: str, budget: object) -> None:
-    if budget is not None:
-        _require_int(owner, "budget", budget, 0)
 
 
 def _require_choice(owner: str, name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -206,11 +193,38 @@ _Draw = Callable[[int, str], float]
 
 class _ScanningPolicy:
     """A policy that labels (:meth:`_labels`) the first ``depth`` results not examined
-    before, within its ``budget`` (:func:`_within_budget`)."""
+    before, within its ``budget`` (:func:`_within_budget`). Its parameters are checked by
+    name: ``depth``, ``strong_grade`` and ``patience`` integers >= 1, ``seed`` an integer,
+    ``budget`` None or an integer >= 0, ``p_*`` probabilities, ``unjudged`` one of
+    :attr:`_unjudged`."""
 
     __slots__ = ()
+    name: ClassVar[str]
     depth: int
     budget: int | None
+    _unjudged: ClassVar[tuple[str, ...]] = UNJUDGED
+
+    def __post_init__(self) -> None:
+        for param in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, param.name)
+            if param.name in ("depth", "strong_grade", "patience"):
+                _require_int(self.name, param.name, value, 1)
+            elif param.name == "seed":
+                _require_int(self.name, "seed", value, -(2**63))
+            elif param.name == "budget" and value is not None:
+                _require_int(self.name, "budget", value, 0)
+            elif param.name.startswith("p_"):
+                _require_probability(self.name, param.name, value)
+            elif param.name == "unjudged":
+                _require_choice(self.name, "unjudged", value, self._unjudged)
+
+    @property
+    def expects(self) -> frozenset[LabelKind]:
+        return _given(self.budget, self._kinds())
+
+    def _kinds(self) -> frozenset[LabelKind]:
+        """The kinds of label the policy gives with a budget that allows any."""
+        return _BOTH
 
     def judge(
         self,
@@ -251,16 +265,6 @@ class OraclePolicy(_ScanningPolicy):
     unjudged: Unjudged = "irrelevant"
     budget: int | None = None
 
-    def __post_init__(self) -> None:
-        _require_int(self.name, "depth", self.depth, 1)
-        _require_int(self.name, "strong_grade", self.strong_grade, 1)
-        _require_choice(self.name, "unjudged", self.unjudged, UNJUDGED)
-        _require_budget(self.name, self.budget)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _given(self.budget, _BOTH)
-
     def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         for key in keys:
             yield key, _oracle_label(judgments.get(key), self.strong_grade, self.unjudged)
@@ -279,14 +283,8 @@ class PositiveOnlyPolicy(_ScanningPolicy):
     strong_grade: int = 2
     budget: int | None = None
 
-    def __post_init__(self) -> None:
-        _require_int(self.name, "depth", self.depth, 1)
-        _require_int(self.name, "strong_grade", self.strong_grade, 1)
-        _require_budget(self.name, self.budget)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _given(self.budget, _POSITIVE)
+    def _kinds(self) -> frozenset[LabelKind]:
+        return _POSITIVE
 
     def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         for key in keys:
@@ -309,15 +307,10 @@ class NegativeOnlyPolicy(_ScanningPolicy):
     depth: int = 10
     unjudged: Literal["irrelevant", "skip"] = "irrelevant"
     budget: int | None = None
+    _unjudged: ClassVar[tuple[str, ...]] = ("irrelevant", "skip")
 
-    def __post_init__(self) -> None:
-        _require_int(self.name, "depth", self.depth, 1)
-        _require_choice(self.name, "unjudged", self.unjudged, ("irrelevant", "skip"))
-        _require_budget(self.name, self.budget)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _given(self.budget, _NEGATIVE)
+    def _kinds(self) -> frozenset[LabelKind]:
+        return _NEGATIVE
 
     def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         for key in keys:
@@ -347,17 +340,6 @@ class PatientPolicy(_ScanningPolicy):
     unjudged: Unjudged = "irrelevant"
     budget: int | None = None
 
-    def __post_init__(self) -> None:
-        _require_int(self.name, "depth", self.depth, 1)
-        _require_int(self.name, "patience", self.patience, 1)
-        _require_int(self.name, "strong_grade", self.strong_grade, 1)
-        _require_choice(self.name, "unjudged", self.unjudged, UNJUDGED)
-        _require_budget(self.name, self.budget)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        return _given(self.budget, _BOTH)
-
     def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         run = 0
         for key in keys:
@@ -385,19 +367,8 @@ class NoisyPolicy(_ScanningPolicy):
     seed: int = 0
     budget: int | None = None
 
-    def __post_init__(self) -> None:
-        _require_int(self.name, "depth", self.depth, 1)
-        _require_probability(self.name, "p_relevant", self.p_relevant)
-        _require_probability(self.name, "p_false_relevant", self.p_false_relevant)
-        _require_int(self.name, "seed", self.seed, -(2**63))
-        _require_budget(self.name, self.budget)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        p = (self.p_relevant, self.p_false_relevant)
-        kinds = {LabelKind.POSITIVE} if max(p) > 0 else set()
-        kinds |= {LabelKind.NEGATIVE} if min(p) < 1 else set()
-        return _given(self.budget, frozenset(kinds))
+    def _kinds(self) -> frozenset[LabelKind]:
+        return _marked(self.p_relevant, self.p_false_relevant)
 
     def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         for key in keys:
@@ -421,17 +392,8 @@ class RandomPolicy(_ScanningPolicy):
     seed: int = 0
     budget: int | None = None
 
-    def __post_init__(self) -> None:
-        _require_int(self.name, "depth", self.depth, 1)
-        _require_probability(self.name, "p_mark", self.p_mark)
-        _require_int(self.name, "seed", self.seed, -(2**63))
-        _require_budget(self.name, self.budget)
-
-    @property
-    def expects(self) -> frozenset[LabelKind]:
-        kinds = {LabelKind.POSITIVE} if self.p_mark > 0 else set()
-        kinds |= {LabelKind.NEGATIVE} if self.p_mark < 1 else set()
-        return _given(self.budget, frozenset(kinds))
+    def _kinds(self) -> frozenset[LabelKind]:
+        return _marked(self.p_mark)
 
     def _labels(self, keys: Iterator[str], judgments: Mapping[str, int], draw: _Draw) -> _Labels:
         for key in keys:

@@ -1,30 +1,18 @@
 """Page cassettes: the pages behind a query set's results, fetched once and replayed.
 
-A ranker or refiner with ``evidence=page`` or ``both`` reads the page at each result's URL.
-``record`` fetches every page its episodes read, each URL once, and writes them to one page
-cassette beside the query set's search cassettes, ``@pages.json`` (no query id can take a
-name beginning with ``@``: :func:`~evidence_bench.web.cassettes.cassette_path`). Its
-sha256 is in the directory's manifest, and replay checks it before the first page is read,
-as for the search cassettes. Replay opens no socket.
+``record`` fetches every page its episodes read, each URL once, into ``@pages.json`` beside
+the query set's search cassettes (no query id begins with ``@``); its sha256 is in the
+manifest and replay checks it before the first page is read. Replay opens no socket.
 
-The format is JSON rather than vcrpy's, because vcrpy records answers only and a page that
-times out has none; every fetch is recorded with what the reader needs (status, content
-type, body) or the :class:`~evidence_bench.web.failure.FailureReason` that ended it
-(``timeout``, ``network``, ``blocked_address``, ``too_large``, ``redirects``,
-``content_encoding``, ``invalid_url``; older cassettes' ``connect`` and ``decoding`` read as
-``network`` and ``content_encoding``). Pages are fetched by the guarded GET
-(:func:`evidence_bench.web.fetch.fetch`): one deadline per page, the body capped as it is
-decoded, every redirect hop under the destination policy. The same hygiene as the search cassettes:
-only the content type of the response headers is kept, no request header is kept at all,
-and every form of the API key is replaced by
-:data:`~evidence_bench._secrets.KEY_PLACEHOLDER` in every body before anything is
-written (a body that still holds it, or is nested too deeply to check, is refused). The
-file is written whole or
-not at all, its pages sorted by URL, so recording the same pages gives the same bytes.
+The format is JSON, not vcrpy's, because a page that times out has no answer to record:
+each record holds what the reader needs (status, content type, body) or the
+:class:`~evidence_bench.web.failure.FailureReason` that ended the fetch. No request header
+is kept, every form of the API key is replaced in every body before anything is written,
+and the file is written whole, its pages sorted by URL, so the same pages give the same
+bytes.
 
-:class:`PageStore` is the replaying :class:`~evidence_bench.engine.evidence_mode.PageSource`:
-each URL's text is extracted once per process (:data:`_TEXTS`, shared by every store over
-the same cassette bytes). :class:`LivePages` is the recording one.
+:class:`PageStore` replays (each URL's text extracted once per process); :class:`LivePages`
+records.
 """
 
 from __future__ import annotations
@@ -99,10 +87,9 @@ class PageRecord:
         return None if why is None else why[0]
 
     def read(self, timeout_s: float | None = None) -> ExtractedPage | FailureReason:
-        """The page extracted by the page pipeline with ``precision`` (no boilerplate read
-        as text), or why it gives no text. With ``timeout_s``, the extraction runs in a child
-        process (:mod:`evidence_bench.web.bounded`) and past it gives ``timeout``; without,
-        in this process, as replay reads (its texts must not depend on the machine)."""
+        """The page extracted with ``precision``, or why it gives no text. With
+        ``timeout_s``, in a child process (:mod:`evidence_bench.web.bounded`), ``timeout``
+        past it; without, in this process, as replay reads."""
         if (failure := self.failure) is not None:
             return failure
         read = read_page if timeout_s is None else partial(read_page_bounded, timeout_s=timeout_s)
@@ -148,11 +135,9 @@ def _record(entry: object, where: str) -> PageRecord:
 def fetch_page(
     client: httpx.Client, url: str, *, timeout_s: float = 5.0, policy: AddressPolicy = ANY_ADDRESS
 ) -> PageRecord:
-    """GET ``url`` through ``client`` by the guarded GET: at most five
-    redirects, :data:`MAX_BODY_BYTES` decoded, ``timeout_s`` for the whole request, every
-    hop under ``policy`` (the default admits the simulator's own addresses; ``record``
-    passes the run's policy for the open web). A failure is recorded, never raised (one
-    page must not cost the pages fetched before it)."""
+    """GET ``url`` through ``client`` by the guarded GET (:data:`MAX_BODY_BYTES`, ``timeout_s``
+    for the whole request, every hop under ``policy``); a failure is recorded, never
+    raised."""
     key = canonical_url(url)
     answer = fetch(
         client,
@@ -166,9 +151,8 @@ def fetch_page(
     return PageRecord(key, answer.status, answer.content_type, answer.body)
 
 
-#: httpx's own socket transport, as imported: vcrpy's recorder patches
-#: ``HTTPTransport.handle_request`` for the length of a search recording, and the pages a
-#: ranker reads meanwhile belong in the page cassette, not in the query's search cassette.
+#: httpx's own socket transport, as imported: vcrpy's recorder patches it during a search
+#: recording, and the pages read meanwhile belong in the page cassette.
 _SEND = httpx.HTTPTransport.handle_request
 
 
@@ -188,12 +172,10 @@ class DirectTransport(httpx.BaseTransport):
 
 
 class LoopbackRouter(DirectTransport):
-    """Sends every request to the simulator on 127.0.0.1:``port`` instead of its host (a
-    collection's ``*.evidence-bench.test`` addresses resolve nowhere); the page is recorded
-    under its own URL all the same. An answer carrying
-    :data:`~evidence_bench.web.pages.STALL_HEADER` (a simulator served with
-    ``page_stall_s=0``) is the timeout it stands for, raised at once, as the in-process
-    :class:`~evidence_bench.web.simulator.SimulatorTransport` raises it."""
+    """Sends every request to the simulator on 127.0.0.1:``port`` (a collection's hosts
+    resolve nowhere); the page is recorded under its own URL. An answer carrying
+    :data:`~evidence_bench.web.pages.STALL_HEADER` is the timeout it stands for, raised at
+    once."""
 
     def __init__(self, port: int, *, timeout: float) -> None:
         super().__init__(timeout=timeout)
@@ -209,19 +191,15 @@ class LoopbackRouter(DirectTransport):
 
 
 class LivePages:
-    """A page source that fetches each URL once through ``client`` (:func:`fetch_page`,
-    ``timeout_s`` and ``policy``) and keeps the record (``record`` writes :attr:`records`
-    to the page cassette).
+    """A page source that fetches each URL once through ``client`` (:func:`fetch_page`)
+    and keeps the record in :attr:`records`, which ``record`` writes to the page cassette.
 
-    The pages of a batch that it lacks are fetched side by side, at most ``concurrency`` at
-    once and ``per_host`` to one host (LiveFetch's bounds by default); each is recorded as
-    it would be alone, and its text extracted in the batch's order. With ``bounded`` (a
-    recording from the live web), a page it fetched is extracted within what its fetch left
-    of ``timeout_s`` (:meth:`PageRecord.read`), so a hostile page cannot hold the run;
-    ``bounded=False`` (the harness's own simulator, whose pages are not hostile) extracts
-    without a time limit, so the record does not depend on the machine's speed. A page in
-    ``known`` (a record kept from an earlier recording) is always extracted without one: it
-    is never judged again by time. One thread calls it at a time.
+    A batch's missing pages are fetched side by side, at most ``concurrency`` at once and
+    ``per_host`` to one host. With ``bounded`` (the live web), a fetched page is extracted
+    within what its fetch left of ``timeout_s``, so a hostile page cannot hold the run;
+    without (the harness's simulator), extraction has no time limit, so the record does not
+    depend on the machine. A page in ``known`` is always extracted without one. One thread
+    calls it at a time.
     """
 
     def __init__(
@@ -263,8 +241,7 @@ class LivePages:
 
     def _read(self, key: str, timeout_s: float | None) -> str | None:
         """The page's text, within ``timeout_s`` when given; a page whose extraction runs
-        past it is recorded as ``timeout`` (its HTML is not kept), so a replay reads it as
-        this run did."""
+        past it is recorded as ``timeout``, so a replay reads it as this run did."""
         read = self.records[key].read(timeout_s)
         if read is FailureReason.TIMEOUT:
             self.records[key] = PageRecord(key, error=FailureReason.TIMEOUT.value)
@@ -336,10 +313,8 @@ def write_page_cassette(
     write_atomic(path, text + "\n")
 
 
-#: Extracted texts by what decides them: the page cassette (its sha256), what answers a page
-#: it lacks (``on_miss``, the simulated failure rate) and the canonical URL. Each page is
-#: extracted once per process, whichever store (or plan) asks; a run in the same process
-#: with another failure rate (a multirun's next job) extracts its own.
+#: Extracted texts by what decides them: the cassette's sha256, ``on_miss``, the simulated
+#: failure rate and the canonical URL; each page is extracted once per process.
 _TEXTS: dict[tuple[Any, ...], str | None] = {}
 _TEXTS_LOCK = threading.Lock()
 

@@ -9,8 +9,8 @@ has real boilerplate to remove. Everything is a pure function of the collection 
 document id: the same bytes in every process and every recording.
 
 A configurable share of pages fails, chosen by a hash of the document id (so the same pages
-fail in every run): a ``404``, a ``timeout`` (the server never answers) or ``non_html`` (a
-PDF where a page was expected), in equal parts.
+fail in every run), in equal parts of :data:`SIMULATED_FAILURES`: ``http_status`` (a 404),
+``timeout`` (the server never answers) or ``not_html`` (a PDF where a page was expected).
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import date, timedelta
-from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING
 
 from evidence_bench.collections.beir import Collection, Document
 from evidence_bench.errors import ConfigurationError
+from evidence_bench.web.failure import FailureReason
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
 __all__ = [
-    "PAGE_PATH", "STALL_HEADER", "PageFailure", "SimPage", "check_failure_rate", "page_failure",
-    "published_on", "render_page",
+    "PAGE_PATH", "SIMULATED_FAILURES", "STALL_HEADER", "SimPage", "check_failure_rate",
+    "page_failure", "published_on", "render_page",
 ]  # fmt: skip
 
 #: The path prefix of a document's page: ``/doc/<id>`` (Collection.url_for).
@@ -65,12 +65,8 @@ _FOOTERS = (
 )
 
 
-class PageFailure(StrEnum):
-    """How a simulated page fails."""
-
-    NOT_FOUND = "404"
-    TIMEOUT = "timeout"
-    NON_HTML = "non_html"
+#: How a simulated page fails, in the order the hash draws from.
+SIMULATED_FAILURES = (FailureReason.HTTP_STATUS, FailureReason.TIMEOUT, FailureReason.NOT_HTML)
 
 
 #: The header of the answer a simulator served with ``page_stall_s=0`` sends at once for a
@@ -102,7 +98,7 @@ def check_failure_rate(rate: float) -> float:
     return float(rate)
 
 
-def page_failure(doc_id: str, rate: float) -> PageFailure | None:
+def page_failure(doc_id: str, rate: float) -> FailureReason | None:
     """How the page of ``doc_id`` fails at failure share ``rate``, or None when it loads.
 
     The draw depends on the document id only, so a page that fails at a rate fails at every
@@ -111,7 +107,7 @@ def page_failure(doc_id: str, rate: float) -> PageFailure | None:
     rate = check_failure_rate(rate)
     if _unit("page-failure", doc_id) >= rate:
         return None
-    kinds = list(PageFailure)
+    kinds = SIMULATED_FAILURES
     return kinds[int(_unit("page-failure-kind", doc_id) * len(kinds))]
 
 
@@ -159,14 +155,14 @@ def _related(collection: Collection, doc: Document) -> list[tuple[str, str]]:
 def render_page(collection: Collection, doc_id: str, *, failure_rate: float = 0.0) -> SimPage:
     """The page ``collection`` serves for ``doc_id`` (404 for an id it does not hold)."""
     doc = collection.documents.get(doc_id)
-    failure = page_failure(doc_id, failure_rate) if doc is not None else PageFailure.NOT_FOUND
-    if failure is PageFailure.NOT_FOUND:
+    failure = page_failure(doc_id, failure_rate) if doc is not None else FailureReason.HTTP_STATUS
+    if failure is FailureReason.HTTP_STATUS:
         body = _environment().from_string(_NOT_FOUND).render(site=collection.host)
         return SimPage(404, "text/html; charset=utf-8", body.encode())
-    if failure is PageFailure.TIMEOUT:
+    if failure is FailureReason.TIMEOUT:
         return SimPage(0, "", b"", stall=True)
     assert doc is not None
-    if failure is PageFailure.NON_HTML:
+    if failure is FailureReason.NOT_HTML:
         pdf = f"%PDF-1.4\n% evidence-bench record {doc_id}\n%%EOF\n".encode()
         return SimPage(200, "application/pdf", pdf)
     published = published_on(doc_id)

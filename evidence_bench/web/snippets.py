@@ -9,12 +9,9 @@ one is the best among the words no earlier window holds, each start's window cut
 next chosen window begins. A window is shown HTML-escaped, words joined by spaces, and in the
 first one each run of letters or digits whose analysis holds a query term is in ``<strong>``.
 
-:class:`SnippetIndex` prepares a whole collection at once, with numpy: every document's
-words laid end to end, where each start's window ends, which terms each word holds (each
-distinct word analyzed once), and the whole text escaped once, for HTML and then for a JSON
-string (both escape character by character, so a window's text is a slice of it). A page's
-best windows are then found for all its documents together (:meth:`SnippetIndex.snippets`);
-only a request for extra snippets walks the further windows document by document.
+:class:`SnippetIndex` prepares a whole collection at once, with numpy, the text escaped
+once for HTML and then for a JSON string (character by character, so a window's text is a
+slice of it); a page's best windows are found for all its documents together.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from __future__ import annotations
 import html
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from json.encoder import encode_basestring
 
 import numpy as np
@@ -31,7 +28,7 @@ import numpy.typing as npt
 from evidence_bench.collections.beir import Document
 from evidence_bench.web.bm25 import Words, tokenize
 
-__all__ = ["SNIPPET_CHARS", "SnippetIndex", "render_text"]
+__all__ = ["SNIPPET_CHARS", "SnippetIndex"]
 
 SNIPPET_CHARS = 300
 
@@ -305,7 +302,8 @@ class SnippetIndex:
         words = self.word_ids
         if stop == start + 1 and self._long[words[start]]:
             word = self.vocabulary[int(words[start])][:SNIPPET_CHARS]
-            return encode_basestring(render_text(word, terms, self.terms_of, decorate))[1:-1]
+            shown = _decorate(word, self._runs_of(word), terms) if decorate else html.escape(word)
+            return encode_basestring(shown)[1:-1]
         return self._text[int(self._offsets[start]) : int(self._offsets[stop]) - 1]
 
     def _decorated(self, word: int, terms: frozenset[str]) -> str:
@@ -409,22 +407,5 @@ def _decorate(text: str, runs: Runs, terms: frozenset[str]) -> str:
             parts.append(html.escape(text[position:start]))
             parts.append(f"<strong>{html.escape(text[start:end])}</strong>")
             position = end
-    parts.append(html.escape(text[position:]))
-    return "".join(parts)
-
-
-def render_text(
-    text: str, terms: frozenset[str], terms_of: Callable[[str], frozenset[str]], decorate: bool
-) -> str:
-    """``text`` HTML-escaped, each run whose analysis holds a query term in ``<strong>``."""
-    if not decorate:
-        return html.escape(text)
-    parts: list[str] = []
-    position = 0
-    for match in _SPAN.finditer(text):
-        if not terms.isdisjoint(terms_of(match.group())):
-            parts.append(html.escape(text[position : match.start()]))
-            parts.append(f"<strong>{html.escape(match.group())}</strong>")
-            position = match.end()
     parts.append(html.escape(text[position:]))
     return "".join(parts)
