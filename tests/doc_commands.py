@@ -49,6 +49,11 @@ class Block:
         """The exit the block's last command must give (``exit=N``; 0 without)."""
         return next((int(m[5:]) for m in self.marks if m.startswith("exit=")), 0)
 
+    def runs_with(self, runnable: set[str]) -> bool:
+        """Whether a run of the ``runnable`` marks runs it (``sample`` and ``exit=N`` say
+        what to check, not whether it runs)."""
+        return set(self.marks) - {"sample", f"exit={self.exit_code}"} <= runnable
+
     def commands(self) -> list[str]:
         """The block's commands, ``\\``-continued lines joined, comments and blanks left out."""
         joined = re.sub(r"\\\n\s*", " ", self.text)
@@ -206,12 +211,15 @@ def page_script(blocks: list[Block], runnable: set[str]) -> str:
     out = [
         "set -euo pipefail",
         "BACKGROUND=()",
+        # a sample is kept where the page started: a block may have changed directory
+        'SAMPLES="$PWD/.samples"',
+        'mkdir -p "$SAMPLES"',
         # SIGTERM: a non-interactive bash starts background commands with SIGINT ignored
         'trap \'for p in "${BACKGROUND[@]}"; do kill "$p" 2>/dev/null; done; wait\' EXIT',
     ]
     port_known = False
     for number, block in enumerate(blocks):
-        if not set(block.marks) - {"sample", f"exit={block.exit_code}"} <= runnable:
+        if not block.runs_with(runnable):
             continue
         out.append(f"echo '@@ {block.where}' >&2")
         if block.setup:
@@ -230,8 +238,16 @@ def page_script(blocks: list[Block], runnable: set[str]) -> str:
                 f"DOC_PORT=$(grep -o 'http://127.0.0.1:[0-9]*' {log} | head -1 | cut -d: -f3)"
             )
             port_known = True
+        elif "sample" in block.marks and block.exit_code:  # an error on purpose: its message
+            code, kept = block.exit_code, f'"$SAMPLES/{block.name}.txt"'
+            out.append(f"set +e\n{{\n{text}}} >{kept} 2>&1\nstatus=$?\nset -e")
+            out.append(f"cat {kept}")
+            out.append(
+                f"[ $status -eq {code} ] || "
+                f'{{ echo "expected exit {code}, got $status" >&2; exit 1; }}'
+            )
         elif "sample" in block.marks:  # its stdout kept for the sample check too
-            out.append(f"mkdir -p .samples\n{{\n{text}}} | tee .samples/{block.name}.txt")
+            out.append(f'{{\n{text}}} | tee "$SAMPLES/{block.name}.txt"')
         elif block.exit_code:  # its last command fails on purpose: with this exit
             code = block.exit_code
             out.append(f"set +e\n{text}status=$?\nset -e")

@@ -50,7 +50,7 @@ def _pages(runnable: set[str], needed: str | None = None) -> list[str]:
         page
         for page, blocks in PAGES.items()
         if any(
-            set(b.marks) - {"sample", f"exit={b.exit_code}"} <= runnable
+            b.runs_with(runnable)
             and (needed is None or needed in b.marks)
             for b in blocks
         )
@@ -191,10 +191,11 @@ def record_runtimes(scratch: Path) -> None:
     path.write_text(json.dumps(dict(sorted(measured.items())), indent=2) + "\n")
 
 
-def check_samples(page: str, scratch: Path) -> None:
+def check_samples(page: str, runnable: set[str], scratch: Path) -> None:
+    """The page's samples that ran, against docs/_samples (or written there)."""
     record_runtimes(scratch)
     for block in PAGES[page]:
-        if "sample" not in block.marks:
+        if "sample" not in block.marks or not block.runs_with(runnable):
             continue
         got = normalized((scratch / ".samples" / f"{block.name}.txt").read_text(), scratch)
         path = SAMPLES / f"{block.name}.txt"
@@ -225,14 +226,14 @@ def test_every_block_is_marked_as_the_convention_says() -> None:
 @pytest.mark.parametrize("page", _pages({"background"}))
 def test_the_page_runs(page: str, tmp_path: Path) -> None:
     scratch = run_page(page, {"background"}, tmp_path)
-    check_samples(page, scratch)
+    check_samples(page, {"background"}, scratch)
 
 
 @pytest.mark.skipif(not SLOW, reason="make doctest-slow (EVIDENCE_BENCH_DOC_SLOW=1)")
 @pytest.mark.parametrize("page", _pages({"background", "slow"}, needed="slow"))
 def test_the_page_runs_with_its_slow_commands(page: str, tmp_path: Path) -> None:
     scratch = run_page(page, {"background", "slow"}, tmp_path)
-    check_samples(page, scratch)
+    check_samples(page, {"background", "slow"}, scratch)
 
 
 @pytest.mark.parametrize(
