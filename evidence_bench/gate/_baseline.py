@@ -20,7 +20,7 @@ import yaml
 from evidence_bench._atomic import write_atomic, write_error
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
-from evidence_bench.gate._run import KEYS, Cell, RunFacts, describe
+from evidence_bench.gate._run import KEYS, Cell, RunFacts, describe, read_text
 from evidence_bench.protocol.stages import EVAL_MODES, PARTNERS
 
 __all__ = [
@@ -172,16 +172,10 @@ def load_baseline(path: Path) -> Baseline:
     """Read and validate a baseline file; errors name the file and the entry at fault."""
     if path.is_dir():
         raise DataError(f"{path}: is a directory, not a baseline file")
+    if not path.is_file():
+        raise DataError(f"{path}: no such baseline (create it with --update)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such baseline (create it with --update)") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    try:
-        data = yaml.load(text, Loader=_LOADER)  # a safe loader
+        data = yaml.load(read_text(path), Loader=_LOADER)  # a safe loader
     except _RepeatedKey as exc:
         raise DataError(f"{path}: line {exc.problem_mark.line + 1} {exc.problem}") from exc
     except yaml.YAMLError as exc:

@@ -23,7 +23,7 @@ from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.runs.store import PER_QUERY_COLUMNS, SUMMARY_KEYS, read_table
 
-__all__ = ["KEYS", "Cell", "CellFacts", "RunFacts", "describe", "read_run"]
+__all__ = ["KEYS", "Cell", "CellFacts", "RunFacts", "describe", "read_run", "read_text"]
 
 #: (config_id, policy, round, stage, eval_mode, measure): one summary row, one gate cell
 Cell = tuple[str, str, int, str, str, str]
@@ -136,7 +136,8 @@ def _file(path: Path) -> Path:
     return path
 
 
-def _text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """The UTF-8 text of the file ``path``; else a DataError naming it."""
     try:
         return _file(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -149,7 +150,7 @@ def _table(path: Path, required: Sequence[str], names: Sequence[str] = ()) -> pd
     """Every field as text, nothing turned into NaN behind our back; the index is each
     row's line number in the file, so an error can name it. ``names`` must not be empty
     (numbers are checked by :func:`_numbers`, where empty is how pandas writes NaN)."""
-    reader = csv.reader(io.StringIO(_text(path), newline=""))
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
     try:
         header = next(reader, None)
         rows, lines = [], []
@@ -177,6 +178,11 @@ def _table(path: Path, required: Sequence[str], names: Sequence[str] = ()) -> pd
     again = frame.index[(frame == pd.Series(header, index=header)).all(axis=1)]
     if len(again):
         raise DataError(f"{_at(path, again[0])}: repeats the header (a file written twice?)")
+    return _named(frame, path, names)
+
+
+def _named(frame: pd.DataFrame, path: Path, names: Sequence[str]) -> pd.DataFrame:
+    """``frame``, once no field of the ``names`` columns is empty (an error names its line)."""
     for column in names:
         empty = frame.index[frame[column].str.strip() == ""]
         if len(empty):
@@ -237,11 +243,7 @@ def _read(run_dir: Path, name: str, parquet: bool) -> tuple[pd.DataFrame, Path]:
     if not parquet:
         path = run_dir / f"{name}.csv"
         return _table(path, required, names), path
-    path = run_dir / f"{name}.parquet"
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a file")
-    if not path.is_file():
-        raise DataError(f"{run_dir}: not a complete run directory (no {path.name})")
+    path = _file(run_dir / f"{name}.parquet")
     table = read_table(run_dir, name, None)
     missing = [column for column in required if column not in table.columns]
     if missing:
@@ -252,11 +254,7 @@ def _read(run_dir: Path, name: str, parquet: bool) -> tuple[pd.DataFrame, Path]:
         {c: table[c].astype(str).to_numpy() for c in table.columns},
         index=range(1, len(table) + 1),
     )
-    for column in names:
-        empty = frame.index[frame[column].str.strip() == ""]
-        if len(empty):
-            raise DataError(f"{_at(path, empty[0])}: {column} is empty")
-    return frame, path
+    return _named(frame, path, names), path
 
 
 def _summary(frame: pd.DataFrame, path: Path) -> dict[Cell, CellFacts]:
@@ -294,7 +292,7 @@ def _per_query(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 
 def _manifest(path: Path) -> dict[str, Any]:
-    text = _text(path)
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -311,7 +309,7 @@ def _manifest(path: Path) -> dict[str, Any]:
 def _primary_measure(path: Path) -> str:
     """``eval.primary_measure`` of the run's resolved config (nDCG@10 if it names none)."""
     try:
-        config = yaml.safe_load(_text(path))
+        config = yaml.safe_load(read_text(path))
     except yaml.YAMLError as exc:
         raise DataError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
     section = config.get("eval") if isinstance(config, dict) else None
