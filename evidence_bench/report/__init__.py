@@ -16,10 +16,9 @@ from evidence_bench._lazy import attach
 
 if TYPE_CHECKING:
     from evidence_bench.report.page import render_report
-    from evidence_bench.report.render import gather_multirun
     from evidence_bench.report.tables import Analysis, analyze
     from evidence_bench.report.terminal import summary_table
-    from evidence_bench.runs.data import RunData, load_run
+    from evidence_bench.runs.data import RunData, gather_multirun, load_run
 
 __all__ = [
     "Analysis",
@@ -35,10 +34,9 @@ __getattr__, __dir__ = attach(
     __name__,
     {
         "evidence_bench.report.page": ["render_report"],
-        "evidence_bench.report.render": ["gather_multirun"],
         "evidence_bench.report.tables": ["Analysis", "analyze"],
         "evidence_bench.report.terminal": ["summary_table"],
-        "evidence_bench.runs.data": ["RunData", "load_run"],
+        "evidence_bench.runs.data": ["RunData", "gather_multirun", "load_run"],
     },
 )
 del TYPE_CHECKING, attach

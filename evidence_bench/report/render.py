@@ -20,7 +20,6 @@ from typing import Any
 
 import pandas as pd
 
-from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
 from evidence_bench.report.evidence import evidence_table
@@ -40,9 +39,15 @@ from evidence_bench.report.tables import (
 )
 from evidence_bench.report.tuning import load_tuning, tuning_view
 from evidence_bench.report.validity import validity_view
-from evidence_bench.runs.data import RunData, load_documents, load_episodes, load_run, merge_runs
+from evidence_bench.runs.data import (
+    RunData,
+    gather_multirun,
+    load_documents,
+    load_episodes,
+    load_run,
+)
 
-__all__ = ["gather_multirun", "load_source", "report_context"]
+__all__ = ["load_source", "report_context"]
 
 _BASELINES_IN_CHART = 4
 
@@ -674,28 +679,6 @@ def _evidence_view(analysis: Analysis) -> dict[str, Any] | None:
     for i, row in enumerate(rows):
         row["first"] = i == 0 or rows[i - 1]["group"] != row["group"]
     return {"round": 1, "rows": rows}
-
-
-def gather_multirun(directory: Path) -> RunData:
-    """The runs of a Hydra multirun (``<dir>/<job>/run/``) as one, config ids ``j<job>:``."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise DataError(f"{directory}: not a directory")
-    jobs = sorted(
-        (p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
-        key=lambda p: int(p.name),
-    )
-    runs = []
-    for job in jobs:
-        for candidate in (job / "run", job):
-            if (candidate / "manifest.json").is_file():
-                runs.append((f"j{job.name}:", load_run(candidate)))
-                break
-    if not runs:
-        raise DataError(
-            f"{directory}: no run directories found (expected <job number>/run/manifest.json)"
-        )
-    return merge_runs(runs, directory)
 
 
 def load_source(source: Path | RunData | Analysis, *, trials: int = MIN_TRIALS) -> Analysis:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pandas as pd
 
-from evidence_bench.errors import DataError
 from evidence_bench.evaluation.statistics import (
     TIE,
     improved_degraded,
@@ -28,6 +27,7 @@ from evidence_bench.evaluation.statistics import (
 )
 from evidence_bench.report.numbers import number
 from evidence_bench.report.numbers import signed_ascii as _signed
+from evidence_bench.runs.data import read_csv
 
 __all__ = ["Tuning", "load_tuning", "tuning_table", "tuning_view"]
 
@@ -49,14 +49,7 @@ class Tuning:
 
 
 def _csv(path: Path, required: list[str]) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path, dtype={"query_id": str})
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise DataError(f"{path}: cannot be read as CSV: {exc}") from exc
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
-    return frame
+    return read_csv(path, required, dtype={"query_id": str})
 
 
 def load_tuning(run_dir: Path, manifest: Mapping[str, Any]) -> Tuning | None:

@@ -39,26 +39,23 @@ __all__ = [
     "RunData",
     "Settings",
     "Source",
+    "gather_multirun",
     "load_documents",
     "load_episodes",
     "load_run",
     "merge_runs",
+    "multirun_jobs",
     "numbered_jsonl",
+    "read_csv",
     "read_jsonl",
 ]
 
 #: a fixed cell's key: its summary row's
 FIXED_KEYS = tuple(SUMMARY_KEYS)
 _PER_QUERY_DTYPES = {
-    "config_id": "category",
-    "policy": "category",
-    "query_id": "category",
-    "round": "int16",
-    "stage": "category",
-    "eval_mode": "category",
-    "measure": "category",
-    "value": "float64",
-}
+    "config_id": "category", "policy": "category", "query_id": "category", "round": "int16",
+    "stage": "category", "eval_mode": "category", "measure": "category", "value": "float64",
+}  # fmt: skip
 #: Read as strings first: pandas infers a category column's type (``001`` would become 1).
 _PER_QUERY_READ = {c: "str" if t == "category" else t for c, t in _PER_QUERY_DTYPES.items()}
 #: configs.csv columns that describe a configuration rather than set one of its parameters.
@@ -122,12 +119,14 @@ class RunData:
     strata: Mapping[str, str] = field(default_factory=dict)
 
 
-def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
+def read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFrame:
+    """``pd.read_csv(path, **kwargs)``; a missing or unreadable file, or one without the
+    ``required`` columns, is a :class:`DataError` naming it."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (is this a run directory?)")
     try:
         frame: pd.DataFrame = pd.read_csv(path, keep_default_na=True, **kwargs)
-    except (ValueError, pd.errors.ParserError) as exc:
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"{path}: cannot be read as CSV: {exc}") from exc
     missing = [c for c in required if c not in frame.columns]
     if missing:
@@ -138,7 +137,7 @@ def _read_csv(path: Path, required: Sequence[str], **kwargs: Any) -> pd.DataFram
 def _optional_csv(path: Path, columns: Sequence[str], dtype: Mapping[str, Any]) -> pd.DataFrame:
     if not path.is_file():
         return pd.DataFrame({c: pd.Series(dtype=dtype.get(c, "str")) for c in columns})
-    return _read_csv(path, columns, dtype=dict(dtype))
+    return read_csv(path, columns, dtype=dict(dtype))
 
 
 def _lookup(tree: Mapping[str, Any], dotted: str, default: Any) -> Any:
@@ -184,7 +183,7 @@ def _fixed(run_dir: Path, summary: pd.DataFrame | None = None) -> pd.DataFrame:
             return empty
         dtype = {c: str for c in FIXED_KEYS if c != "round"}
         wanted = {*FIXED_KEYS, "fixed"}
-        summary = _read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
+        summary = read_csv(path, FIXED_KEYS, dtype=dtype, usecols=lambda c: c in wanted)
     if "fixed" not in summary:
         return empty
     flags = summary["fixed"].map(lambda v: str(v).strip().lower() in {"true", "1"})
@@ -212,7 +211,7 @@ def _scores(run_dir: Path) -> pd.DataFrame:
     written by hand or exported, or from before Parquet)."""
     if (run_dir / "scores.parquet").is_file() or not (run_dir / "per_query.csv").is_file():
         return read_table(run_dir, "scores")
-    return _read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
+    return read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
 
 
 def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
@@ -238,17 +237,8 @@ def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
             config = yaml.safe_load(config_path.read_text("utf-8")) or {}
         except yaml.YAMLError as exc:
             raise DataError(f"{config_path}: not valid YAML: {exc}") from exc
-    configs = _read_csv(
-        run_dir / "configs.csv",
-        ["config_id", "label"],
-        dtype={
-            "config_id": str,
-            "label": str,
-            "ranker": str,
-            "refiner": str,
-            "role": str,
-            "alias_of": str,
-        },
+    configs = read_csv(
+        run_dir / "configs.csv", ["config_id", "label"], dtype=dict.fromkeys(_DESCRIPTIVE, str)
     )
     if "role" not in configs:
         configs["role"] = "feedback"
@@ -454,6 +444,31 @@ def merge_runs(runs: Sequence[tuple[str, RunData]], path: Path) -> RunData:
         if id_prefixed
         else {},
     )
+
+
+def multirun_jobs(directory: Path) -> list[tuple[str, Path]]:
+    """(job number, run directory) of each job of the Hydra multirun ``directory`` that
+    holds a run (``<job>/run/``, or ``<job>/`` itself), by number; a job without
+    ``manifest.json`` failed and is left out."""
+    jobs = sorted(
+        (p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()),
+        key=lambda p: int(p.name),
+    )
+    runs = [[c for c in (job / "run", job) if (c / "manifest.json").is_file()] for job in jobs]
+    return [(job.name, found[0]) for job, found in zip(jobs, runs, strict=True) if found]
+
+
+def gather_multirun(directory: Path) -> RunData:
+    """The runs of a Hydra multirun (``<dir>/<job>/run/``) as one, config ids ``j<job>:``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"{directory}: not a directory")
+    runs = [(f"j{job}:", load_run(path)) for job, path in multirun_jobs(directory)]
+    if not runs:
+        raise DataError(
+            f"{directory}: no run directories found (expected <job number>/run/manifest.json)"
+        )
+    return merge_runs(runs, directory)
 
 
 def _merged_seed(seeds: Sequence[int]) -> int:
