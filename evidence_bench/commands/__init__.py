@@ -29,84 +29,42 @@ class Command:
     arguments: str
     #: What it does, in one line.
     summary: str
-    #: ``module:function``: ``function(argv) -> int | None``, imported when the command runs.
+    #: ``module:function``, the module's name under ``evidence_bench``: ``function(argv) ->
+    #: int | None``, imported when the command runs.
     handler: str
 
     def load(self) -> Callable[[list[str]], int | None]:
         module, _, name = self.handler.partition(":")
-        function: Callable[[list[str]], int | None] = getattr(importlib.import_module(module), name)
+        found = importlib.import_module(f"evidence_bench.{module}")
+        function: Callable[[list[str]], int | None] = getattr(found, name)
         return function
 
 
-#: Every command, in the order ``--help`` lists them.
+#: Every command, in the order ``--help`` lists them: name, arguments, summary, handler.
 COMMANDS: tuple[Command, ...] = (
-    Command(
-        "run",
-        "+experiment=NAME [overrides]",
-        "replay cassettes, simulate users, write a run + report",
-        "evidence_bench.commands.run:run_command",
-    ),
-    Command(
-        "record",
-        "+experiment=NAME [overrides]",
-        "record the cassettes an experiment needs",
-        "evidence_bench.commands.run:record_command",
-    ),
-    Command(
-        "serve",
-        "collection=NAME [port=8765]",
-        "a Brave-compatible simulator on 127.0.0.1",
-        "evidence_bench.commands.serve:serve_command",
-    ),
-    Command(
-        "report",
-        "RUN_DIR",
-        "re-render RUN_DIR/report.html (or a multirun dir)",
-        "evidence_bench.commands.report:report_command",
-    ),
-    Command(
-        "gather",
-        "SHARD_DIR...",
-        "gather a run's shards (shards=N shard=i) into that run",
-        "evidence_bench.commands.gather:gather_command",
-    ),
-    Command(
-        "export",
-        "RUN_DIR --format csv|trec",
-        "write a run's CSVs or TREC runs and qrels [--out DIR]",
-        "evidence_bench.commands.export:export_command",
-    ),
-    Command(
-        "check",
-        "RUN_DIR --baseline FILE",
-        "compare a run with a baseline; --update rewrites it",
-        "evidence_bench.gate:main",
-    ),
-    Command(
-        "livefetch",
-        "QUERY [--mode news] ...",
-        "fetch, extract, score and quote pages (LiveFetch)",
-        "evidence_bench.livefetch._cli:main",
-    ),
-    Command(
-        "pool",
-        "RUN_DIR --depth K --out FILE",
-        "the run's unjudged results to judge [--qrels --budget]",
-        "evidence_bench.assess.cli:pool_command",
-    ),
-    Command(
-        "assess",
-        "POOL.jsonl --qrels QRELS.tsv",
-        "judge a pool by keyboard on 127.0.0.1 [--port P]",
-        "evidence_bench.assess.cli:assess_command",
-    ),
-    Command(
-        "init",
-        "DIR",
-        "a starter project: your ranker, its experiment, a CI gate",
-        "evidence_bench.commands.init:init_command",
-    ),
-)
+    Command("run", "+experiment=NAME [overrides]",
+        "replay cassettes, simulate users, write a run + report", "commands.run:run_command"),
+    Command("record", "+experiment=NAME [overrides]",
+        "record the cassettes an experiment needs", "commands.run:record_command"),
+    Command("serve", "collection=NAME [port=8765]",
+        "a Brave-compatible simulator on 127.0.0.1", "commands.serve:serve_command"),
+    Command("report", "RUN_DIR",
+        "re-render RUN_DIR/report.html (or a multirun dir)", "commands.report:report_command"),
+    Command("gather", "SHARD_DIR...",
+        "gather a run's shards (shards=N shard=i) into that run", "commands.gather:gather_command"),
+    Command("export", "RUN_DIR --format csv|trec",
+        "write a run's CSVs or TREC runs and qrels [--out DIR]", "commands.export:export_command"),
+    Command("check", "RUN_DIR --baseline FILE",
+        "compare a run with a baseline; --update rewrites it", "gate:main"),
+    Command("livefetch", "QUERY [--mode news] ...",
+        "fetch, extract, score and quote pages (LiveFetch)", "livefetch._cli:main"),
+    Command("pool", "RUN_DIR --depth K --out FILE",
+        "the run's unjudged results to judge [--qrels --budget]", "assess.cli:pool_command"),
+    Command("assess", "POOL.jsonl --qrels QRELS.tsv",
+        "judge a pool by keyboard on 127.0.0.1 [--port P]", "assess.cli:assess_command"),
+    Command("init", "DIR",
+        "a starter project: your ranker, its experiment, a CI gate", "commands.init:init_command"),
+)  # fmt: skip
 
 
 def find(name: str) -> Command:

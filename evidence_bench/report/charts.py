@@ -747,14 +747,9 @@ def budget_chart(curve: pd.DataFrame, measure: str, key: str) -> Markup:
 
 
 _SOURCE_COLOURS = {
-    "config": "#0072B2",
-    "seed": "#E69F00",
-    "query": "#8c959f",
-    "config × seed": "#D55E00",
-    "config × query": "#56B4E9",
-    "seed × query": "#F0E442",
-    "residual": "#d8dee4",
-}
+    "config": "#0072B2", "seed": "#E69F00", "query": "#8c959f", "config × seed": "#D55E00",
+    "config × query": "#56B4E9", "seed × query": "#F0E442", "residual": "#d8dee4",
+}  # fmt: skip
 
 
 def variance_chart(variance: pd.DataFrame, key: str) -> Markup:

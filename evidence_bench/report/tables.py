@@ -146,56 +146,32 @@ def rounds_means(data: RunData, config_ids: Sequence[str], stage: str) -> pd.Dat
     return _means(shared)
 
 
+#: The comparison's columns, renamed for a feedback stage's row against its control ...
 _ROW = {
-    "n": "n",
-    "diff": "gain",
-    "diff_ci_low": "gain_ci_low",
-    "diff_ci_high": "gain_ci_high",
-    "improved": "improved",
-    "degraded": "degraded",
-    "unchanged": "unchanged",
-    "p_t": "p_t",
-    "p_rand": "p_rand",
-    "p_holm": "p_holm",
-    "fixed": "fixed",
-    "n_common": "n_common",
-    "diff_common": "gain_common",
-    "diff_std_common": "gain_std_common",
-    "diff_spread_common": "gain_spread_common",
-    "p_rand_common": "p_rand_common",
-}
+    "n": "n", "diff": "gain", "diff_ci_low": "gain_ci_low", "diff_ci_high": "gain_ci_high",
+    "improved": "improved", "degraded": "degraded", "unchanged": "unchanged", "p_t": "p_t",
+    "p_rand": "p_rand", "p_holm": "p_holm", "fixed": "fixed", "n_common": "n_common",
+    "diff_common": "gain_common", "diff_std_common": "gain_std_common",
+    "diff_spread_common": "gain_spread_common", "p_rand_common": "p_rand_common",
+}  # fmt: skip
+#: ... against its before ...
 _BEFORE = {
-    "diff": "delta",
-    "diff_ci_low": "delta_ci_low",
-    "diff_ci_high": "delta_ci_high",
-    "improved": "improved_before",
-    "degraded": "degraded_before",
-    "unchanged": "unchanged_before",
-    "p_rand": "p_rand_before",
-    "p_rand_common": "p_rand_before_common",
-    "p_holm": "p_holm_before",
-}
+    "diff": "delta", "diff_ci_low": "delta_ci_low", "diff_ci_high": "delta_ci_high",
+    "improved": "improved_before", "degraded": "degraded_before",
+    "unchanged": "unchanged_before", "p_rand": "p_rand_before",
+    "p_rand_common": "p_rand_before_common", "p_holm": "p_holm_before",
+}  # fmt: skip
+#: ... and rerank's against ``shuffled`` (what the judgments add).
 _JUDGED = {
-    "n": "judgment_n",
-    "diff": "judgment_gain",
-    "diff_ci_low": "judgment_ci_low",
-    "diff_ci_high": "judgment_ci_high",
-    "p_rand": "judgment_p_rand",
-    "n_common": "judgment_n_common",
-    "p_rand_common": "judgment_p_rand_common",
+    "n": "judgment_n", "diff": "judgment_gain", "diff_ci_low": "judgment_ci_low",
+    "diff_ci_high": "judgment_ci_high", "p_rand": "judgment_p_rand",
+    "n_common": "judgment_n_common", "p_rand_common": "judgment_p_rand_common",
     "p_holm": "judgment_p_holm",
-}
+}  # fmt: skip
 _SUMMARY_COLUMNS = [
-    *_KEYS,
-    "n",
-    "before",
-    "control",
-    "feedback",
-    *list(_ROW.values())[1:],
-    *_BEFORE.values(),
-    "shuffled",
-    *_JUDGED.values(),
-]
+    *_KEYS, "n", "before", "control", "feedback", *list(_ROW.values())[1:], *_BEFORE.values(),
+    "shuffled", *_JUDGED.values(),
+]  # fmt: skip
 
 
 def _means_of(rows: pd.DataFrame, role: dict[str, str]) -> pd.Series:
@@ -397,15 +373,8 @@ def _exclusions(data: RunData, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 _DELTA_COLUMNS = [
-    "policy",
-    "query_id",
-    "query",
-    "before",
-    "control",
-    "after",
-    "delta",
-    "delta_before",
-]
+    "policy", "query_id", "query", "before", "control", "after", "delta", "delta_before",
+]  # fmt: skip
 
 
 def query_deltas(data: RunData, config_id: str, stage: str, round_: int) -> pd.DataFrame:

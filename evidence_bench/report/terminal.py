@@ -102,18 +102,8 @@ def _table(analysis: Analysis, max_rows: int) -> str:
         keep = max(0, max_rows - len(baselines))
         hidden = len(others) - keep
         rows = pd.concat([baselines.head(max_rows), others.head(keep)])
-    header = (
-        "configuration",
-        "user",
-        "stage",
-        "before",
-        "control",
-        "feedback",
-        "gain [95% CI]",
-        "+/-/=",
-        "p(Holm)",
-        "judgments add",
-    )
+    header = ("configuration", "user", "stage", "before", "control", "feedback",
+              "gain [95% CI]", "+/-/=", "p(Holm)", "judgments add")  # fmt: skip
     lines: list[tuple[str, ...]] = [header]
     for r in rows.to_dict("records"):
         label, *more = _wrapped(str(r["label"]), _LABEL_WIDTH)
