@@ -1,22 +1,14 @@
-"""idf from a background sample of pages, not from the 20-40 candidates alone.
+"""idf from a background sample of pages, not from the candidates alone.
 
-The TF-IDF ranker and the lexical refiner take their idf from the candidate set
-(:mod:`evidence_bench.engine.ranking`): on 26 results that all answer one query, the query's
-own words sit in most of them and weigh little, and a word the topic shares with nothing
-else looks as rare as a word of one odd result. A full-text Rocchio reference has the
-collection's idf; a web-search client has no collection, but it has what it has read.
 ``idf=background`` takes document frequencies over a :class:`Background`: the pages behind
-the first result page of every query of the query set (what a client that has served those
-queries holds in its page cache; no judgment is read), plus the candidates it does not hold.
-
-The background is a pure function of the query set, the provider's first answers and the
-pages, so it is the same in every process and for any number of workers. It is read as the
-part reads its candidates (``evidence`` page or both: :func:`reading_copies`; a failed
-page: its snippet).
+the first result page of every query of the query set (what a client that served those
+queries holds in its page cache; no judgment is read), plus the candidates it does not
+hold, read as the part reads its candidates (:func:`reading_copies`). It is a pure function
+of the query set, the provider's first answers and the pages.
 
     idf(t) = ln((N + 1) / (df(t) + 1)) + 1   over N = |background ∪ candidates|
 
-(the ranker's smoothed form), so a term no page of the sample holds weighs the most.
+(the ranker's smoothed form). Why: docs/tutorials/pages.rst ("Reach").
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """What a ranker or refiner reads of a result: its snippet, its page, or both.
 
-Brave's snippet is a few hundred characters; the relevance judgments are of whole
-documents. ``evidence=page`` lets any ranker or refiner read the text of the page behind
-each result instead (fetched once, extracted by the page pipeline,
-:mod:`evidence_bench.web.page_text`, and clipped to its
-:data:`~evidence_bench.web.page_text.MAX_CHARS` at a word boundary), and ``both`` reads the
-snippet and the page. The wrappers here do it without touching the parts they wrap: they
-hand the part a *reading copy* of each candidate, whose ``snippet`` is what the mode reads,
-and map its answer back to the candidates themselves, so rankings, feedback and judgments
-stay keyed by the same canonical URLs.
-
-A page that could not be fetched (404, timeout, not HTML, no text) is read as its snippet:
-the engine still has that. ``snippet`` is the identity: no wrapper is built for it.
+``evidence=page`` lets any ranker or refiner read the text of the page behind each result
+(fetched once, extracted by :mod:`evidence_bench.web.page_text`, clipped at a word
+boundary), and ``both`` the snippet and the page. The wrappers hand the part they wrap a
+*reading copy* of each candidate, whose ``snippet`` is what the mode reads, and map its
+answer back to the candidates themselves, so rankings, feedback and judgments stay keyed by
+the same canonical URLs. A page that failed is read as its snippet.
 """
 
 from __future__ import annotations

@@ -27,11 +27,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from evidence_bench._secrets import redact
 from evidence_bench.errors import CacheError
+from evidence_bench.livefetch.records import as_utc
 from evidence_bench.web.page_text import EXTRACTOR_VERSION
 
 __all__ = ["DEFAULT_CACHE_PATH", "CachedDoc", "PageCache"]
@@ -92,10 +93,6 @@ def _create(connection: sqlite3.Connection) -> None:
         with contextlib.suppress(sqlite3.Error):
             connection.execute("ROLLBACK")
         raise
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class PageCache:
@@ -239,18 +236,18 @@ class PageCache:
         if row is None:
             return None
         try:
-            fetched = _utc(datetime.fromisoformat(row[2]))
-            published = _utc(datetime.fromisoformat(row[3])) if row[3] else None
+            fetched = as_utc(datetime.fromisoformat(row[2]))
+            published = as_utc(datetime.fromisoformat(row[3])) if row[3] else None
         except (TypeError, ValueError):
             return None  # a row another program wrote badly: refetch and overwrite it
-        if _utc(now) - fetched >= self.max_age:
+        if as_utc(now) - fetched >= self.max_age:
             return None
         return CachedDoc(row[0], row[1], fetched, published, row[4] or "", row[5] or "")
 
     def put(self, doc: CachedDoc) -> None:
         """Insert or replace the row for ``doc.url`` (one atomic statement), its URL, title
         and text with the API key redacted."""
-        published = _utc(doc.published_at).isoformat() if doc.published_at else None
+        published = as_utc(doc.published_at).isoformat() if doc.published_at else None
         with self._connect() as connection:
             connection.execute(
                 _UPSERT,
@@ -259,7 +256,7 @@ class PageCache:
                     EXTRACTOR_VERSION,
                     redact(doc.url),
                     doc.content_sha256,
-                    _utc(doc.fetched_at).isoformat(),
+                    as_utc(doc.fetched_at).isoformat(),
                     published,
                     redact(doc.title),
                     redact(doc.text),

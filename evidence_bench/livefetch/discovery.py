@@ -4,18 +4,12 @@
 
     Discovery.discover(intent) -> list[Candidate]
 
-- :class:`BraveDiscovery`: web results from the Brave provider
-  (:class:`~evidence_bench.web.brave.BraveProvider`, any Brave-compatible server);
-- :class:`DdgsDiscovery`: keyless web and news search through ``ddgs``, the maintained
-  DuckDuckGo metasearch library (the ``[livefetch]`` extra);
-- :class:`FeedDiscovery`: the entries of RSS/Atom feeds, fetched over httpx and parsed by
-  ``feedparser``;
-- :class:`RecordedDiscovery`: any of them recorded to, or replayed from, a JSON file.
-  ``ddgs`` sends its requests through its own HTTP client, which vcrpy cannot record, so
-  its answers are kept at this seam instead, as candidates; a replay makes no request.
-
-Each returns at most :func:`candidate_limit` candidates: more than ``max_results``,
-because some pages fail or are filtered out after discovery.
+:class:`BraveDiscovery` (the Brave provider), :class:`DdgsDiscovery` (keyless web and news
+search through ``ddgs``, the ``[livefetch]`` extra), :class:`FeedDiscovery` (RSS/Atom feeds
+by feedparser) and :class:`RecordedDiscovery`, any of them recorded to or replayed from a
+JSON file (``ddgs`` has its own HTTP client, which vcrpy cannot record). Each returns at
+most :func:`candidate_limit` candidates: more than ``max_results``, because some pages fail
+or are filtered out after discovery.
 """
 
 from __future__ import annotations
@@ -44,6 +38,7 @@ from evidence_bench.livefetch.records import (
     FetchFailure,
     Mode,
     RetrievalIntent,
+    as_utc,
 )
 from evidence_bench.web.fetch import Answer, Limits, fetch
 from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, GuardedTransport
@@ -74,17 +69,11 @@ class Discovery(Protocol):
     def discover(self, intent: RetrievalIntent) -> list[Candidate]: ...
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 def _iso(value: object) -> datetime | None:
     if not isinstance(value, str) or not value.strip():
         return None
     try:
-        return _aware(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
+        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
     except ValueError:
         return None
 

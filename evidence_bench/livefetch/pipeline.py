@@ -58,6 +58,7 @@ from evidence_bench.livefetch.records import (
     PacketSet,
     RetrievalIntent,
     ScoreBreakdown,
+    as_utc,
 )
 from evidence_bench.web.bounded import read_page_bounded
 from evidence_bench.web.fetch import url_host
@@ -71,10 +72,6 @@ _SECONDS_PER_DAY = 86400.0
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _host(url: str) -> str:
@@ -172,7 +169,7 @@ class LiveFetch:
         self.cache = (
             PageCache(cache_path, max_age=cache_max_age) if cache_path is not None else None
         )
-        self.as_of = _utc(as_of) if as_of is not None else None
+        self.as_of = as_utc(as_of) if as_of is not None else None
         self._clock = clock
         self._ranker = ranker
         self._fetcher = functools.partial(
@@ -222,7 +219,7 @@ class LiveFetch:
         """Packets for ``intent``, best first, and the candidates that failed."""
         if self._closed:
             raise ConfigurationError("this LiveFetch is closed; open a new one")
-        now = _utc(self._clock())
+        now = as_utc(self._clock())
         as_of = self.as_of or now
         discovery = self.discovery or default_discovery(intent, self.feeds, policy=self.policy)
         found = await asyncio.to_thread(discovery.discover, intent)
@@ -338,7 +335,7 @@ class LiveFetch:
         published = self._published(page)
         if intent.freshness_days is None or published is None:
             return False
-        age_days = (as_of - _utc(published)).total_seconds() / _SECONDS_PER_DAY
+        age_days = (as_of - as_utc(published)).total_seconds() / _SECONDS_PER_DAY
         return age_days > intent.freshness_days
 
     def _score(
@@ -362,7 +359,7 @@ class LiveFetch:
                     url=page.doc.url,
                     snippet=texts[page.doc.url],
                     source="livefetch",
-                    page_age=_utc(published).replace(tzinfo=None) if published else None,
+                    page_age=as_utc(published).replace(tzinfo=None) if published else None,
                     domain=domain,
                 )
             )
@@ -378,7 +375,7 @@ class LiveFetch:
                     domain=page.hosts[-1],
                     title=page.doc.title,
                     text=text,
-                    published_at=_utc(published) if published else None,
+                    published_at=as_utc(published) if published else None,
                     fetched_at=page.doc.fetched_at,
                     score=row["S"],
                     score_breakdown=ScoreBreakdown(row["R"], row["F"], row["T"], row["D"]),

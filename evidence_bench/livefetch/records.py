@@ -21,8 +21,13 @@ from evidence_bench.web.page_text import ExtractedPage
 
 __all__ = [
     "Candidate", "EvidencePacket", "ExtractedPage", "FailureReason", "FetchFailure", "Mode",
-    "PacketSet", "RetrievalIntent", "ScoreBreakdown",
+    "PacketSet", "RetrievalIntent", "ScoreBreakdown", "as_utc",
 ]  # fmt: skip
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC, aware; a naive one is taken as UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class Mode(enum.StrEnum):

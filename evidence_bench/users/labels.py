@@ -2,14 +2,11 @@
 
 A run records in ``manifest.json``, under ``labels``, how many examined results each policy
 marked with each label, and how many it only saw, per engine config and round, summed over
-queries. Round 1 shows every config the same list, so round-1 counts are the same for every
-config; from round 2 the list depends on the config's earlier ranking, and so do the counts.
-
-Each policy declares the kinds of label it should give (:attr:`UserPolicy.expects`). One
-that gave none of such a kind over the whole run is listed under ``labels.missing`` and
-warned about in the terminal summary and the report: an oracle on qrels that list only
-relevant documents gives no negative feedback unless unjudged results count as non-relevant,
-and then every γ (the weight of negative feedback) gives the same numbers.
+queries. A policy that gave none of a kind of label it declares
+(:attr:`~evidence_bench.users.policies.UserPolicy.expects`) over the whole run is listed
+under ``labels.missing`` and warned about in the terminal summary and the report (an oracle
+on qrels of relevant documents only gives no negative label, and then every γ gives the
+same numbers).
 """
 
 from __future__ import annotations

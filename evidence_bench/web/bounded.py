@@ -1,22 +1,14 @@
 """Extraction bounded in time: the page pipeline's read in a child process, killed at its
 deadline.
 
-Parsing a hostile page can take far longer than fetching it (a few megabytes of
-``<br>``-separated words or of small paragraphs keep trafilatura and lxml busy for many
-seconds), and the parse runs in C: a thread cannot stop it, and a thread left running
-holds the extraction slot for every page after it. :class:`BoundedReader` runs
-:func:`~evidence_bench.web.page_text.read_page` in a child process of its own
-(``python -m evidence_bench.web._read_child``, which imports the extractors before it
-reports ready, so no page's time pays for them). A page whose extraction runs past its
-``timeout_s`` gets :attr:`~evidence_bench.web.failure.FailureReason.TIMEOUT`; the child is
-killed, and the next page starts a new one. A child that dies on a page (a crash in a
-parser) gives that page ``no_text``. :func:`read_page_bounded` reads by the process's one
-reader, which LiveFetch and a live-web ``record`` share.
-
-Replay reads recorded pages in process, unbounded: its texts must not depend on the
-machine's speed, and ``record`` stored a page whose extraction ran out of time as
-``timeout``, not its HTML. So does ``record`` for the simulator's pages (not hostile) and
-for the pages it keeps from an earlier recording.
+Parsing a hostile page can take far longer than fetching it, in C code a thread cannot
+stop. :class:`BoundedReader` runs :func:`~evidence_bench.web.page_text.read_page` in a child
+process (``python -m evidence_bench.web._read_child``, which imports the extractors before
+it reports ready). A page past its ``timeout_s`` gets
+:attr:`~evidence_bench.web.failure.FailureReason.TIMEOUT` and the child is killed; a child
+that dies on a page gives ``no_text``. :func:`read_page_bounded` reads by the process's one
+reader, shared by LiveFetch and a live-web ``record``. Replay reads in process, unbounded,
+so its texts do not depend on the machine's speed.
 
 Requests and answers cross the pipes as length-prefixed pickles between this module and
 its own child: no web content is unpickled that this package did not pickle itself.

@@ -1,26 +1,17 @@
 """The page pipeline after the fetch: decode, extract, clip, and why a page gave no text.
 
-One extractor serves every reader of pages: LiveFetch's packets and the engine's page
-evidence (``evidence=page``). :func:`read_page` decodes a fetched body
-(:func:`~evidence_bench.web.decode.decode_html`) and extracts its main text
-(:func:`extract_page`), or says why not (``undecodable``, ``no_text``); the reader clips the
-text to :data:`MAX_CHARS` by :func:`clip_text`, the one rule.
+One extractor serves LiveFetch's packets and the engine's page evidence. :func:`read_page`
+decodes a fetched body (:func:`~evidence_bench.web.decode.decode_html`) and extracts its
+main text (:func:`extract_page`), or says why not (``undecodable``, ``no_text``); the reader
+clips the text to :data:`MAX_CHARS` by :func:`clip_text`, the one rule.
 
-:func:`extract_page` runs trafilatura's fast mode (Barbaresi 2021, ACL demos), which keeps
-the main content and drops navigation, related links, cookie banners and footers.
-``precision`` chooses between its two uses:
-
-- ``precision=False`` (LiveFetch): when trafilatura finds no text, readability-lxml (a port
-  of Arc90's Readability) is the fallback: some text beats none for a packet;
-- ``precision=True`` (page evidence): trafilatura's ``favor_precision`` and no fallback, so
-  a page whose article holds no paragraph gives no text (the reader falls back to the
-  snippet) instead of its navigation and byline (docs: "Reading the page").
-
-``metadata`` adds the title and the publication date (htmldate on the page's metadata,
-never a date guessed from the body). Hostile input is expected: nothing here raises on a
-page's content, markup past :data:`MAX_HTML_CHARS` is not parsed, and the text and title
-come back without control characters (:func:`evidence_bench._printable.plain_text`: this
-is where a page's text enters).
+:func:`extract_page` runs trafilatura's fast mode (Barbaresi 2021, ACL demos). With
+``precision=False`` (LiveFetch) readability-lxml is the fallback when it finds no text;
+with ``precision=True`` (page evidence) trafilatura favours precision and there is no
+fallback, so a page without an article gives no text and the reader keeps the snippet.
+``metadata`` adds the title and the publication date (htmldate on the page's metadata).
+Nothing here raises on a page's content, markup past :data:`MAX_HTML_CHARS` is not parsed,
+and the text and title come back without control characters.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """The simulator's BM25 index of a collection, saved once and reused by every later run.
 
-An index is saved under the cache directory, in
+An index is saved under the cache directory in
 ``bm25/<collection checksum>-v<format>-<analysis>/``
 (:meth:`~evidence_bench.web.bm25.BM25Index.save`; ``<analysis>`` is
-:func:`~evidence_bench.web.bm25.analysis_fingerprint`, so a version of the package that
-analyzes text otherwise or scores with other ``k1``, ``b`` never reads it): the same
-collection files give the same checksum, so any run, record or serve over them loads it,
-its postings memory-mapped, instead of analyzing every document again. The cache directory is
-``$EVIDENCE_BENCH_CACHE`` when set (empty: nothing is saved), else
-``$XDG_CACHE_HOME/evidence_bench``, else ``~/.cache/evidence_bench``; deleting it is always
-safe. Only collections read from files are saved (one built in memory has no files to
-come back to).
+:func:`~evidence_bench.web.bm25.analysis_fingerprint`), so any run over the same collection
+files loads it, postings memory-mapped, and a version that analyzes or scores otherwise
+never reads it. The cache directory is ``$EVIDENCE_BENCH_CACHE`` when set (empty: nothing
+is saved), else ``$XDG_CACHE_HOME/evidence_bench``, else ``~/.cache/evidence_bench``;
+deleting it is always safe. Only collections read from files are saved.
 
-An index is written into a temporary directory and renamed into place whole, so a reader
-never sees half of one, and processes that build the same index at once each keep their
-own. A saved index that cannot be read is built and saved again; a cache directory that
-cannot be written leaves the index built in memory.
+An index is written into a temporary directory and renamed into place whole. A saved index
+that cannot be read is built and saved again; a cache directory that cannot be written
+leaves the index built in memory.
 """
 
 from __future__ import annotations
