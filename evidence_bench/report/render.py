@@ -522,11 +522,10 @@ def _shares_view(analysis: Analysis) -> dict[str, Any] | None:
     if shares.empty:
         return None
     best = analysis.best
-    config_id = best.config_id if best is not None else str(shares["config_id"].iloc[0])
+    config_id = str(shares["config_id"].iloc[0])
+    if best is not None and (shares["config_id"] == best.config_id).any():
+        config_id = best.config_id
     mine = shares[shares["config_id"] == config_id]
-    if mine.empty:
-        config_id = str(shares["config_id"].iloc[0])
-        mine = shares[shares["config_id"] == config_id]
     labels = analysis.data.configs.set_index("config_id")["label"]
     rows = [
         {

@@ -1,10 +1,8 @@
 """The report's analysis, stored in the run directory so ``report RUN_DIR`` need not redo it.
 
-Analyzing a run (pairing, randomization tests, the validity panel, the charts) costs far
-more than rendering what it found. So the page's context (the
-numbers, text and chart SVG the template shows: :func:`evidence_bench.report.render.
-report_context`) is written once, as :data:`FILE`, by the run that computes it (and by a
-``report`` that had to compute it anew), with the key of everything it was computed from:
+The page's context (:func:`evidence_bench.report.render.report_context`) is written as
+:data:`FILE` by the run that computes it (and by a ``report`` that computed it anew), with
+the key of everything it was computed from:
 
 - the file's format, the package's version and a hash of its sources (the code that reads,
   analyzes and charts a run, and the templates), and the versions of the libraries it
@@ -16,8 +14,7 @@ report_context`) is written once, as :data:`FILE`, by the run that computes it (
 
 :func:`load_context` returns it only when the stored key equals the one computed for the
 run as it is now, field for field; otherwise the report computes the analysis and says
-why. The template renders the context afresh every time, so the page rendered from a
-stored context is the page rendered from the context computed (tests/test_stored_analysis.py).
+why. The page rendered from a stored context is the page rendered from the context computed.
 
 The file is gzipped JSON: the key on its first line (read without the rest), the context on
 the second. JSON holds strings, numbers, booleans, null, lists and string-keyed objects, so
@@ -199,20 +196,19 @@ def analysis_key(run_dir: Path, *, trials: int, max_episodes: int) -> dict[str, 
     }
 
 
+#: How :func:`_changed` names a field of the key that changed (the others: by their values).
+_CHANGED = {"format": "its format", "libraries": "the libraries' versions",
+            "sources": "the package's sources"}  # fmt: skip
+
+
 def _changed(stored: Any, key: Mapping[str, Any]) -> str | None:
     """What differs between a stored key and ``key`` (None: nothing)."""
     if not isinstance(stored, Mapping):
         return "its key is not readable"
-    fields = ("format", "package_version", "libraries", "sources", "seed", "trials")
-    for field in (*fields, "max_episodes"):
+    for field in (name for name in key if name != "inputs"):
         if stored.get(field) != key[field]:
-            what = {
-                "sources": "the package's sources",
-                "format": "its format",
-                "libraries": "the libraries' versions",
-            }.get(field)
-            if what is not None:
-                return f"{what} changed"
+            if field in _CHANGED:
+                return f"{_CHANGED[field]} changed"
             return f"{field} {stored.get(field)!r}, now {key[field]!r}"
     before, now = stored.get("inputs"), key["inputs"]
     if not isinstance(before, Mapping):
