@@ -652,28 +652,18 @@ def rounds_chart(
                 _title(c, p, measure)
             for k, (line, base) in enumerate(lines):
                 colour = _CONFIG_COLOURS[k % len(_CONFIG_COLOURS)]
-                xs, means = [float(r.round) for r in line], [r.mean for r in line]
                 if k == 0 and len(line):
-                    low, high = [r.ci_low for r in line], [r.ci_high for r in line]
-                    band = [
-                        (p.x(x), p.y(v)) for x, v in zip(xs, high, strict=True) if math.isfinite(v)
-                    ] + [
-                        (p.x(x), p.y(v))
-                        for x, v in zip(xs[::-1], low[::-1], strict=True)
-                        if math.isfinite(v)
-                    ]
+                    band = [(p.x(float(r.round)), p.y(r.ci_high)) for r in line
+                            if math.isfinite(r.ci_high)]  # fmt: skip
+                    band += [(p.x(float(r.round)), p.y(r.ci_low)) for r in reversed(line)
+                             if math.isfinite(r.ci_low)]  # fmt: skip
                     if len(band) > 2:
                         c.polygon(band, fill=colour, fill_opacity=0.12)
-                points = [(p.x(x), p.y(v)) for x, v in zip(xs, means, strict=True)]
+                points = [(p.x(float(r.round)), p.y(r.mean)) for r in line]
                 c.polyline(points, stroke=colour, stroke_width=2.0 if k == 0 else 1.3)
                 for x, y in points:
                     c.circle(x, y, 2.5, fill=colour)
-                dashed = [
-                    (p.x(x), p.y(v))
-                    for x, v in zip(
-                        [float(r.round) for r in base], [r.mean for r in base], strict=True
-                    )
-                ]
+                dashed = [(p.x(float(r.round)), p.y(r.mean)) for r in base]
                 c.polyline(dashed, stroke=colour, stroke_width=0.9, stroke_dasharray="4 3",
                            stroke_opacity=0.8)  # fmt: skip
     entries = [

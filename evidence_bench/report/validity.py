@@ -257,31 +257,30 @@ def validity_view(panel: Validity) -> dict[str, Any]:
     """Plain records for the template (every string is escaped there)."""
     groups = []
     for index, group in enumerate(panel.groups):
-        rows = []
-        for a in group.agreements:
-            rows.append(
-                {
-                    "factor": a.factor,
-                    "a": a.a,
-                    "b": a.b,
-                    "user": a.user,
-                    "measure": a.measure,
-                    "mode": a.eval_mode,
-                    "settings": a.items,
-                    "tau": _num(a.tau),
-                    "best_a": setting_name(group, a.best_a),
-                    "best_b": setting_name(group, a.best_b),
-                    "flips": [
-                        {
-                            "first": setting_name(group, f.first),
-                            "second": setting_name(group, f.second),
-                            "a": (f.a_first, f.a_second),
-                            "b": (f.b_first, f.b_second),
-                        }
-                        for f in a.flips
-                    ],
-                }
-            )
+        rows = [
+            {
+                "factor": a.factor,
+                "a": a.a,
+                "b": a.b,
+                "user": a.user,
+                "measure": a.measure,
+                "mode": a.eval_mode,
+                "settings": a.items,
+                "tau": _num(a.tau),
+                "best_a": setting_name(group, a.best_a),
+                "best_b": setting_name(group, a.best_b),
+                "flips": [
+                    {
+                        "first": setting_name(group, f.first),
+                        "second": setting_name(group, f.second),
+                        "a": (f.a_first, f.a_second),
+                        "b": (f.b_first, f.b_second),
+                    }
+                    for f in a.flips
+                ],
+            }
+            for a in group.agreements
+        ]
         curve = _named(group, group.curve, "label")
         stops = _named(group, group.saturation, "setting")
         key = f"validity{index}"
