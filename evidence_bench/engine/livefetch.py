@@ -25,7 +25,7 @@ from evidence_bench.evidence import Evidence, renumber
 if TYPE_CHECKING:
     import tldextract
 
-__all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow"]
+__all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow", "domain_tier"]
 
 #: Public suffix (or registered domain) -> trust prior in [0, 1]. Judgment, not learned:
 #: government, education and international bodies above the 0.5 default, .org a little.
@@ -97,6 +97,16 @@ def _on_list(host: str, entries: tuple[str, ...]) -> bool:
     """An entry names a host and everything under it, on label boundaries: ``nasa.gov``
     matches ``www.nasa.gov`` but not ``notnasa.gov``; ``gov`` matches every .gov host."""
     return any(host == entry or host.endswith(f".{entry}") for entry in entries)
+
+
+def domain_tier(host: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> int:
+    """0 admitted, 1 not on a non-empty ``allow`` list, 2 on the ``deny`` list (an entry
+    covers its subdomains)."""
+    if deny and _on_list(host, deny):
+        return 2
+    if allow and not _on_list(host, allow):
+        return 1
+    return 0
 
 
 def _clean_domain(entry: str) -> str:
@@ -334,14 +344,6 @@ class LiveFetchRanker:
         _, rows = self._select(query, candidates, feedback)
         return rows
 
-    def _tier(self, host: str) -> int:
-        """0 preferred, 1 not on a non-empty allow list, 2 denied."""
-        if self.deny_domains and _on_list(host, self.deny_domains):
-            return 2
-        if self.allow_domains and not _on_list(host, self.allow_domains):
-            return 1
-        return 0
-
     def _select(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> tuple[list[int], list[ScoreRow]]:
@@ -353,7 +355,7 @@ class LiveFetchRanker:
         fresh = [self.freshness(item.page_age) for item in candidates]
         trusted = [self.trust_of(item) for item in candidates]
         hosts = [_host(item) for item in candidates]
-        tiers = [self._tier(host) for host in hosts]
+        tiers = [domain_tier(host, self.allow_domains, self.deny_domains) for host in hosts]
         base = [
             self.w_r * relevance[i] + self.w_f * fresh[i] + self.w_t * trusted[i] for i in range(n)
         ]

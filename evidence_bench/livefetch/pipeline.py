@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import httpx
 
-from evidence_bench.engine.livefetch import LiveFetchRanker, _on_list
+from evidence_bench.engine.livefetch import LiveFetchRanker, domain_tier
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, canonical_url
 from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH, CachedDoc, PageCache
@@ -91,14 +91,11 @@ def default_discovery(
 
 
 def _admitted(intent: RetrievalIntent, url: str) -> str | None:
-    """Why ``url``'s host is off the intent's domain lists, or None (an entry covers its
-    subdomains). Checked on the candidate and on every redirect hop."""
+    """Why ``url``'s host is off the intent's domain lists, or None (checked on the
+    candidate and on every redirect hop)."""
     host = _host(url)
-    if intent.deny_domains and _on_list(host, intent.deny_domains):
-        return f"{host} is on the deny list"
-    if intent.allow_domains and not _on_list(host, intent.allow_domains):
-        return f"{host} is not on the allow list"
-    return None
+    tier = domain_tier(host, intent.allow_domains, intent.deny_domains)
+    return (None, f"{host} is not on the allow list", f"{host} is on the deny list")[tier]
 
 
 def _probe(host: str) -> Evidence:

@@ -35,37 +35,16 @@ def label_counts(rows: Iterable[tuple[str, str, int, str]] | pd.DataFrame) -> li
     """Per (config_id, policy, round), a count for each :data:`COUNTED` label.
 
     ``rows``: one ``(config_id, policy, round, label)`` per examined result, ``label`` as in
-    ``feedback.csv``, or a frame of those four columns (counted by code, not row by row: a
-    sweep examines hundreds of thousands of results). Records come config by config, then
+    ``feedback.csv``, or a frame of those four columns. Records come config by config, then
     policy, in the order first met, then by round; a label never given counts 0.
     """
     if isinstance(rows, pd.DataFrame):
-        return _counted(rows)
-    counts: dict[tuple[str, str, int], dict[str, int]] = {}
-    configs: dict[str, int] = {}
-    policies: dict[str, int] = {}
-    for config_id, policy, round_, label in rows:
-        configs.setdefault(config_id, len(configs))
-        policies.setdefault(policy, len(policies))
-        cell = counts.setdefault((config_id, policy, int(round_)), dict.fromkeys(COUNTED, 0))
-        if label not in cell:
-            raise ValueError(_unknown(label))
-        cell[label] += 1
-    order = sorted(counts, key=lambda k: (configs[k[0]], policies[k[1]], k[2]))
-    return [{"config_id": c, "policy": p, "round": r, **counts[(c, p, r)]} for c, p, r in order]
-
-
-def _unknown(label: object) -> str:
-    return f"unknown label {label!r} (valid: {', '.join(COUNTED)})"
-
-
-def _counted(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """:func:`label_counts` of a frame: each column factorized in the order values are first
-    met, cells ordered by (config, policy, round) codes, labels counted with one bincount."""
+        frame = rows
+    else:
+        frame = pd.DataFrame(list(rows), columns=["config_id", "policy", "round", "label"])
     config, config_names = pd.factorize(frame["config_id"])
     policy, policy_names = pd.factorize(frame["policy"])
     label, label_names = pd.factorize(frame["label"])
-    rounds = frame["round"].to_numpy(np.int64)
     for name in label_names:
         if name not in COUNTED:
             raise ValueError(_unknown(name))
@@ -73,6 +52,7 @@ def _counted(frame: pd.DataFrame) -> list[dict[str, Any]]:
         raise ValueError(_unknown(None))
     if not len(frame):
         return []
+    rounds = frame["round"].to_numpy(np.int64)
     # one int64 per row ordered as its (config, policy, round): the distinct rows of the
     # three columns, sorted (np.unique's axis=0 would sort them as records, slowly)
     low = int(rounds.min())
@@ -98,6 +78,10 @@ def _counted(frame: pd.DataFrame) -> list[dict[str, Any]]:
             config_of.tolist(), policy_of.tolist(), round_.tolist(), table, strict=True
         )
     ]
+
+
+def _unknown(label: object) -> str:
+    return f"unknown label {label!r} (valid: {', '.join(COUNTED)})"
 
 
 def _missing(
