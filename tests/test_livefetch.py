@@ -84,12 +84,6 @@ def test_half_life_and_as_of_are_parameters() -> None:
     assert later.freshness(AS_OF) == pytest.approx(0.5)
 
 
-def test_missing_dates_counts_results_without_page_age() -> None:
-    candidates = [_ev(0, "a", page_age=AS_OF), _ev(1, "b"), _ev(2, "c")]
-    assert LiveFetchRanker().missing_dates(candidates) == 2
-    assert LiveFetchRanker().missing_dates([]) == 0
-
-
 # --- T, trust -------------------------------------------------------------------------------
 
 

@@ -323,10 +323,6 @@ class LiveFetchRanker:
             values.append(min(max(value / denominator, 0.0), 1.0) if denominator > 0 else 0.0)
         return values
 
-    def missing_dates(self, candidates: Sequence[Evidence]) -> int:
-        """How many candidates have no ``page_age`` (they score ``neutral_freshness``)."""
-        return sum(1 for item in candidates if item.page_age is None)
-
     # -- ranking
 
     def rank(

@@ -1,25 +1,17 @@
 """One guarded GET for everything that fetches from the web: pages, feeds, Brave's answers.
 
-:func:`get` and :func:`fetch` (through an ``httpx.Client``, from any number of threads)
-follow these rules:
+:func:`get` and :func:`fetch` (through an ``httpx.Client``, from any number of threads):
 
-- every hop, the first URL and each redirect's target, must be an http(s) URL whose host
-  the destination policy admits (:class:`~evidence_bench.web.guard.AddressPolicy`; with a
-  guarded transport it is checked again on the resolved and the connected address) and
-  that ``admit`` accepts (LiveFetch's domain lists); redirects are followed here, at most
-  ``Limits.max_redirects``, so no hop escapes a check;
-- one deadline for the whole request, every hop's connect, headers and body together
-  (``Limits.timeout_s``), not a timeout per read;
-- the body is decoded as it arrives, at most one content coding (``gzip`` or ``deflate``;
-  a stacked ``gzip, gzip`` or an unknown one is refused), and the cap
-  (``Limits.max_bytes``) counts decoded bytes, so no body holds more than the cap in memory,
-  however small its compressed form;
-- ``check`` sees the final answer's status and headers before its body is read
-  (LiveFetch refuses a non-HTML page there, before downloading it).
+- follow redirects themselves, at most ``Limits.max_redirects``, each hop an http(s) URL
+  whose host the destination policy (:class:`~evidence_bench.web.guard.AddressPolicy`) and
+  ``admit`` (LiveFetch's domain lists) accept;
+- keep one deadline for the whole request (``Limits.timeout_s``), not a timeout per read;
+- decode the body as it arrives through at most one content coding (``gzip`` or
+  ``deflate``), the cap (``Limits.max_bytes``) counting decoded bytes;
+- let ``check`` refuse the final answer from its status and headers, before its body.
 
 :func:`fetch` never raises for a URL's trouble: it returns an :class:`Answer` or a
-:class:`~evidence_bench.web.failure.FetchFailure` with its
-:class:`~evidence_bench.web.failure.FailureReason`. httpx's errors are translated here.
+:class:`~evidence_bench.web.failure.FetchFailure`. httpx's errors are translated here.
 """
 
 from __future__ import annotations
