@@ -49,11 +49,7 @@ def _pages(runnable: set[str], needed: str | None = None) -> list[str]:
     return [
         page
         for page, blocks in PAGES.items()
-        if any(
-            b.runs_with(runnable)
-            and (needed is None or needed in b.marks)
-            for b in blocks
-        )
+        if any(b.runs_with(runnable) and (needed is None or needed in b.marks) for b in blocks)
     ]
 
 
