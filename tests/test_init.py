@@ -256,12 +256,12 @@ def test_init_without_the_package_installed_is_one_line_and_writes_nothing(
     a version, and says so in one line, not a traceback."""
     from importlib.metadata import PackageNotFoundError
 
-    from evidence_bench.commands import init
+    from evidence_bench import _resources
 
     def not_installed(name: str) -> str:
         raise PackageNotFoundError(name)
 
-    monkeypatch.setattr(init, "version", not_installed)
+    monkeypatch.setattr(_resources, "version", not_installed)
     with pytest.raises(SystemExit) as caught:
         main(["init", str(tmp_path / "proj")])
     err = capsys.readouterr().err

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 
+from evidence_bench._resources import distribution_version
 from evidence_bench.commands._common import PROG, asks_help, fail
 
 __all__ = ["STARTER", "init_command", "write_starter"]
@@ -64,13 +64,12 @@ def write_starter(target: Path) -> list[str]:
             f"{target} is not empty: init writes a starter project only into an empty or new "
             "directory"
         )
-    try:
-        pinned = version("evidence_bench")
-    except PackageNotFoundError:
+    pinned = distribution_version()
+    if pinned == "unknown":
         raise ConfigurationError(
             "evidence_bench is not installed (no package metadata), so the starter cannot pin "
             "its version: install it (pip install -e . in a checkout) and run init again"
-        ) from None
+        )
     templates = files("evidence_bench").joinpath("commands", "starter")
     created = not target.exists()
     moved: list[Path] = []

@@ -1,8 +1,8 @@
 """``check --min-judged SHARE [--strict]``: a gated cell whose ranking is mostly unjudged.
 
 A cell's ``Judged@10`` is the mean share of its ranking's top 10 that the run's qrels judge
-(:func:`evidence_bench.evaluation.incomplete.judged_cells`, over ``runs.parquet``'s full
-lists). Below ``SHARE`` it is a warning naming the cell; with ``--strict`` the cell FAILs.
+(:func:`evidence_bench.runs.data.judged_at`). Below ``SHARE`` it is a warning naming the
+cell; with ``--strict`` the cell FAILs.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evidence_bench.errors import DataError
-from evidence_bench.evaluation.incomplete import judged_cells
 from evidence_bench.gate._compare import Check, Role
-from evidence_bench.runs.store import read_tables, trec_qrels
+from evidence_bench.runs.data import judged_at
 
 __all__ = ["apply_min_judged"]
 
@@ -25,10 +24,9 @@ def apply_min_judged(
     """The checks with their Judged@10 (gated ones), refused below ``share`` when
     ``strict``; and a warning line for each gated cell below it."""
     try:
-        tables = read_tables(run_dir, only=("runs", "rankings", "trec_qrels"))
+        cells = judged_at(run_dir)
     except DataError as exc:
         raise DataError(f"--min-judged needs the run's rankings: {exc}") from exc
-    cells = judged_cells(tables.runs, tables.rankings, trec_qrels(tables), 10)
     out: list[Check] = []
     notes: list[str] = []
     for check in checks:

@@ -23,7 +23,6 @@ import pandas as pd
 from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
 from evidence_bench.report.evidence import evidence_table
-from evidence_bench.report.judged import judged_by_cell
 from evidence_bench.report.labels import labels_view
 from evidence_bench.report.numbers import MAX_EPISODES, MINUS, missing
 from evidence_bench.report.tables import (
@@ -42,6 +41,7 @@ from evidence_bench.report.validity import validity_view
 from evidence_bench.runs.data import (
     RunData,
     gather_multirun,
+    judged_by_cell,
     load_documents,
     load_episodes,
     load_run,

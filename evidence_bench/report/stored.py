@@ -43,6 +43,7 @@ from markupsafe import Markup
 from evidence_bench._atomic import write_atomic
 from evidence_bench._resources import distribution_version
 from evidence_bench.errors import WriteError
+from evidence_bench.runs.checksums import file_sha256
 
 __all__ = ["FILE", "FORMAT", "analysis_key", "load_context", "store_context", "store_quietly"]
 
@@ -169,8 +170,7 @@ def _inputs(run_dir: Path) -> dict[str, str]:
     for name in sorted(names):
         if name in _NOT_READ or name.startswith(".") or _EXPORTED.get(name) in names:
             continue
-        with names[name].open("rb") as handle:
-            found[name] = hashlib.file_digest(handle, "sha256").hexdigest()
+        found[name] = file_sha256(names[name])
     return found
 
 

@@ -16,20 +16,21 @@ from typing import Any
 
 from evidence_bench.errors import DataError
 
-__all__ = ["MANIFEST_KEY", "check_tables", "table_checksums"]
+__all__ = ["MANIFEST_KEY", "check_tables", "file_sha256", "table_checksums"]
 
 #: The manifest's entry: table file name -> SHA-256 hex digest.
 MANIFEST_KEY = "tables"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file ``path``'s bytes, as hex."""
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def table_checksums(run_dir: Path) -> dict[str, str]:
     """Each ``*.parquet`` file of ``run_dir`` and its SHA-256, by name."""
-    return {path.name: _sha256(path) for path in sorted(run_dir.glob("*.parquet"))}
+    return {path.name: file_sha256(path) for path in sorted(run_dir.glob("*.parquet"))}
 
 
 def check_tables(run_dir: Path, manifest: Mapping[str, Any]) -> str:
@@ -48,7 +49,7 @@ def check_tables(run_dir: Path, manifest: Mapping[str, Any]) -> str:
         path = run_dir / str(name)
         if Path(str(name)).name != name or not path.is_file():
             raise DataError(f"{run_dir}: table {name} is missing (its manifest lists it)")
-        if _sha256(path) != digest:
+        if file_sha256(path) != digest:
             raise DataError(
                 f"{run_dir}: table {name} is not the one the run wrote (its SHA-256 differs "
                 "from the manifest's: swapped or edited since); run it again"

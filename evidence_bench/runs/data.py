@@ -21,6 +21,7 @@ import pandas as pd
 import yaml
 
 from evidence_bench.errors import DataError
+from evidence_bench.evaluation.incomplete import judged_cells
 from evidence_bench.protocol.stages import STAGES
 from evidence_bench.runs.checksums import check_tables
 from evidence_bench.runs.store import (
@@ -30,16 +31,20 @@ from evidence_bench.runs.store import (
     episode_records,
     read_table,
     read_tables,
+    trec_qrels,
 )
 from evidence_bench.seeding import derived_seed
 
 __all__ = [
     "FIXED_KEYS",
+    "JUDGED_AT",
     "PER_QUERY_COLUMNS",
     "RunData",
     "Settings",
     "Source",
     "gather_multirun",
+    "judged_at",
+    "judged_by_cell",
     "load_documents",
     "load_episodes",
     "load_run",
@@ -562,6 +567,37 @@ def _episodes(
     if queries is not None:
         rows &= episodes["query_id"].isin(queries)
     yield from episode_records(tables, episodes[rows])
+
+
+#: The cutoff of the ``Judged@k`` shown beside each gain and checked by ``check
+#: --min-judged``: the depth the primary measures read.
+JUDGED_AT = 10
+Cell = tuple[str, str, int, str]
+
+
+def judged_at(run_dir: Path, tables: RunTables | None = None) -> dict[Cell, float]:
+    """(config_id, policy, round, stage) -> the mean ``Judged@10`` of the run's rankings
+    (``runs.parquet``'s full lists, against its qrels): how much of what a gain was measured
+    on is judged (an unjudged result counts as irrelevant,
+    :mod:`evidence_bench.evaluation.incomplete`). ``tables``: the run's tables just
+    computed, else they are read from ``run_dir``; a run without them is a DataError."""
+    if tables is None:
+        tables = read_tables(run_dir, only=("runs", "rankings", "trec_qrels"))
+    return judged_cells(tables.runs, tables.rankings, trec_qrels(tables), JUDGED_AT)
+
+
+def judged_by_cell(data: RunData) -> dict[Cell, float]:
+    """:func:`judged_at` of every run merged into ``data``, its config ids prefixed as the
+    report's; a run without its TREC runs (written before them, or exported CSVs) gives none."""
+    cells: dict[Cell, float] = {}
+    for source in data.sources:
+        try:
+            found = judged_at(source.path, data.tables if len(data.sources) == 1 else None)
+        except DataError:
+            continue
+        for (cid, policy, round_, stage), value in found.items():
+            cells[source.config_prefix + cid, policy, round_, stage] = value
+    return cells
 
 
 def load_documents(data: RunData, doc_ids: Iterable[str]) -> dict[str, dict[str, str]]:
