@@ -25,7 +25,7 @@ import numpy as np
 
 from evidence_bench.engine.evidence_mode import EvidenceMode, PageSource, reading_copies
 from evidence_bench.engine.ranking import PoolMatrix, TfidfRocchioRanker, pool_matrix, weighted
-from evidence_bench.engine.text import Analyzer
+from evidence_bench.engine.text import Analyzer, term_counts
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, dedupe
 
@@ -43,23 +43,24 @@ Reader = Callable[[Evidence], str]
 
 @dataclass(frozen=True, slots=True)
 class DocumentFrequencies:
-    """How many documents of a sample hold each term, the sample's size and its keys."""
+    """How many documents of a sample hold each term (by its number in the analyzer's
+    :func:`~evidence_bench.engine.text.lexicon`), the sample's size and its keys."""
 
     n: int
-    df: Mapping[str, int]
+    df: Mapping[int, int]
     keys: frozenset[str]
 
-    def idf(self, terms: Iterable[tuple[str, Sequence[str]]]) -> dict[str, float]:
-        """The smoothed idf of every term of ``terms`` ((key, terms) per candidate) over the
-        sample plus the candidates it does not hold, ``ln((N + 1) / (df + 1)) + 1``."""
-        extra: Counter[str] = Counter()
+    def idf(self, terms: Iterable[tuple[str, Sequence[int]]]) -> dict[int, float]:
+        """The smoothed idf of every term of ``terms`` ((key, distinct terms) per candidate)
+        over the sample plus the candidates it does not hold, ``ln((N + 1) / (df + 1)) + 1``."""
+        extra: Counter[int] = Counter()
         n = self.n
-        seen: list[Sequence[str]] = []
+        seen: list[Sequence[int]] = []
         for key, words in terms:
             seen.append(words)
             if key not in self.keys:
                 n += 1
-                extra.update(set(words))
+                extra.update(words)
         df = self.df
         return {
             term: math.log((n + 1) / (df.get(term, 0) + extra[term] + 1)) + 1.0
@@ -92,9 +93,9 @@ class Background:
         with self._lock:
             found = self._cache.get(key)
         if found is None:
-            df: Counter[str] = Counter()
+            df: Counter[int] = Counter()
             for item in reading_copies(self.items, mode, self.pages):
-                df.update(set(analyzer(reader(item))))
+                df.update(term_counts(analyzer, reader(item))[0].tolist())
             found = DocumentFrequencies(
                 len(self.items), dict(df), frozenset(item.key for item in self.items)
             )
@@ -145,12 +146,12 @@ def _matrix(
     with idf over the background and the candidates."""
     matrix = pool_matrix(analyzer, tuple(text for _, text in keyed))
     frequencies = background.frequencies(analyzer, mode, _text)
-    spelled, numbers = matrix.lexicon.spelled, matrix.numbers.tolist()
+    numbers = matrix.numbers.tolist()
     idf = frequencies.idf(
-        (key, [spelled[numbers[column]] for column in columns])
+        (key, [numbers[column] for column in columns])
         for (key, _), columns in zip(keyed, matrix.document_columns, strict=True)
     )
-    return weighted(matrix, np.array([idf[spelled[number]] for number in numbers]))
+    return weighted(matrix, np.array([idf[number] for number in numbers]))
 
 
 @dataclass(frozen=True)

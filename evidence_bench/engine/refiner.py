@@ -157,33 +157,25 @@ class LexicalRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[tuple[str, float]]:
         """:meth:`term_scores` with the background sample's idf."""
-        texts = [document_text(item) for item in candidates]
-        positive: dict[str, int] = {}
-        negative: dict[str, int] = {}
-        spelled = lexicon(self.analyzer).spelled
-        for item, text in zip(candidates, texts, strict=True):
+        positive: dict[int, int] = {}
+        negative: dict[int, int] = {}
+        counted: list[tuple[str, list[int]]] = []
+        for item in candidates:
+            numbers, tf = term_counts(self.analyzer, document_text(item)).tolist()
+            counted.append((item.key, numbers))
             label = feedback.get(item.key)
-            if label is None:
+            if label is None or POLARITY[label] == 0:
                 continue
-            polarity = POLARITY[label]
-            if polarity == 0:
-                continue
-            summed = positive if polarity > 0 else negative
-            get = summed.get
-            numbers, tf = term_counts(self.analyzer, text).tolist()
+            summed = positive if POLARITY[label] > 0 else negative
             for number, count in zip(numbers, tf, strict=True):
-                term = spelled[number]
-                summed[term] = get(term, 0) + count
-        against = negative.get
-        excluded = set(self.analyzer(query))
+                summed[number] = summed.get(number, 0) + count
         frequencies = self.background.frequencies(self.analyzer, self.mode, document_text)
-        idf = frequencies.idf(
-            (item.key, self.analyzer(text)) for item, text in zip(candidates, texts, strict=True)
-        )
+        idf = frequencies.idf(counted)
+        spelled, excluded = lexicon(self.analyzer).spelled, _query_terms(self.analyzer, query)
         scored = [
-            (term, tf * idf[term])
-            for term, tf in positive.items()
-            if term not in excluded and against(term, 0) < tf
+            (spelled[number], tf * idf[number])
+            for number, tf in positive.items()
+            if spelled[number] not in excluded and negative.get(number, 0) < tf
         ]
         scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
         return scored
