@@ -37,7 +37,7 @@ PLACEHOLDER = re.compile(
     r"(?<![=$\w])[A-Z][A-Z_]{2,}\b(?!=)|(?<![.\w])\[[a-z ]+\]|(?<!\S)\.\.\.(?!\S)"
 )
 #: a sample's first lines; longer output is cut, and "..." says so
-SAMPLE_LINES = 12
+SAMPLE_LINES = 16
 
 
 def _blocks(*marks: str) -> list[Block]:
