@@ -16,7 +16,7 @@ import importlib
 import math
 import os
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.errors import ConfigurationError
 
 __all__ = ["DENSE_MODELS", "DenseEmbedder", "Embedder", "LsaEmbedder", "Matrix"]
@@ -108,15 +108,16 @@ class LsaEmbedder:
 
     def tfidf(self, texts: Sequence[str]) -> Matrix:
         """The L2-normalized TF-IDF document-term matrix, terms in alphabetical order."""
-        counts = [Counter(self.analyzer(text)) for text in texts]
-        vocabulary = sorted(set().union(*counts))
-        column = {term: j for j, term in enumerate(vocabulary)}
+        counts = [term_counts(self.analyzer, text).tolist() for text in texts]
+        spelled = lexicon(self.analyzer).spelled
+        vocabulary = sorted({n for numbers, _ in counts for n in numbers}, key=spelled.__getitem__)
+        column = {number: j for j, number in enumerate(vocabulary)}
         matrix = np.zeros((len(texts), len(vocabulary)))
         df = np.zeros(len(vocabulary))
-        for i, pairs in enumerate(counts):
-            for term, tf in pairs.items():
-                matrix[i, column[term]] = 1.0 + math.log(tf)
-                df[column[term]] += 1.0
+        for i, (numbers, tfs) in enumerate(counts):
+            for number, tf in zip(numbers, tfs, strict=True):
+                matrix[i, column[number]] = 1.0 + math.log(tf)
+                df[column[number]] += 1.0
         if not vocabulary:
             return matrix
         n = len(texts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -16,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 from evidence_bench.engine.base import Feedback
-from evidence_bench.engine.params import require_weights, scale_free
+from evidence_bench.engine.params import TIE_DIGITS, require_weights, scale_free
 from evidence_bench.engine.ranking import marked_positions
-from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.engine.text import Analyzer, term_counts, tokenize
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence, renumber
 
@@ -35,11 +34,7 @@ DEFAULT_TRUST: tuple[tuple[str, float], ...] = (
     ("go.jp", 0.9), ("gc.ca", 0.9), ("ac.nz", 0.85), ("govt.nz", 0.9),
 )  # fmt: skip
 
-# Scores are rounded before comparison so that equal scores still tie (as in ranking.py).
-_TIE_DIGITS = 12
 _SECONDS_PER_DAY = 86400.0
-
-_Vector = dict[str, float]
 
 
 class ScoreRow(TypedDict):
@@ -116,10 +111,11 @@ def _clean_domain(entry: str) -> str:
 # --- text similarity and relevance ---------------------------------------------------------
 
 
-def _unit(analyzer: Analyzer, text: str) -> _Vector:
-    counts = Counter(analyzer(text))
-    norm = math.sqrt(sum(tf * tf for tf in counts.values()))
-    return {term: tf / norm for term, tf in counts.items()} if norm else {}
+def _unit(analyzer: Analyzer, text: str) -> dict[int, float]:
+    """``text``'s raw term counts (:func:`term_counts`, by term number), L2-normalized."""
+    numbers, counts = term_counts(analyzer, text).tolist()
+    norm = math.sqrt(sum(tf * tf for tf in counts))
+    return {term: tf / norm for term, tf in zip(numbers, counts, strict=True)} if norm else {}
 
 
 @functools.lru_cache(maxsize=512)
@@ -366,7 +362,7 @@ class LiveFetchRanker:
                 remaining,
                 key=lambda i: (
                     tiers[i],
-                    -round(base[i] - self.w_dup * redundancy[i], _TIE_DIGITS),
+                    -round(base[i] - self.w_dup * redundancy[i], TIE_DIGITS),
                     i,
                 ),
             )

@@ -14,7 +14,14 @@ from collections.abc import Hashable
 
 from evidence_bench.errors import ConfigurationError
 
-__all__ = ["RATIO_DIGITS", "part_key", "require_count", "require_weights", "scale_free"]
+__all__ = [
+    "RATIO_DIGITS", "TIE_DIGITS", "part_key", "require_count", "require_weights", "scale_free",
+]  # fmt: skip
+
+#: Scores and weights are rounded to this many decimals before they are ordered, so values
+#: equal in exact arithmetic but apart in the last bits (summation order) still tie, and the
+#: tie falls back to a fixed order (the candidates', or the alphabet).
+TIE_DIGITS = 12
 
 
 def require_weights(owner: object, *names: str) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evidence_bench.engine.base import POLARITY, Feedback
-from evidence_bench.engine.params import require_weights, scale_free
+from evidence_bench.engine.params import TIE_DIGITS, require_weights, scale_free
 from evidence_bench.engine.text import Analyzer, Lexicon, lexicon, term_counts, tokenize
 from evidence_bench.evidence import Evidence, renumber
 
@@ -33,13 +33,9 @@ __all__ = [
 
 _Vector = dict[str, float]
 
-# Scores are rounded before sorting so that documents whose scores are equal in exact
-# arithmetic, but differ in the last bits from summation order, still tie and keep the
-# candidates' order.
-_TIE_DIGITS = 12
 # Two scores further apart than this never round to one 12-digit value (each moves by at
 # most half of 1e-12), so only closer pairs need Python's round to order them.
-_TIE_GAP = 1.5 * 10.0**-_TIE_DIGITS
+_TIE_GAP = 1.5 * 10.0**-TIE_DIGITS
 # pool_orders: an order read from approximate scores is taken only where consecutive scores
 # are this far apart (see its docstring for why that makes it the exact order), ...
 _SAFE_GAP = 1e-10
@@ -631,5 +627,5 @@ def order_many(scores: npt.NDArray[np.float64]) -> list[list[int]]:
     result: list[list[int]] = orders.tolist()
     for row in np.flatnonzero(close):
         values = scores[row].tolist()
-        result[row] = sorted(range(len(values)), key=lambda i: (-round(values[i], _TIE_DIGITS), i))
+        result[row] = sorted(range(len(values)), key=lambda i: (-round(values[i], TIE_DIGITS), i))
     return result

@@ -17,7 +17,7 @@ import numpy as np
 
 from evidence_bench.engine.base import POLARITY, Feedback, RefinedQuery, Refiner
 from evidence_bench.engine.evidence_mode import EvidenceMode
-from evidence_bench.engine.params import part_key, require_count
+from evidence_bench.engine.params import TIE_DIGITS, part_key, require_count
 from evidence_bench.engine.ranking import PoolMatrix, marked_positions, pool_matrix
 from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.evidence import MAX_QUERY_CHARS, MAX_QUERY_WORDS, Evidence
@@ -26,10 +26,6 @@ __all__ = [
     "ExpansionDepth", "LexicalRefiner", "document_text", "fit_terms", "positive_counts",
     "surface_form",
 ]  # fmt: skip
-
-# Term scores are rounded before ordering so that equal scores computed along different
-# float paths still tie and fall back to the alphabetical order.
-_TIE_DIGITS = 12
 
 
 def document_text(item: Evidence) -> str:
@@ -177,7 +173,7 @@ class LexicalRefiner:
             for number, tf in positive.items()
             if spelled[number] not in excluded and negative.get(number, 0) < tf
         ]
-        scored.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+        scored.sort(key=lambda pair: (-round(pair[1], TIE_DIGITS), pair[0]))
         return scored
 
 
@@ -246,7 +242,7 @@ def _by_score(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
     ranked = sorted((-score, term) for term, score in scored)
     for (high, _), (low, _) in itertools.pairwise(ranked):
         if 0.0 < low - high < _NEAR or abs(high) >= 1e3:
-            return sorted(scored, key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+            return sorted(scored, key=lambda pair: (-round(pair[1], TIE_DIGITS), pair[0]))
     return [(term, -score) for score, term in ranked]
 
 

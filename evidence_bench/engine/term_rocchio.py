@@ -9,21 +9,18 @@ vetoing it. The weights travel with the refined query for the report.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
-from evidence_bench.engine.params import require_count, require_weights
+from evidence_bench.engine.params import TIE_DIGITS, require_count, require_weights
 from evidence_bench.engine.refiner import document_text, fit_terms, positive_counts, surface_form
-from evidence_bench.engine.text import Analyzer, tokenize
+from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.evidence import Evidence
 
 __all__ = ["REPORTED_WEIGHTS", "TermRefinedQuery", "TermRocchioRefiner"]
 
-# Weights are rounded before ordering so that equal weights computed along different float
-# paths still tie and fall back to the alphabetical order.
-_TIE_DIGITS = 12
 #: How many (term, weight) pairs a :class:`TermRefinedQuery` keeps for the report.
 REPORTED_WEIGHTS = 20
 
@@ -40,8 +37,13 @@ class TermRefinedQuery(RefinedQuery):
     weights: tuple[tuple[str, float], ...] = ()
 
 
-def _mean(counters: Sequence[Counter[str]]) -> dict[str, float]:
-    total: Counter[str] = Counter()
+def _counts(analyzer: Analyzer, text: str) -> dict[int, int]:
+    """``text``'s raw term counts by term number (:func:`term_counts`)."""
+    return dict(zip(*term_counts(analyzer, text).tolist(), strict=True))
+
+
+def _mean(counters: Sequence[Mapping[int, int]]) -> dict[int, float]:
+    total: Counter[int] = Counter()
     for counts in counters:
         total.update(counts)
     return {term: count / len(counters) for term, count in total.items()}
@@ -124,24 +126,23 @@ class TermRocchioRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> dict[str, float]:
         """w(t) > 0 for every term, heaviest first, ties alphabetical (query terms too)."""
-        pull: list[Counter[str]] = []
-        push: list[Counter[str]] = []
+        pull: list[dict[int, int]] = []
+        push: list[dict[int, int]] = []
         for item in candidates:
             label = feedback.get(item.key)
             if label is None or label.polarity == 0:
                 continue
-            counts = Counter(self.analyzer(document_text(item)))
+            counts = _counts(self.analyzer, document_text(item))
             (pull if label.polarity > 0 else push).append(counts)
         # Rocchio (1971): w(t) = q(t) + beta * mean(pull)(t) - gamma * mean(push)(t).
-        weight: dict[str, float] = {
-            term: float(count) for term, count in Counter(self.analyzer(query)).items()
-        }
+        weight = {term: float(count) for term, count in _counts(self.analyzer, query).items()}
         for counters, coefficient in ((pull, self.beta), (push, -self.gamma)):
             if not counters:
                 continue
             for term, mean in _mean(counters).items():
                 weight[term] = weight.get(term, 0.0) + coefficient * mean
         # Clamp and drop on the rounded weight: 0.75 * 0.2 - 0.15 * 1.0 is 2.8e-17, not 0.
-        kept = [(term, value) for term, value in weight.items() if round(value, _TIE_DIGITS) > 0]
-        kept.sort(key=lambda pair: (-round(pair[1], _TIE_DIGITS), pair[0]))
+        spelled = lexicon(self.analyzer).spelled
+        kept = [(spelled[t], value) for t, value in weight.items() if round(value, TIE_DIGITS) > 0]
+        kept.sort(key=lambda pair: (-round(pair[1], TIE_DIGITS), pair[0]))
         return dict(kept)

@@ -17,16 +17,11 @@ import numpy as np
 
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.embedding import Embedder, LsaEmbedder, Matrix
-from evidence_bench.engine.params import require_weights, scale_free
+from evidence_bench.engine.params import TIE_DIGITS, require_weights, scale_free
 from evidence_bench.errors import ConfigurationError, FeedbackError
 from evidence_bench.evidence import Evidence, renumber
 
 __all__ = ["VectorRocchioRanker"]
-
-# Scores are rounded before sorting so that documents whose scores are equal in exact
-# arithmetic, but differ in the last bits from summation order, still tie and keep the
-# candidates' order (as in the TF-IDF ranker).
-_TIE_DIGITS = 12
 
 
 def _check(embedder: Embedder, texts: tuple[str, ...], matrix: Matrix) -> Matrix:
@@ -114,7 +109,7 @@ class VectorRocchioRanker:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[Evidence]:
         """The candidates sorted by :meth:`score`, descending; rank renumbered 1..n."""
-        scores = np.round(self.score(query, candidates, feedback), _TIE_DIGITS)
+        scores = np.round(self.score(query, candidates, feedback), TIE_DIGITS)
         order = np.argsort(-scores, kind="stable")
         return renumber(candidates[int(i)] for i in order)
 
