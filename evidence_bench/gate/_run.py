@@ -21,6 +21,7 @@ import yaml
 
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
+from evidence_bench.runs.data import reads_csv
 from evidence_bench.runs.store import PER_QUERY_COLUMNS, SUMMARY_KEYS, read_table
 
 __all__ = ["KEYS", "Cell", "CellFacts", "RunFacts", "describe", "read_run", "read_text"]
@@ -75,9 +76,9 @@ class RunFacts:
             cell = _cell(key)
             if cell in wanted:
                 found[cell] = dict(zip(group["query_id"], group["value"], strict=True))
-        parquet = (self.path / "scores.parquet").is_file()
-        where = self.path / ("scores.parquet" if parquet else "per_query.csv")
-        summary = "summary.parquet" if parquet else "summary.csv"
+        as_csv = reads_csv(self.path)
+        where = self.path / ("per_query.csv" if as_csv else "scores.parquet")
+        summary = "summary.csv" if as_csv else "summary.parquet"
         for cell in cells:
             facts, values = self.cells[cell], found[cell]
             if len(values) != facts.n:
@@ -100,10 +101,7 @@ def read_run(run_dir: Path) -> RunFacts:
     configs.csv and config.yaml of ``run_dir``."""
     if not run_dir.is_dir():
         raise DataError(f"{run_dir}: not a run directory (no such directory)")
-    # a directory holding the CSVs (written by hand, exported, or from before Parquet) is
-    # read from them
-    csvs = (run_dir / "summary.csv").exists() or (run_dir / "per_query.csv").exists()
-    parquet = (run_dir / "summary.parquet").is_file() or not csvs
+    parquet = not reads_csv(run_dir)
     cells = _summary(*_read(run_dir, "summary", parquet))
     manifest = _manifest(run_dir / "manifest.json")
     configs = _table(run_dir / "configs.csv", ("config_id", "label"), ("config_id",))
@@ -236,9 +234,8 @@ _REQUIRED = {"summary": ((*KEYS, "n", "mean"), _TEXT_KEYS)}
 
 def _read(run_dir: Path, name: str, parquet: bool) -> tuple[pd.DataFrame, Path]:
     """``name`` (summary, scores or per_query) as a frame of text, indexed by line (CSV)
-    or row (Parquet), and its path. Runs write ``summary.parquet`` and ``scores.parquet``;
-    a directory holding ``summary.csv`` instead (written by hand, or exported) is read
-    from its CSVs."""
+    or row (Parquet), and its path (the CSV when ``parquet`` is false:
+    :func:`~evidence_bench.runs.data.reads_csv`)."""
     required, names = _REQUIRED.get(name, (PER_QUERY_COLUMNS, (*_TEXT_KEYS, "query_id")))
     if not parquet:
         path = run_dir / f"{name}.csv"

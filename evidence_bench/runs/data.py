@@ -53,6 +53,7 @@ __all__ = [
     "numbered_jsonl",
     "read_csv",
     "read_jsonl",
+    "reads_csv",
 ]
 
 #: a fixed cell's key: its summary row's
@@ -211,10 +212,19 @@ def _ordered(values: Iterable[str], preferred: Sequence[str]) -> tuple[str, ...]
     return tuple([v for v in preferred if v in seen] + [v for v in seen if v not in preferred])
 
 
+def reads_csv(run_dir: Path) -> bool:
+    """Whether every reader takes ``run_dir``'s scores and summary from ``per_query.csv``
+    and ``summary.csv`` (a run directory written by hand, or from before Parquet): it has
+    neither ``scores.parquet`` nor ``summary.parquet``, and one of the CSVs. The CSVs an
+    export writes beside the Parquet tables are not read."""
+    if (run_dir / "scores.parquet").is_file() or (run_dir / "summary.parquet").is_file():
+        return False
+    return (run_dir / "per_query.csv").exists() or (run_dir / "summary.csv").exists()
+
+
 def _scores(run_dir: Path) -> pd.DataFrame:
-    """The per-query values: ``scores.parquet``, else ``per_query.csv`` (a run directory
-    written by hand or exported, or from before Parquet)."""
-    if (run_dir / "scores.parquet").is_file() or not (run_dir / "per_query.csv").is_file():
+    """The per-query values: ``scores.parquet``, or ``per_query.csv`` (:func:`reads_csv`)."""
+    if not reads_csv(run_dir):
         return read_table(run_dir, "scores")
     return read_csv(run_dir / "per_query.csv", PER_QUERY_COLUMNS, dtype=_PER_QUERY_READ)
 
@@ -258,7 +268,7 @@ def load_run(run_dir: Path, *, tables: RunTables | None = None) -> RunData:
             f"{', '.join(sorted(dangling))} that are not in configs.csv"
         )
     per_query = tables.scores if tables is not None else _scores(run_dir)
-    scores = "scores.parquet" if (run_dir / "scores.parquet").is_file() else "per_query.csv"
+    scores = "per_query.csv" if reads_csv(run_dir) else "scores.parquet"
     # every reader pairs and groups by these keys: a row without one is refused here, once
     blank = [c for c in PER_QUERY_COLUMNS[:-1] if per_query[c].isna().any()]
     if blank:
