@@ -24,7 +24,7 @@ from evidence_bench.evidence import Evidence, renumber
 if TYPE_CHECKING:
     import tldextract
 
-__all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow", "domain_tier"]
+__all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow", "domain_list", "domain_tier"]
 
 #: Public suffix (or registered domain) -> trust prior in [0, 1]. Judgment, not learned:
 #: government, education and international bodies above the 0.5 default, .org a little.
@@ -106,6 +106,17 @@ def domain_tier(host: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> int
 
 def _clean_domain(entry: str) -> str:
     return entry.strip().lower().strip(".")
+
+
+def domain_list(name: str, entries: str | Iterable[str]) -> tuple[str, ...]:
+    """``entries`` (one domain or several) lowercased, without outer dots; an empty one is
+    a ConfigurationError naming ``name``."""
+    cleaned = tuple(
+        _clean_domain(str(entry)) for entry in ([entries] if isinstance(entries, str) else entries)
+    )
+    if not all(cleaned):
+        raise ConfigurationError(f"{name} holds an empty domain: {cleaned!r}")
+    return cleaned
 
 
 # --- text similarity and relevance ---------------------------------------------------------
@@ -254,10 +265,7 @@ class LiveFetchRanker:
             table[key] = float(prior)
         object.__setattr__(self, "trust", tuple(table.items()))
         for param in ("allow_domains", "deny_domains"):
-            entries = tuple(_clean_domain(str(entry)) for entry in getattr(self, param))
-            if not all(entries):
-                raise ConfigurationError(f"{param} holds an empty domain: {entries!r}")
-            object.__setattr__(self, param, entries)
+            object.__setattr__(self, param, domain_list(param, getattr(self, param)))
 
     def effective_params(self) -> dict[str, Any]:
         """Every setting, (alpha, beta, gamma) in canonical form: rankers with equal

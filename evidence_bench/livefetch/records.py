@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from evidence_bench.engine.livefetch import domain_list
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 from evidence_bench.web.failure import FailureReason, FetchFailure
@@ -77,12 +78,7 @@ class RetrievalIntent:
                 f"RetrievalIntent.freshness_days must be > 0 or None, got {days!r}"
             )
         for name in ("allow_domains", "deny_domains"):
-            raw = getattr(self, name)
-            if isinstance(raw, str):
-                raw = (raw,)
-            entries = tuple(str(entry).strip().lower().strip(".") for entry in raw)
-            if not all(entries):
-                raise ConfigurationError(f"RetrievalIntent.{name} holds an empty domain")
+            entries = domain_list(f"RetrievalIntent.{name}", getattr(self, name))
             object.__setattr__(self, name, entries)
 
 
