@@ -27,6 +27,7 @@ from markupsafe import Markup
 
 from evidence_bench.report.environment import report_environment
 from evidence_bench.report.numbers import MINUS as _MINUS
+from evidence_bench.report.numbers import signed
 
 __all__ = [
     "budget_chart",
@@ -474,7 +475,7 @@ def heatmap_chart(
                        stroke_width=2.5)  # fmt: skip
             if not math.isfinite(delta):
                 continue
-            text = f"{delta:+.3f}".replace("-", _MINUS) + ("*" if record["significant"] else "")
+            text = signed(delta) + ("*" if record["significant"] else "")
             if alias_of:
                 text += f"\n= {alias_of}"
             dark = abs(delta) > 0.6 * limit
