@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytrec_eval
 
 from evidence_bench.collections.beir import load_collection
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.evaluation.incomplete import bpref, judged_at, mean_judged
+from evidence_bench.evaluation.incomplete import bpref, judged_at, judged_cells, mean_judged
 from evidence_bench.evaluation.measures import (
     evaluate,
     evaluate_grades,
@@ -150,3 +151,45 @@ def test_mean_judged() -> None:
     runs = {"1": ["a", "x"], "2": ["y", "z"]}
     assert mean_judged(runs, qrels, 2) == pytest.approx((1 / 2 + 0) / 2)
     assert mean_judged(runs, qrels, 2, queries=["1", "3"]) == pytest.approx(0.25)
+
+
+class _Coded:
+    """Rankings held as codes, as a run's tables hold them (CodedRankings)."""
+
+    def __init__(self, rankings: list[list[str]]) -> None:
+        self.keys = sorted({key for ranking in rankings for key in ranking})
+        self.rankings = rankings
+
+    def coded(self) -> tuple[list[str], Any, Any]:
+        import numpy as np
+
+        codes = [self.keys.index(key) for ranking in self.rankings for key in ranking]
+        offsets = np.cumsum([0, *(len(r) for r in self.rankings)])
+        return self.keys, np.array(codes, dtype=np.int32), offsets.astype(np.int64)
+
+
+@pytest.mark.parametrize("coded", [False, True])
+def test_judged_cells_average_each_cells_queries(coded: bool) -> None:
+    import pandas as pd
+
+    rankings = [["a", "x", "b"], ["y", "c"], ["a", "b", "c"]]
+    qrels = {"1": {"a": 1, "b": 0}, "2": {"c": 0}}
+    runs = pd.DataFrame(
+        {
+            "config_id": pd.Categorical(["c1", "c1", "c0", "c0", "c0"]),
+            "policy": ["oracle"] * 5,
+            "round": [1, 1, 1, 1, 0],
+            "stage": ["rerank"] * 5,
+            "query_id": ["1", "2", "1", "2", "2"],
+            "ranking": [0, 1, 2, 2, 0],
+        }
+    )
+    found = judged_cells(runs, _Coded(rankings) if coded else rankings, qrels, k=2)
+    # Judged@2: c1 round 1: q1 [a, x] 1/2, q2 [y, c] 1/2; c0 round 1: q1 [a, b] 2/2, q2 [a, b]
+    # 0/2; c0 round 0: q2 [a, x] 0/2; the cells as the rows first name them
+    assert list(found.items()) == [
+        (("c1", "oracle", 1, "rerank"), 0.5),
+        (("c0", "oracle", 1, "rerank"), 0.5),
+        (("c0", "oracle", 0, "rerank"), 0.0),
+    ]
+    assert judged_cells(runs.iloc[:0], rankings, qrels) == {}

@@ -18,13 +18,20 @@ three do not:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from evidence_bench._lazy import module
 
 if TYPE_CHECKING:
     import pandas as pd
+else:
+    pd = module("pandas")
 
 
-__all__ = ["bpref", "condensed", "judged_at", "judged_cells", "mean_judged"]
+__all__ = ["CodedRankings", "bpref", "condensed", "judged_at", "judged_cells", "mean_judged"]
 
 
 def judged_at(ranking: Sequence[str], grades: Mapping[str, int], k: int) -> float:
@@ -78,18 +85,73 @@ def judged_cells(
 ) -> dict[tuple[str, str, int, str], float]:
     """Mean ``Judged@k`` of each (config_id, policy, round, stage) of a run's TREC runs
     (``runs.parquet``: those keys, ``query_id`` and a ``ranking`` id into ``rankings``; full
-    mode, keyed by canonical URL as ``qrels``), over the queries each ranked."""
-    sums: dict[tuple[str, str, int, str], list[float]] = {}
-    columns = ("config_id", "policy", "round", "stage", "query_id", "ranking")
-    memo: dict[tuple[int, str], float] = {}
-    for cid, policy, round_, stage, qid, ranking in zip(
-        *(runs[c].tolist() for c in columns), strict=True
-    ):
-        at = (int(ranking), str(qid))
-        value = memo.get(at)
-        if value is None:
-            value = memo[at] = judged_at(rankings[at[0]], qrels.get(at[1], {}), k)
-        total = sums.setdefault((str(cid), str(policy), int(round_), str(stage)), [0.0, 0.0])
-        total[0] += value
-        total[1] += 1
-    return {key: total / count for key, (total, count) in sums.items()}
+    mode, keyed by canonical URL as ``qrels``), over the queries each ranked, the cells in
+    the order first met. ``rankings`` with a ``coded()`` method (:class:`CodedRankings`)
+    are read as codes, without turning each into Python."""
+    if not len(runs):
+        return {}
+    keys, codes, offsets = _coded(rankings)
+    # each distinct (ranking, query) pair once, and the first k of its ranking
+    query, queries = pd.factorize(runs["query_id"].astype(str))
+    ranking = runs["ranking"].to_numpy(np.int64)
+    pair, pairs = pd.factorize(ranking * len(queries) + query)
+    of_pair = np.asarray(pair, dtype=np.int64)
+    ranked, asked = np.divmod(np.asarray(pairs, dtype=np.int64), len(queries))
+    starts = offsets[ranked]
+    heads = np.minimum(offsets[ranked + 1] - starts, k)
+    owner = np.repeat(np.arange(len(pairs)), heads)
+    first = np.cumsum(heads) - heads
+    items = codes[starts[owner] + np.arange(len(owner)) - first[owner]].astype(np.int64)
+    # which (query, key) the qrels judge, as one number each
+    code_of = {key: code for code, key in enumerate(keys)}
+    judged = [
+        number * len(keys) + code_of[doc]
+        for number, qid in enumerate(queries.tolist())
+        for doc in qrels.get(qid, {})
+        if doc in code_of
+    ]
+    hit = np.isin(asked[owner] * len(keys) + items, np.asarray(judged, dtype=np.int64))
+    value = np.bincount(owner, weights=hit, minlength=len(pairs)) / k
+    # summed per cell in row order, as the rows come
+    groups = runs.groupby(list(_CELL), sort=False, observed=True, dropna=False)
+    cell = groups.ngroup().to_numpy(np.int64)
+    totals = np.bincount(cell, weights=value[of_pair])
+    counts = np.bincount(cell)
+    firsts = np.full(len(counts), len(cell), dtype=np.int64)
+    np.minimum.at(firsts, cell, np.arange(len(cell)))
+    order = np.argsort(firsts, kind="stable")
+    names = runs.iloc[firsts[order]][list(_CELL)]
+    return {
+        (str(cid), str(policy), int(round_), str(stage)): total / count
+        for (cid, policy, round_, stage), total, count in zip(
+            names.itertuples(index=False, name=None),
+            totals[order].tolist(),
+            counts[order].tolist(),
+            strict=True,
+        )
+    }
+
+
+_CELL = ("config_id", "policy", "round", "stage")
+
+
+@runtime_checkable
+class CodedRankings(Protocol):
+    """Rankings stored as codes into one list of keys."""
+
+    def coded(self) -> tuple[Sequence[str], npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+        """Every key once, each ranking's keys as codes into them one after another, and
+        where each ranking starts in those codes (one more offset than rankings)."""
+        ...
+
+
+def _coded(
+    rankings: Sequence[Sequence[str]],
+) -> tuple[Sequence[str], npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    """``rankings`` as :meth:`CodedRankings.coded` gives them."""
+    if isinstance(rankings, CodedRankings):
+        return rankings.coded()
+    code_of: dict[str, int] = {}
+    codes = [code_of.setdefault(key, len(code_of)) for r in rankings for key in r]
+    offsets = np.cumsum([0, *(len(r) for r in rankings)], dtype=np.int64)
+    return list(code_of), np.asarray(codes, dtype=np.int32), offsets

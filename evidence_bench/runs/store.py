@@ -482,6 +482,11 @@ class _CodedRankings(Sequence[Sequence[str]]):
         keys = self._keys
         return [keys[code] for code in self._codes[start:end].tolist()]
 
+    def coded(self) -> tuple[Sequence[str], npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+        """Every key once, the rankings' codes one after another, and where each starts
+        (:class:`evidence_bench.evaluation.incomplete.CodedRankings`)."""
+        return self._keys, self._codes, self._offsets
+
     def arrow(self) -> pa.ListArray:
         """The rankings as one Arrow list array of dictionary-encoded strings: each distinct
         key once (a sweep's 1.7 M items as strings are ~70 MB more at the run's peak)."""
@@ -902,6 +907,16 @@ class _Rankings(Sequence[Sequence[str]]):
         if found is None:
             found = self._cache[index] = self._items[index].as_py()
         return found
+
+    def coded(self) -> tuple[Sequence[str], npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+        """Every key once, the rankings' codes one after another, and where each starts
+        (:class:`evidence_bench.evaluation.incomplete.CodedRankings`)."""
+        offsets = self._items.offsets.to_numpy().astype(np.int64)
+        values = self._items.flatten()
+        if not pa.types.is_dictionary(values.type):
+            values = values.dictionary_encode()
+        codes = values.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        return values.dictionary.to_pylist(), codes, offsets - offsets[0]
 
 
 def _rankings(run_dir: Path) -> Sequence[Sequence[str]]:
