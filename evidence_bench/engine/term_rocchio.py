@@ -15,6 +15,7 @@ from typing import Any
 
 from evidence_bench.engine.base import Feedback, RefinedQuery
 from evidence_bench.engine.params import TIE_DIGITS, require_count, require_weights
+from evidence_bench.engine.ranking import marked_positions
 from evidence_bench.engine.refiner import document_text, fit_terms, positive_counts, surface_form
 from evidence_bench.engine.text import Analyzer, lexicon, term_counts, tokenize
 from evidence_bench.evidence import Evidence
@@ -126,14 +127,10 @@ class TermRocchioRefiner:
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> dict[str, float]:
         """w(t) > 0 for every term, heaviest first, ties alphabetical (query terms too)."""
-        pull: list[dict[int, int]] = []
-        push: list[dict[int, int]] = []
-        for item in candidates:
-            label = feedback.get(item.key)
-            if label is None or label.polarity == 0:
-                continue
-            counts = _counts(self.analyzer, document_text(item))
-            (pull if label.polarity > 0 else push).append(counts)
+        marked = marked_positions([item.key for item in candidates], feedback)
+        pull, push = (
+            [_counts(self.analyzer, document_text(candidates[d])) for d in side] for side in marked
+        )
         # Rocchio (1971): w(t) = q(t) + beta * mean(pull)(t) - gamma * mean(push)(t).
         weight = {term: float(count) for term, count in _counts(self.analyzer, query).items()}
         for counters, coefficient in ((pull, self.beta), (push, -self.gamma)):

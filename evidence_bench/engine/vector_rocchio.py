@@ -18,6 +18,7 @@ import numpy as np
 from evidence_bench.engine.base import Feedback
 from evidence_bench.engine.embedding import Embedder, LsaEmbedder, Matrix
 from evidence_bench.engine.params import TIE_DIGITS, require_weights, scale_free
+from evidence_bench.engine.ranking import marked_positions
 from evidence_bench.errors import ConfigurationError, FeedbackError
 from evidence_bench.evidence import Evidence, renumber
 
@@ -137,16 +138,7 @@ class VectorRocchioRanker:
         # Rocchio (1971): Q' = alpha*Q + beta*mean(pull) - gamma*mean(push), L2-normalized.
         moved: Matrix = self.alpha * query_vector
         if feedback:
-            pull: list[int] = []
-            push: list[int] = []
-            for index, item in enumerate(candidates):
-                label = feedback.get(item.key)
-                if label is None:
-                    continue
-                if label.polarity > 0:
-                    pull.append(index)
-                elif label.polarity < 0:
-                    push.append(index)
+            pull, push = marked_positions([item.key for item in candidates], feedback)
             if not pull and not push:
                 raise FeedbackError(self._unusable(candidates, feedback))
             if pull:

@@ -168,15 +168,13 @@ class PageCache:
             check_same_thread=False,  # used by its own thread only; closed by close()
         )
         try:
-            # In WAL mode NORMAL still survives a killed process (the log is synced at
-            # checkpoints); only a power cut may lose the last commits, never the file.
+            # In WAL mode NORMAL survives a killed process; a power cut may lose the last
+            # commits, never the file.
             connection.execute("PRAGMA synchronous=NORMAL")
             with self._lock:  # threads opening their first connections at once
                 if not self._ready:
-                    # WAL is a property of the file: set once, every later connection uses
-                    # it. Two connections switching it at once get SQLITE_BUSY at once,
-                    # without the busy timeout, so one thread of this cache does it, and
-                    # waits out another process doing it too (_to_wal).
+                    # WAL is the file's: one thread switches it, waiting out another
+                    # process doing it too (_to_wal).
                     self._refuse_foreign(connection)  # before anything writes to the file
                     self._to_wal(connection)
                     _create(connection)
@@ -204,9 +202,8 @@ class PageCache:
             )
 
     def _to_wal(self, connection: sqlite3.Connection) -> None:
-        """``PRAGMA journal_mode=WAL``, tried again while another process holds the file
-        (SQLite answers it SQLITE_BUSY at once, never waiting its busy timeout: two processes
-        opening a new cache together failed one of them), for up to that timeout."""
+        """``PRAGMA journal_mode=WAL``, tried again for up to the busy timeout while another
+        process holds the file (SQLite answers it SQLITE_BUSY at once, without waiting)."""
         deadline = time.monotonic() + self._busy_timeout_s
         while True:
             try:

@@ -95,18 +95,12 @@ class EpisodeResult:
 
 
 def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]:
-    """Full freezing: each pinned key at its absolute position (1-based), the keys of
-    ``ranking`` that are not pinned filling the free positions in ``ranking``'s order.
-
-    Chang, Cirillo & Razon (1971) and Ruthven & Lalmas (2003, "A survey on the use of
-    relevance feedback for information access systems"): documents the user has seen
-    stay where they were seen, so an evaluation credits only what feedback moves into the
+    """Full freezing (Chang, Cirillo & Razon 1971): each pinned key at its absolute position
+    (1-based), the keys of ``ranking`` that are not pinned filling the free positions in
+    ``ranking``'s order, so an evaluation credits only what feedback moves into the
     positions still free. A pinned key keeps its position whether or not ``ranking`` holds
-    it (it was shown there). Where ``ranking`` has too few keys to fill the free positions
-    before a pinned one, the pinned keys after the gap move up in their order (a ranked list
-    has no empty ranks); in an episode that happens only where a ranking runs short of the
-    positions a user examined (a position-based click user may skip ranks; every other
-    user examines the top unexamined results, so its pins are the contiguous prefix 1..p).
+    it; where ``ranking`` runs short of the free positions before a pinned key, the pinned
+    keys after the gap move up in their order (a ranked list has no empty ranks).
 
     With A1..A10 pinned at 1..10 and B1, B2 at 11, 12, the ranking [B2, X, A3, B1, Y]
     gives [A1, ..., A10, B1, B2, X, Y]. Two keys pinned at one position are a ValueError.
