@@ -3,7 +3,6 @@ are the shards of one run (``shards=N 'shard=range(N)'``), in that one run."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,9 @@ class GatherReport(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         sweep = Path(config.hydra.sweep.dir)
         if int(config.get("shards", 1)) > 1:
-            _gather_shards(sweep, [str(o) for o in config.hydra.overrides.task])
+            from evidence_bench.commands.gather import gather
+
+            gather([sweep], [str(o) for o in config.hydra.overrides.task])
             return
         if not config.get("report", True):
             return
@@ -34,17 +35,3 @@ class GatherReport(Callback):
             print(f"evidence_bench: report: {exc}")
             return
         print(f"report: {path}")
-
-
-def _gather_shards(sweep: Path, overrides: list[str]) -> None:
-    """The shards' run, or one line naming the shard at fault and exit status 1."""
-    from evidence_bench.errors import EvidenceBenchError
-    from evidence_bench.experiment.gather import gather_shards
-    from evidence_bench.report.fresh import new_run_report
-
-    try:
-        outcome = gather_shards([sweep], overrides=overrides, report=new_run_report)
-    except EvidenceBenchError as exc:
-        print(f"evidence_bench: gather: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
-    print(outcome.announce(), end="")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from evidence_bench.commands._common import asks_help, fail
 
-__all__ = ["gather_command"]
+__all__ = ["gather", "gather_command"]
 
 
 def gather_command(argv: list[str]) -> None:
@@ -14,12 +15,18 @@ def gather_command(argv: list[str]) -> None:
     asks_help(argv, usage)
     if not argv or any(arg.startswith("-") for arg in argv):
         fail(usage, 2)
+    gather([Path(arg) for arg in argv])
+
+
+def gather(paths: Sequence[Path], overrides: Sequence[str] | None = None) -> None:
+    """Write the shards' run (:func:`~evidence_bench.experiment.gather.gather_shards`) and
+    say where; else one line naming the shard at fault, and exit status 1."""
     from evidence_bench.errors import EvidenceBenchError
     from evidence_bench.experiment.gather import gather_shards
     from evidence_bench.report.fresh import new_run_report
 
     try:
-        outcome = gather_shards([Path(arg) for arg in argv], report=new_run_report)
+        outcome = gather_shards(paths, overrides=overrides, report=new_run_report)
     except EvidenceBenchError as exc:
         fail(f"gather: {exc}")
     print(outcome.announce(), end="")
