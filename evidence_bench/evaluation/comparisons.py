@@ -139,7 +139,7 @@ def _level_codes(values: pd.Series, chosen: _Ints, used_levels: bool) -> tuple[_
     """The chosen rows' codes of one key, numbered as the unstack's index levels number them:
     a categorical's categories when all are used (or ``used_levels`` is false), else its used
     values in the order first met (``MultiIndex.remove_unused_levels``); any other column's
-    sorted values."""
+    sorted values (an integer column's ranked by :func:`_ranks`, not hashed)."""
     if isinstance(values.dtype, pd.CategoricalDtype):
         codes = values.cat.codes.to_numpy()[chosen].astype(np.int64)
         size = len(values.cat.categories)
@@ -150,6 +150,11 @@ def _level_codes(values: pd.Series, chosen: _Ints, used_levels: bool) -> tuple[_
             and (np.bincount(codes, minlength=size) == 0).any()
         ):
             codes = pd.factorize(codes)[0].astype(np.int64)
+    elif isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu" and len(chosen):
+        picked = values.to_numpy()[chosen].astype(np.int64)  # (numpy's: none missing)
+        low = int(picked.min())
+        codes, present = _ranks(picked - low, int(picked.max()) - low + 1)
+        size = len(present)
     else:
         codes, levels = pd.factorize(values.iloc[chosen], sort=True)
         codes, size = codes.astype(np.int64), len(levels)
@@ -183,25 +188,35 @@ def stage_values(
         if space >= 1 << 62:
             raise DataError("per_query.csv: too many distinct keys to compare")
         key = key * size + codes
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    new = np.empty(len(key), dtype=bool)
-    new[:1] = True
-    np.not_equal(key[1:], key[:-1], out=new[1:])
-    row = np.cumsum(new) - 1  # each chosen row's wide row, in sorted order
-    starts = np.flatnonzero(new)
-    cell = row * len(stages) + column[chosen][order]
+    row, distinct = _ranks(key, space)  # each chosen row's wide row: its key's rank
+    del key
+    cell = row * len(stages) + column[chosen]
     if len(cell) and np.bincount(cell).max() > 1:  # a (row, stage) twice: counted, not sorted
         raise _duplicate("Index contains duplicate entries, cannot reshape")
-    value = per_query["value"].to_numpy(np.float64)[chosen][order]
-    matrix = np.full((len(starts), len(stages)), np.nan)
-    matrix.reshape(-1)[cell] = value
-    rows = per_query.iloc[chosen[order[starts]]][columns].reset_index(drop=True)
+    matrix = np.full((len(distinct), len(stages)), np.nan)
+    matrix.reshape(-1)[cell] = per_query["value"].to_numpy(np.float64)[chosen]
+    del cell
+    first = np.full(len(distinct), len(row), dtype=np.int64)  # each wide row's first row
+    np.minimum.at(first, row, np.arange(len(row)))
+    rows = per_query.iloc[chosen[first]][columns].reset_index(drop=True)
     return StageValues(
         rows,
-        key[starts] // size,  # the last key is query_id's
+        distinct // size,  # the last key is query_id's
         {name: matrix[:, i].copy() for i, name in enumerate(stages) if wanted[name] == i},
     )
+
+
+def _ranks(key: _Ints, space: int) -> tuple[_Ints, _Ints]:
+    """Each value's rank among the distinct values of ``key`` (all in [0, ``space``)), and
+    those values ascending: by a table of the space where it is at most four times the
+    rows, else by sorting."""
+    if space <= max(4 * len(key), 1 << 20):
+        present = np.zeros(space, dtype=bool)
+        present[key] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        return rank[key], np.flatnonzero(present)
+    distinct, inverse = np.unique(key, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), distinct
 
 
 def _query_order(query_ids: pd.Series) -> _Ints:
@@ -453,7 +468,12 @@ def _randomization(
     size = np.bincount(test, minlength=2 * rows)
     policy_codes, policies = pd.factorize(table["policy"].astype(str))
     policy = np.concatenate([policy_codes, policy_codes])
-    order = np.lexsort((query, test, size[test], policy[test]))
+    # by policy, size and test, then query: each test ranked once, then one sort of
+    # (rank, query), unique per entry (a test holds a query once)
+    ranked = np.lexsort((np.arange(2 * rows), size, policy))
+    rank = np.empty(2 * rows, dtype=np.int64)
+    rank[ranked] = np.arange(2 * rows)
+    order = np.argsort(rank[test] * (int(query.max(initial=0)) + 1) + query)
     test, diff = test[order], diff[order]
     p = np.full(2 * rows, np.nan)
     if not len(test):

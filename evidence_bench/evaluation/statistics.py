@@ -290,21 +290,30 @@ def summarize_codes(
     per group, and ``first``, each group's first row; groups as numbered. ``differences``:
     as for :func:`summarize`."""
     _check_confidence(confidence)
-    # each group's rows, in frame order (a stable sort is one permutation: as 16 bits, when
-    # the groups fit, numpy sorts it by radix)
-    keys = code.astype(np.uint16) if 0 < groups <= 1 << 16 else code
+    # each group's rows, in frame order, the groups ordered by size (then code): a stable
+    # sort of each row's group rank, one permutation (as 16 bits, when the groups fit,
+    # numpy sorts it by radix); the groups of one size are then one C-contiguous block,
+    # a row per group
+    n = np.bincount(code, minlength=groups)
+    by_size = np.argsort(n, kind="stable")
+    rank = np.empty(groups, dtype=np.int64)
+    rank[by_size] = np.arange(groups)
+    keys = rank[code]
+    if 0 < groups <= 1 << 16:
+        keys = keys.astype(np.uint16)
     order = np.argsort(keys, kind="stable")
     del keys
     data = values[order]
-    n = np.bincount(code, minlength=groups)
     start = np.zeros(groups, dtype=np.int64)
-    np.cumsum(n[:-1], out=start[1:])
+    start[by_size] = np.cumsum(n[by_size]) - n[by_size]
     mean = np.full(groups, np.nan)
     std = np.full(groups, np.nan)
     spread = np.full(groups, np.nan) if differences else None
-    for size in np.unique(n):
-        of_size = np.flatnonzero(n == size)
-        rows = data[start[of_size, None] + np.arange(size)]  # C-contiguous: a row per group
+    sizes, first = np.unique(n[by_size], return_index=True)
+    for size, at in zip(sizes.tolist(), first.tolist(), strict=True):
+        of_size = by_size[at : at + int(np.count_nonzero(n == size))]
+        begin = int(start[of_size[0]])
+        rows = data[begin : begin + len(of_size) * size].reshape(len(of_size), size)
         mean[of_size] = rows.mean(axis=1)
         if size > 1:
             std[of_size] = rows.std(axis=1, ddof=1)
