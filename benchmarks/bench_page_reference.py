@@ -1,7 +1,7 @@
 """Issue 15's full-text Rocchio reference, rebuilt: what one oracle expansion round of
 full-text Rocchio buys over BM25's ranks 11-20 (residual nDCG@10), on Cranfield or CACM.
 
-    PYTHONPATH=. python benchmarks/bench_page_reference.py [cranfield|cacm] [--queries N]
+    python benchmarks/bench_page_reference.py [cranfield|cacm] [--queries N]
 
 The reference (the issue's words): BM25's top 20 for each query from the simulator's own
 index (title + text, k1 = 0.9, b = 0.4); the oracle examines the top 10 (judged relevant:

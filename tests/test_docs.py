@@ -233,15 +233,19 @@ def test_every_public_name_has_a_docstring(name: str) -> None:
 # --- the commands the manual shows -----------------------------------------------------------
 
 
-def _shell_commands() -> list[tuple[str, list[str]]]:
-    """``(page, argv)`` for every command line of every ``sh`` code block of the manual
-    (blocks inside lists too), with ``\\`` continuations joined."""
+def _shell_commands() -> list[tuple[str, list[str], bool]]:
+    """``(page, argv, fails)`` for every command line of every ``sh`` code block of the
+    manual (blocks inside lists too), with ``\\`` continuations joined. ``fails``: the
+    block's ``docs-test`` mark expects it to fail (``exit=N``, N > 0), as a command showing a
+    mistake on purpose does; the doc-command tests run it and check that exit."""
     commands = []
     for page, text in _pages().items():
         lines = text.splitlines()
         for number, line in enumerate(lines):
             if line.strip() != ".. code-block:: sh":
                 continue
+            marks = [m for m in lines[max(0, number - 3) : number] if "docs-test:" in m]
+            fails = bool(marks and re.search(r"\bexit=[1-9]", marks[-1]))
             indent = len(line) - len(line.lstrip())
             block = []
             for body in lines[number + 1 :]:
@@ -252,7 +256,7 @@ def _shell_commands() -> list[tuple[str, list[str]]]:
             for command in joined.splitlines():
                 words = shlex.split(command, comments=True)
                 if words and words[0] != "export":
-                    commands.append((page, words))
+                    commands.append((page, words, fails))
     return commands
 
 
@@ -302,7 +306,7 @@ def test_every_command_the_manual_shows_names_real_commands_keys_and_options() -
     parser = cli._parser()
     checked: dict[str, int] = {}
     problems = []
-    for page, argv in _shell_commands():
+    for page, argv, fails in _shell_commands():
         program = argv[0]
         if argv[:3] == ["python", "-m", "evidence_bench"]:
             command, args = argv[3], argv[4:]
@@ -320,8 +324,11 @@ def test_every_command_the_manual_shows_names_real_commands_keys_and_options() -
                     if arg == "--multirun" or (command, arg) == ("record", "--force"):
                         continue
                     first = arg if "[" in arg else arg.split(",", 1)[0]  # a sweep's first value
-                    if problem := _override_problem(first, keys, options):
+                    if (problem := _override_problem(first, keys, options)) and not fails:
                         problems.append(f"{page}: {' '.join(argv)}: {problem}")
+        elif program == "python" and argv[1].endswith(".py"):  # a script of the repository's
+            if not (ROOT / argv[1]).is_file():
+                problems.append(f"{page}: {argv[1]} is not a file of the repository")
         elif program == "evidence-fetcher":
             checked[program] = checked.get(program, 0) + 1
             with contextlib.redirect_stderr(io.StringIO()) as err:
