@@ -258,7 +258,8 @@ def _perform(
         missing_dates += out.missing_dates
         replayed_initials += out.replayed_initial
         judged_hits += out.judged_hits
-    # the part of the wall the workers share; the rest (start-up, the tail) is serial
+    # the part of the wall the workers share: the episodes, from the state execute built
+    # for them before (counted in start-up, as the rest: start-up and the tail are serial)
     episodes_time = time.perf_counter() - episodes_started
     unjudged_hits = ""
     if replayed_initials and not judged_hits:

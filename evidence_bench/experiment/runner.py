@@ -738,6 +738,11 @@ def _forget_worker() -> None:
 def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Iterator[QueryOutput]:
     """Run every query's episodes, yielding results in ``query_ids`` order.
 
+    What every query needs (:func:`_share`: the query set, cassettes, engines, users and
+    the simulator's index) is built here, before the first result is asked for, whatever
+    the number of workers: the episodes then start from the same state with one worker or
+    several, and a caller timing the iteration times the episodes alone.
+
     With several workers, they are forked before anything here starts a thread (the
     caller's progress bar disables tqdm's monitor thread for the same reason; a fork-context
     ProcessPoolExecutor starts all its processes before its manager thread). On the first
@@ -745,6 +750,12 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
     """
     count = workers or os.cpu_count() or 1
     count = max(1, min(count, len(query_ids)))
+    _share(plan)
+    return _episodes(plan, query_ids, count)
+
+
+def _episodes(plan: RunPlan, query_ids: Sequence[str], count: int) -> Iterator[QueryOutput]:
+    """:func:`execute`'s results, from this process (``count`` 1) or ``count`` workers."""
     if count == 1:
         try:
             yield from (_guarded(plan, query_id) for query_id in query_ids)
@@ -754,7 +765,6 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
             _forget_worker()
             release_memory()
         return
-    _share(plan)
     # what the parent holds now, out of the collector's view in every worker: their
     # collections no longer walk (and copy) the parent's pages. Kept under issue 27's rule:
     # benchmarks/bench_ab.py -- run +experiment=rocchio_sweep workers=2 prints it
