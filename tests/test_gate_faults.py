@@ -500,7 +500,7 @@ def test_run_files_that_cannot_be_compared(
     assert got == code
     if code == 2:
         line = one_line(err)
-        assert line.startswith("evidence_bench check: ") and message in line
+        assert line.startswith("evidence_bench: check: ") and message in line
         assert str(toy_run) in line and out == ""
     else:
         words = message.split()
@@ -633,7 +633,7 @@ def test_baselines_that_cannot_be_compared(
     code, out, err = check(toy_run, baseline, capsys)
     line = one_line(err)
     assert (code, out) == (2, "")
-    assert line.startswith(f"evidence_bench check: {baseline}") and message in line
+    assert line.startswith(f"evidence_bench: check: {baseline}") and message in line
 
 
 @pytest.mark.parametrize(
@@ -742,7 +742,7 @@ def test_a_failure_while_writing_leaves_the_old_baseline_whole(
     _out, err = capsys.readouterr()
     assert code == 2
     assert one_line(err) == (
-        f"evidence_bench check: could not write {baseline}: No space left on device; "
+        f"evidence_bench: check: could not write {baseline}: No space left on device; "
         "the file on disk is unchanged"
     )
     assert baseline.read_bytes() == before
@@ -785,5 +785,5 @@ def test_a_bug_is_exit_2_never_1(
     code, _out, err = check(toy_run, baseline, capsys)
     assert code == 2
     assert err.strip().splitlines()[-1] == (
-        "evidence_bench check: internal error (RuntimeError('a bug')); please report it"
+        "evidence_bench: check: internal error (RuntimeError('a bug')); please report it"
     )

@@ -316,7 +316,7 @@ def test_a_run_nobody_judged_says_so_in_its_manifest_report_and_check(
     capsys.readouterr()
     assert check([str(run), "--baseline", str(baseline), "--update"]) == 2
     err = capsys.readouterr().err
-    assert err == f"evidence_bench check: {run}: not a baseline: {why}\n"
+    assert err == f"evidence_bench: check: {run}: not a baseline: {why}\n"
     assert not baseline.exists()
     # a baseline of the same query set (from a copy that does not say so: an older run)
     older = tmp_path / "older"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evidence_bench._printable import printable
 from evidence_bench.errors import DataError, EvidenceBenchError, RegressionError
 
 if TYPE_CHECKING:
@@ -150,11 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _update(args) if args.update else _check(args)
     except EvidenceBenchError as exc:
-        print(f"evidence_bench check: {exc}", file=sys.stderr)
+        print(printable(f"evidence_bench: check: {exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug, not bad input; still not 1, which means FAIL only
         traceback.print_exc()
-        print(f"evidence_bench check: internal error ({exc!r}); please report it", file=sys.stderr)
+        print(f"evidence_bench: check: internal error ({exc!r}); please report it", file=sys.stderr)
         return 2
 
 
