@@ -1335,3 +1335,14 @@ def test_real_run_sweep_and_rounds_say_n(cranfield15: Rendered) -> None:
     # Only the best is drawn (the run has no baseline config), so its own queries count.
     own = len(paired(pq, config, "oracle", 2, stage))
     assert f"oracle: n = {n0} at round 0" in text and f"n = {own} at round 2" in text
+
+
+def test_terminal_summary_lists_many_users_a_line_each() -> None:
+    """Three users share the ``best:`` line; a validity run's 21 (users × seeds × budgets)
+    get a line each, the first eight shown and the rest counted."""
+    few = terminal_module._per_user("best: x: ", ["a +0.1", "b +0.2", "c +0.3"])
+    assert few == ["best: x: a +0.1; b +0.2; c +0.3"]
+    many = terminal_module._per_user("best: x: ", [f"u{i} +0.{i}" for i in range(21)])
+    assert many[0] == "best: x:"
+    assert many[1:9] == [f"  u{i} +0.{i}" for i in range(8)]
+    assert many[9:] == ["  ... 13 more users in report.html"]

@@ -155,10 +155,11 @@ def _table(analysis: Analysis, max_rows: int) -> str:
             f"p(Holm) {_p(r['p_holm'], bool(r['significant']))}"
             for r in best.rows.to_dict("records")
         ]
-        out.append(
+        out += _per_user(
             f"best: {_clean(best.label)} ({best.stage}, round {best.round}; over the "
             f"queries every configuration keeps, 95% CI adjusted for picking the best of "
-            f"{best.candidates}): " + "; ".join(parts)
+            f"{best.candidates}): ",
+            parts,
         )
         judged = [
             f"{r['policy']} {_signed(r['judgment_gain'])} [{_signed(r['judgment_ci_low'])}, "
@@ -167,5 +168,21 @@ def _table(analysis: Analysis, max_rows: int) -> str:
             for r in best.judgment.to_dict("records")
         ]
         if judged:
-            out.append("judgments add (its rerank − shuffled): " + "; ".join(judged))
+            out += _per_user("judgments add (its rerank − shuffled): ", judged)
     return "\n".join(out) + "\n"
+
+
+def _per_user(head: str, parts: list[str]) -> list[str]:
+    """``head`` and the users' entries on one line; for more than :data:`_ONE_LINE` users
+    (a validity run's users × seeds × budgets), one indented line each, the first
+    :data:`_LISTED` of them, so that no line runs to thousands of characters."""
+    if len(parts) <= _ONE_LINE:
+        return [head + "; ".join(parts)]
+    more = len(parts) - _LISTED
+    tail = [f"  ... {more} more users in report.html"] if more > 0 else []
+    return [head.rstrip(), *(f"  {part}" for part in parts[:_LISTED]), *tail]
+
+
+#: How many users' entries share the ``best:`` line; beyond that, one line each, the first
+#: ``_LISTED`` shown.
+_ONE_LINE, _LISTED = 4, 8
