@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from evidence_bench._argtypes import count_between
 from evidence_bench._printable import json_text, printable
 from evidence_bench.engine.base import Label
 from evidence_bench.engine.session import SearchSession
@@ -42,16 +43,6 @@ Commands (numbers refer to the list as last displayed):
   done             finish"""
 
 
-def _limit(value: str) -> int:
-    try:
-        limit = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if not 1 <= limit <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LIMIT}, got {limit}")
-    return limit
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -63,7 +54,10 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="output format (text)"
     )
     parser.add_argument(
-        "--limit", type=_limit, default=10, help=f"results to fetch, 1-{MAX_LIMIT} (10)"
+        "--limit",
+        type=count_between(1, MAX_LIMIT),
+        default=10,
+        help=f"results to fetch, 1-{MAX_LIMIT} (10)",
     )
     parser.add_argument(
         "--fetch",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
+from evidence_bench._argtypes import count_between
 from evidence_bench._printable import json_text, printable
 from evidence_bench.errors import EvidenceBenchError
 from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH
@@ -34,16 +35,6 @@ __all__ = ["main", "render_packet"]
 
 PROG = "python -m evidence_bench livefetch"
 MAX_RESULTS = 50
-
-
-def _count(value: str) -> int:
-    try:
-        count = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if not 1 <= count <= MAX_RESULTS:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_RESULTS}, got {count}")
-    return count
 
 
 def _days(value: str) -> float | None:
@@ -93,7 +84,10 @@ def _parser() -> argparse.ArgumentParser:
         help="news search, web search or RSS/Atom feeds (news)",
     )
     parser.add_argument(
-        "--max-results", type=_count, default=8, help=f"packets to print, 1-{MAX_RESULTS} (8)"
+        "--max-results",
+        type=count_between(1, MAX_RESULTS),
+        default=8,
+        help=f"packets to print, 1-{MAX_RESULTS} (8)",
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="output format (text)"
