@@ -1,7 +1,7 @@
 """``check --min-judged SHARE [--strict]``: a gated cell whose ranking is mostly unjudged.
 
 A cell's ``Judged@10`` is the mean share of its ranking's top 10 that the run's qrels judge
-(:func:`evidence_bench.runs.data.judged_at`). Below ``SHARE`` it is a warning naming the
+(:func:`evidence_bench.runs.data.run_judged`). Below ``SHARE`` it is a warning naming the
 cell; with ``--strict`` the cell FAILs.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from evidence_bench.errors import DataError
 from evidence_bench.gate._compare import Check, Role
-from evidence_bench.runs.data import judged_at
+from evidence_bench.runs.data import run_judged
 
 __all__ = ["apply_min_judged"]
 
@@ -24,7 +24,7 @@ def apply_min_judged(
     """The checks with their Judged@10 (gated ones), refused below ``share`` when
     ``strict``; and a warning line for each gated cell below it."""
     try:
-        cells = judged_at(run_dir)
+        cells = run_judged(run_dir)
     except DataError as exc:
         raise DataError(f"--min-judged needs the run's rankings: {exc}") from exc
     out: list[Check] = []

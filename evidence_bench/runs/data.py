@@ -43,7 +43,6 @@ __all__ = [
     "Settings",
     "Source",
     "gather_multirun",
-    "judged_at",
     "judged_by_cell",
     "load_documents",
     "load_episodes",
@@ -54,6 +53,7 @@ __all__ = [
     "read_csv",
     "read_jsonl",
     "reads_csv",
+    "run_judged",
 ]
 
 #: a fixed cell's key: its summary row's
@@ -585,7 +585,7 @@ JUDGED_AT = 10
 Cell = tuple[str, str, int, str]
 
 
-def judged_at(run_dir: Path, tables: RunTables | None = None) -> dict[Cell, float]:
+def run_judged(run_dir: Path, tables: RunTables | None = None) -> dict[Cell, float]:
     """(config_id, policy, round, stage) -> the mean ``Judged@10`` of the run's rankings
     (``runs.parquet``'s full lists, against its qrels): how much of what a gain was measured
     on is judged (an unjudged result counts as irrelevant,
@@ -597,12 +597,12 @@ def judged_at(run_dir: Path, tables: RunTables | None = None) -> dict[Cell, floa
 
 
 def judged_by_cell(data: RunData) -> dict[Cell, float]:
-    """:func:`judged_at` of every run merged into ``data``, its config ids prefixed as the
+    """:func:`run_judged` of every run merged into ``data``, its config ids prefixed as the
     report's; a run without its TREC runs (written before them, or exported CSVs) gives none."""
     cells: dict[Cell, float] = {}
     for source in data.sources:
         try:
-            found = judged_at(source.path, data.tables if len(data.sources) == 1 else None)
+            found = run_judged(source.path, data.tables if len(data.sources) == 1 else None)
         except DataError:
             continue
         for (cid, policy, round_, stage), value in found.items():
