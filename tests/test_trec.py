@@ -187,7 +187,7 @@ def test_failed_write_leaves_previous_file_and_no_temp(tmp_path: Path) -> None:
     path = tmp_path / "run.txt"
     write_run(path, {"q1": ["a", "b"]}, "old")
     before = path.read_text(encoding="utf-8")
-    with pytest.raises(DataError):  # fails after q1's lines were written to the temp file
+    with pytest.raises(DataError):  # fails at q2, after q1's lines
         write_run(path, {"q1": ["c"], "q2": ["bad doc"]}, "new")
     assert path.read_text(encoding="utf-8") == before
     assert os.listdir(tmp_path) == ["run.txt"]

@@ -4,20 +4,21 @@ A run line is ``query_id Q0 doc_id rank score tag`` and a qrels line ``query_id 
 relevance``, fields separated by whitespace. Doc ids here are canonical URLs, which hold no
 whitespace; an id that does is refused on write and on read, since it would shift the columns.
 
-Writers replace the file atomically (temp file + :func:`os.replace`), so a crash never leaves a
-half-written run beside a complete report. A query with an empty ranking writes no line, so it
-does not come back from :func:`read_run` (trec_eval does not see it either).
+Writers replace the file atomically (:func:`~evidence_bench._atomic.write_atomic`), so a crash
+never leaves a half-written run beside a complete report. A query with an empty ranking writes
+no line, so it does not come back from :func:`read_run` (trec_eval does not see it either).
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from evidence_bench._atomic import write_atomic, write_error
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.measures import ranks_to_scores
 
@@ -44,7 +45,7 @@ def write_run(path: StrPath, run: Mapping[str, Sequence[str]], tag: str) -> None
                 _check_token(doc_id, f"doc_id of query {query_id!r}")
                 yield f"{query_id} Q0 {doc_id} {rank} {scores[rank - 1]!r} {tag}\n"
 
-    _write_atomic(Path(path), lines())
+    _write(Path(path), lines())
 
 
 def write_qrels(path: StrPath, qrels: Mapping[str, Mapping[str, int]]) -> None:
@@ -57,7 +58,7 @@ def write_qrels(path: StrPath, qrels: Mapping[str, Mapping[str, int]]) -> None:
                 _check_token(doc_id, f"doc_id of query {query_id!r}")
                 yield f"{query_id} 0 {doc_id} {int(relevance)}\n"
 
-    _write_atomic(Path(path), lines())
+    _write(Path(path), lines())
 
 
 def read_run(path: StrPath) -> dict[str, dict[str, float]]:
@@ -134,22 +135,19 @@ def _check_token(value: str, what: str) -> None:
         raise DataError(f"{what} {value!r} is empty or holds whitespace; TREC files cannot hold it")
 
 
-def _write_atomic(path: Path, lines: Iterable[str]) -> None:
-    """Write to a temp file in the target's folder, then rename over the target.
+def _write(path: Path, lines: Iterable[str]) -> None:
+    """Write ``lines`` whole or not at all (:func:`~evidence_bench._atomic.write_atomic`).
 
     A ``.gz`` path is gzip-compressed, with no timestamp so equal runs give equal bytes.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    data = "".join(lines).encode("utf-8")
+    if path.suffix == ".gz":
+        packed = io.BytesIO()
+        with gzip.GzipFile(fileobj=packed, mode="wb", compresslevel=1, mtime=0) as file:
+            file.write(data)
+        data = packed.getvalue()
     try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.suffix == ".gz":
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as packed:
-                    packed.write("".join(lines).encode("utf-8"))
-            else:
-                raw.write("".join(lines).encode("utf-8"))
-        os.chmod(temp, 0o644)  # mkstemp makes it owner-only; a run file is no secret
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+    write_atomic(path, data)
