@@ -27,7 +27,7 @@ from evidence_bench.experiment.run import RunOutcome, RunReport, perform_run
 from evidence_bench.experiment.runner import QueryOutput
 from evidence_bench.experiment.shards import Gathered, shard_slice
 from evidence_bench.runs.checksums import check_tables
-from evidence_bench.runs.data import read_jsonl
+from evidence_bench.runs.data import multirun_jobs, read_jsonl
 from evidence_bench.runs.store import (
     PER_QUERY_COLUMNS,
     RunTables,
@@ -62,18 +62,13 @@ class _Shard:
 
 def find_shards(paths: Iterable[Path]) -> list[Path]:
     """The run directories ``paths`` name: each a run, or a multirun directory whose jobs
-    (``<job>/run/``) are runs (one without ``manifest.json`` failed: left out)."""
+    are runs (:func:`~evidence_bench.runs.data.multirun_jobs`)."""
     found: list[Path] = []
     for path in map(Path, paths):
         if (path / "manifest.json").is_file():
             found.append(path)
         elif path.is_dir():
-            jobs = sorted(
-                (p for p in path.iterdir() if p.is_dir() and p.name.isdigit()),
-                key=lambda p: int(p.name),
-            )
-            for job in jobs:
-                found += [c for c in (job / "run", job) if (c / "manifest.json").is_file()][:1]
+            found += [run for _job, run in multirun_jobs(path)]
         else:
             raise DataError(f"{path}: not a directory")
     return found
