@@ -222,15 +222,15 @@ def test_redundancy_demotes_a_near_duplicate_below_a_distinct_lower_scorer() -> 
     ranker = LiveFetchRanker()
     assert _order(ranker.rank("solar panels", _DUPES, {})) == [0, 2, 1]
     rows = ranker.score_breakdown("solar panels", _DUPES, {})
-    assert [row["url"] for row in rows] == [_DUPES[i].url for i in (0, 2, 1)]
+    assert [row.url for row in rows] == [_DUPES[i].url for i in (0, 2, 1)]
     # After A: S(B) = 0.815 - 0.35 * 1 = 0.465, S(C) = 0.775 - 0.35 * 0.5 = 0.6.
     expected = [(0.815, 0.0), (0.6, 0.5), (0.465, 1.0)]
     for row, (score, redundancy) in zip(rows, expected, strict=True):
-        assert row["S"] == pytest.approx(score)
-        assert row["D"] == pytest.approx(redundancy)
-        assert row["R"] == 1.0
-        assert row["F"] == 0.5
-    assert [row["T"] for row in rows] == [0.7, 0.5, 0.7]
+        assert row.score == pytest.approx(score)
+        assert pytest.approx(redundancy) == row.breakdown.D
+        assert row.breakdown.R == 1.0
+        assert row.breakdown.F == 0.5
+    assert [row.breakdown.T for row in rows] == [0.7, 0.5, 0.7]
 
 
 def test_without_the_penalty_the_duplicate_keeps_its_place() -> None:
@@ -286,9 +286,9 @@ def test_a_denied_duplicate_does_not_penalize_an_allowed_result() -> None:
     ]
     ranker = LiveFetchRanker(deny_domains=("energy.gov",))
     rows = ranker.score_breakdown("solar panels", candidates, {})
-    assert [row["url"] for row in rows] == [candidates[1].url, candidates[0].url]
-    assert rows[0]["D"] == 0.0
-    assert rows[1]["D"] == pytest.approx(1.0)
+    assert [row.url for row in rows] == [candidates[1].url, candidates[0].url]
+    assert rows[0].breakdown.D == 0.0
+    assert pytest.approx(1.0) == rows[1].breakdown.D
 
 
 # --- configuration --------------------------------------------------------------------------
@@ -435,12 +435,12 @@ def test_ranking_is_a_deterministic_permutation_with_a_consistent_breakdown(
         w_r=w_r, w_f=w_f, w_t=w_t, w_dup=w_dup, allow_domains=allow
     ).rank(query, list(candidates), dict(feedback))
     rows = ranker.score_breakdown(query, candidates, feedback)
-    assert [row["url"] for row in rows] == [item.url for item in ranking]
+    assert [row.url for row in rows] == [item.url for item in ranking]
     for row in rows:
-        for component in ("R", "F", "T", "D"):
-            assert 0.0 <= row[component] <= 1.0 + 1e-12
-        expected = w_r * row["R"] + w_f * row["F"] + w_t * row["T"] - w_dup * row["D"]
-        assert row["S"] == pytest.approx(expected)
+        for component in row.breakdown:
+            assert 0.0 <= component <= 1.0 + 1e-12
+        r, f, t, d = row.breakdown
+        assert row.score == pytest.approx(w_r * r + w_f * f + w_t * t - w_dup * d)
     if w_dup == 0.0 and not allow:
-        scores = [round(row["S"], 9) for row in rows]
+        scores = [round(row.score, 9) for row in rows]
         assert scores == sorted(scores, reverse=True)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from evidence_bench.engine.base import Feedback
@@ -24,7 +24,9 @@ from evidence_bench.evidence import Evidence, renumber
 if TYPE_CHECKING:
     import tldextract
 
-__all__ = ["DEFAULT_TRUST", "LiveFetchRanker", "ScoreRow", "domain_list", "domain_tier"]
+__all__ = [
+    "DEFAULT_TRUST", "LiveFetchRanker", "ScoreBreakdown", "ScoreRow", "domain_list", "domain_tier",
+]  # fmt: skip
 
 #: Public suffix (or registered domain) -> trust prior in [0, 1]. Judgment, not learned:
 #: government, education and international bodies above the 0.5 default, .org a little.
@@ -37,15 +39,26 @@ DEFAULT_TRUST: tuple[tuple[str, float], ...] = (
 _SECONDS_PER_DAY = 86400.0
 
 
-class ScoreRow(TypedDict):
-    """One ranked result's score and its components, for the report."""
+class ScoreBreakdown(NamedTuple):
+    """A result's score components, each in [0, 1]: relevance, freshness, trust and
+    redundancy (D as it was when the result was placed)."""
 
-    url: str
     R: float
     F: float
     T: float
     D: float
-    S: float
+
+
+class ScoreRow(NamedTuple):
+    """One ranked result: its URL, its score S and the components S is made of."""
+
+    url: str
+    score: float
+    breakdown: ScoreBreakdown
+
+    def record(self) -> dict[str, Any]:
+        """``url``, ``R``, ``F``, ``T``, ``D`` and ``S``, as an episode's record stores them."""
+        return {"url": self.url, **self.breakdown._asdict(), "S": self.score}
 
 
 # --- hosts and the public suffix list ------------------------------------------------------
@@ -339,8 +352,8 @@ class LiveFetchRanker:
     def score_breakdown(
         self, query: str, candidates: Sequence[Evidence], feedback: Feedback
     ) -> list[ScoreRow]:
-        """R, F, T, D and S of each result in the final ranked order (D and S as they were
-        when the result was placed)."""
+        """Each result's score and its components, in the final ranked order (D and S as
+        they were when the result was placed)."""
         _, rows = self._select(query, candidates, feedback)
         return rows
 
@@ -378,12 +391,9 @@ class LiveFetchRanker:
             order.append(best)
             rows.append(
                 ScoreRow(
-                    url=candidates[best].url,
-                    R=relevance[best],
-                    F=fresh[best],
-                    T=trusted[best],
-                    D=redundancy[best],
-                    S=base[best] - self.w_dup * redundancy[best],
+                    candidates[best].url,
+                    base[best] - self.w_dup * redundancy[best],
+                    ScoreBreakdown(relevance[best], fresh[best], trusted[best], redundancy[best]),
                 )
             )
             row = sims[best]

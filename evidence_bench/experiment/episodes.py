@@ -488,7 +488,7 @@ class _Planner:
                 rows = breakdown(self.query, candidates, state.feedback.labels)[:10]
             except FeedbackError:
                 rows = breakdown(self.query, candidates, {})[:10]
-            episode.breakdown = [dict(row) for row in rows]
+            episode.breakdown = [row.record() for row in rows]
 
     def _round(
         self,

@@ -57,7 +57,6 @@ from evidence_bench.livefetch.records import (
     Mode,
     PacketSet,
     RetrievalIntent,
-    ScoreBreakdown,
     as_utc,
 )
 from evidence_bench.web.bounded import read_page_bounded
@@ -363,8 +362,8 @@ class LiveFetch:
         by_url = {page.doc.url: page for page in pages}
         packets = []
         for row in ranker.score_breakdown(intent.query, evidence, {})[: intent.max_results]:
-            page = by_url[row["url"]]
-            text = texts[row["url"]]
+            page = by_url[row.url]
+            text = texts[row.url]
             published = self._published(page)
             packets.append(
                 EvidencePacket(
@@ -374,8 +373,8 @@ class LiveFetch:
                     text=text,
                     published_at=as_utc(published) if published else None,
                     fetched_at=page.doc.fetched_at,
-                    score=row["S"],
-                    score_breakdown=ScoreBreakdown(row["R"], row["F"], row["T"], row["D"]),
+                    score=row.score,
+                    score_breakdown=row.breakdown,
                     content_sha256=page.doc.content_sha256,
                     quotes=quotes_for(intent.query, text) if intent.need_quotes else (),
                 )

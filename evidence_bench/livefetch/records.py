@@ -12,9 +12,9 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
-from evidence_bench.engine.livefetch import domain_list
+from evidence_bench.engine.livefetch import ScoreBreakdown, domain_list
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 from evidence_bench.web.failure import FailureReason, FetchFailure
@@ -80,16 +80,6 @@ class RetrievalIntent:
         for name in ("allow_domains", "deny_domains"):
             entries = domain_list(f"RetrievalIntent.{name}", getattr(self, name))
             object.__setattr__(self, name, entries)
-
-
-class ScoreBreakdown(NamedTuple):
-    """LiveFetch's score components, each in [0, 1]: relevance, freshness, trust and
-    redundancy (see :class:`~evidence_bench.engine.livefetch.LiveFetchRanker`)."""
-
-    R: float
-    F: float
-    T: float
-    D: float
 
 
 @dataclass(frozen=True, slots=True)
