@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evidence_bench._argtypes import number_in
 from evidence_bench._printable import printable
 from evidence_bench.errors import DataError, EvidenceBenchError, RegressionError
 
@@ -101,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     judged = parser.add_argument_group("judgments (how much of each gated ranking is judged)")
     judged.add_argument(
         "--min-judged",
-        type=_share,
+        type=number_in(float, 0, 1),
         metavar="SHARE",
         help="warn when a gated cell's Judged@10 (the share of its ranking's top 10 that is "
         "judged, mean over the queries) is below SHARE, 0 to 1",
@@ -127,16 +128,6 @@ def _parser() -> argparse.ArgumentParser:
         help="eval modes to gate, comma-separated (default: every mode the run has)",
     )
     return parser
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a share between 0 and 1")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

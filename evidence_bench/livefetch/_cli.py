@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from evidence_bench._argtypes import count_between
+from evidence_bench._argtypes import count_between, number_in
 from evidence_bench._printable import json_text, printable
 from evidence_bench.errors import EvidenceBenchError
 from evidence_bench.livefetch.cache import DEFAULT_CACHE_PATH
@@ -37,26 +37,11 @@ PROG = "python -m evidence_bench livefetch"
 MAX_RESULTS = 50
 
 
+_DAYS = number_in(float, 0, above=True, unit="days (or 'none')")
+
+
 def _days(value: str) -> float | None:
-    if value.strip().lower() == "none":
-        return None
-    try:
-        days = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of days or 'none': {value!r}") from None
-    if not days > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 days (or 'none'), got {value}")
-    return days
-
-
-def _hours(value: str) -> float:
-    try:
-        hours = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of hours: {value!r}") from None
-    if hours < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 hours, got {value}")
-    return hours
+    return None if value.strip().lower() == "none" else _DAYS(value)
 
 
 def _moment(value: str) -> datetime:
@@ -150,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--cache-max-age",
-        type=_hours,
+        type=number_in(float, 0, unit="hours"),
         default=24.0,
         metavar="HOURS",
         help="a cached page younger than HOURS is used without a request (24)",
