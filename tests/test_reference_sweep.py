@@ -1,0 +1,83 @@
+"""The sweep's episodes against an independent reference (``benchmarks/bench_reference.py``:
+TF-IDF Rocchio, the users and the shuffled control written from the docs in plain numpy,
+measured by pytrec_eval), on Cranfield's first queries replayed from their cassettes: every
+(config, user) of ``rocchio_sweep``, round 0 and round 1's stages over the first page, in
+every mode and measure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_reference import COVERED, Reference, reference, sweep_grid
+from evidence_bench.protocol.episode import EpisodeResult
+from tests.conftest import shared_episodes
+
+QUERIES = 3
+#: (grid config id, user, query id, episode)
+Episodes = list[tuple[str, str, str, EpisodeResult]]
+
+
+@pytest.fixture(scope="module")
+def expected() -> Reference:
+    return reference(QUERIES)
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory: pytest.TempPathFactory) -> Episodes:
+    """The run's episodes of its first queries, their configs named as the grid's."""
+    grid = {point: f"c{i:02d}" for i, point in enumerate(sweep_grid())}
+    runs_dir = tmp_path_factory.mktemp("runs")
+    found: Episodes = []
+    for _plan, replayed, engine, user, result in shared_episodes(
+        ["+experiment=rocchio_sweep", f"runs_dir={runs_dir}"], queries=QUERIES
+    ):
+        params = dict(engine.ranker_params)
+        point = (float(params["alpha"]), float(params["beta"]), float(params["gamma"]))
+        found.append((grid[point], user, replayed.query_id, result))
+    return found
+
+
+def test_the_reference_covers_every_episode(expected: Reference, episodes: Episodes) -> None:
+    assert len(episodes) == QUERIES * len(sweep_grid()) * 2
+    assert {key[:3] for key in expected.rankings} == {
+        (config, user, query) for config, user, query, _ in episodes
+    }
+
+
+def test_rankings_are_the_references(expected: Reference, episodes: Episodes) -> None:
+    compared = 0
+    for config, user, query, result in episodes:
+        for (round_, stage), ranking in result.rankings.items():
+            if round_ <= 1 and stage in COVERED:
+                key = (config, user, query, round_, stage)
+                assert ranking == expected.rankings[key], key
+                compared += 1
+    assert compared == len(expected.rankings)
+
+
+def test_scores_are_the_references(expected: Reference, episodes: Episodes) -> None:
+    """Every value as pytrec_eval gives it, to the last bit but nDCG@10's, which may differ
+    in its last bit (trec_eval adds and divides its gains in another order); residual
+    queries with nothing relevant left are left out by both."""
+    found = {
+        (config, user, query, round_, stage, mode, measure): value
+        for config, user, query, result in episodes
+        for round_, stage, mode, measure, value in result.scores
+        if round_ <= 1 and stage in COVERED
+    }
+    assert found.keys() == expected.scores.keys()
+    differing = {
+        key: (value, expected.scores[key])
+        for key, value in found.items()
+        if value != expected.scores[key]
+        and (key[-1] != "nDCG@10" or abs(value - expected.scores[key]) > 1e-15 * abs(value))
+    }
+    assert not differing, sorted(differing.items())[:5]
+
+
+def test_the_reference_reads_no_package_code() -> None:
+    source = (Path(__file__).parents[1] / "benchmarks" / "bench_reference.py").read_text()
+    assert "import evidence_bench" not in source
+    assert "from evidence_bench" not in source
