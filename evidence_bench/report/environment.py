@@ -1,21 +1,17 @@
-"""The Jinja2 environment the report's page and its charts are rendered in: Jinja2's own,
-autoescaping every value shown (``markupsafe.escape``), undefined names an error."""
+"""The Jinja2 environment the report's page and its charts are rendered in."""
 
 from __future__ import annotations
 
-from jinja2 import BytecodeCache, Environment, PackageLoader, StrictUndefined
+from jinja2 import BytecodeCache, Environment
+
+from evidence_bench._templates import template_environment
 
 __all__ = ["report_environment"]
 
 
 def report_environment(*, bytecode_cache: BytecodeCache | None = None) -> Environment:
-    """The environment of the report's templates (``evidence_bench/report/templates``):
-    autoescaping, undefined names an error, block tags trimmed."""
-    return Environment(
-        loader=PackageLoader("evidence_bench.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        bytecode_cache=bytecode_cache,
+    """The environment of the report's templates (``evidence_bench/report/templates``,
+    :func:`~evidence_bench._templates.template_environment`), block tags trimmed."""
+    return template_environment(
+        "evidence_bench.report", trim_blocks=True, lstrip_blocks=True, bytecode_cache=bytecode_cache
     )

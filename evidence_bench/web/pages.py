@@ -120,14 +120,9 @@ def published_on(doc_id: str) -> date:
 def _environment() -> Environment:
     # Imported here: a run that renders no page (snippets only) never needs jinja2, and the
     # parent imports this module before its workers fork.
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+    from evidence_bench._templates import template_environment
 
-    return Environment(
-        loader=PackageLoader("evidence_bench.web", "templates"),
-        autoescape=select_autoescape(default=True, default_for_string=True),
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-    )
+    return template_environment("evidence_bench.web", keep_trailing_newline=True)
 
 
 def _paragraphs(text: str) -> list[str]:
