@@ -8,6 +8,7 @@ the canonical URL so a mark follows the page, not the spelling of its address.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import re
@@ -42,8 +43,6 @@ _INLINE_TAG = re.compile(r"</?(?:strong|b|em|i|mark|span)(?:\s[^>]*)?>", re.IGNO
 _EDGE = re.compile(r"^[\s\x00-\x20]+|[\s\x00-\x20]+$")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRACKING_EXACT = frozenset({"gclid", "fbclid"})
-# Evidence.from_fields makes a result without __init__, its fields set through their slots.
-_new = object.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,51 +76,9 @@ class Evidence:
         """Title and snippet, the text a local ranker scores."""
         return f"{self.title} {self.snippet}"
 
-    @staticmethod
-    def from_fields(
-        title: str,
-        url: str,
-        snippet: str,
-        source: str,
-        rank: int,
-        page_age: datetime | None,
-        age: str,
-        domain: str,
-        language: str,
-        extra_snippets: tuple[str, ...],
-        key: str,
-    ) -> Evidence:
-        """The ``Evidence`` of these fields, set through their slots without ``__init__`` (for
-        the provider, which makes one per result); pass ``key=canonical_url(url)``."""
-        made: Evidence = _new(Evidence)
-        _SET_TITLE(made, title)
-        _SET_URL(made, url)
-        _SET_SNIPPET(made, snippet)
-        _SET_SOURCE(made, source)
-        _SET_RANK(made, rank)
-        _SET_PAGE_AGE(made, page_age)
-        _SET_AGE(made, age)
-        _SET_DOMAIN(made, domain)
-        _SET_LANGUAGE(made, language)
-        _SET_EXTRA_SNIPPETS(made, extra_snippets)
-        _SET_KEY(made, key)
-        return made
-
     def with_rank(self, rank: int) -> Evidence:
-        """A copy at another rank, its key too (faster than ``replace``)."""
-        return _from_fields(
-            self.title,
-            self.url,
-            self.snippet,
-            self.source,
-            rank,
-            self.page_age,
-            self.age,
-            self.domain,
-            self.language,
-            self.extra_snippets,
-            self.key,
-        )
+        """A copy at another rank."""
+        return dataclasses.replace(self, rank=rank)
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready fields (``page_age`` as ISO-8601)."""
@@ -137,21 +94,6 @@ class Evidence:
             "language": self.language,
             "extra_snippets": list(self.extra_snippets),
         }
-
-
-# Each field's slot, set directly (what object.__setattr__ does after looking the slot up).
-(
-    _SET_TITLE, _SET_URL, _SET_SNIPPET, _SET_SOURCE, _SET_RANK, _SET_PAGE_AGE, _SET_AGE,
-    _SET_DOMAIN, _SET_LANGUAGE, _SET_EXTRA_SNIPPETS, _SET_KEY,
-) = (
-    vars(Evidence)[name].__set__
-    for name in (
-        "title", "url", "snippet", "source", "rank", "page_age", "age", "domain", "language",
-        "extra_snippets", "key",
-    )
-)  # fmt: skip
-
-_from_fields = Evidence.from_fields
 
 
 def normalize_text(value: str) -> str:

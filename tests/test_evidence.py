@@ -269,28 +269,6 @@ def test_validate_query_strips_and_accepts_the_limits() -> None:
     assert validate_query(" ".join(["w"] * 50)) == " ".join(["w"] * 50)
 
 
-def test_from_fields_through_the_slots_is_the_evidence_init_makes() -> None:
-    """``Evidence.from_fields`` (the provider's constructor) against the dataclass's own
-    ``__init__``."""
-    fields = {
-        "title": "Flutter of panels",
-        "url": "HTTPS://Example.org:443/a/?utm_source=x&b=1#top",
-        "snippet": "panel flutter",
-        "source": "brave",
-        "rank": 4,
-        "page_age": datetime(2025, 6, 30, 5, 41),
-        "age": "June 30, 2025",
-        "domain": "example.org",
-        "language": "en",
-        "extra_snippets": ("one", "two"),
-    }
-    expected = Evidence(**fields)  # type: ignore[arg-type]
-    made = Evidence.from_fields(**fields, key=canonical_url(str(fields["url"])))  # type: ignore[arg-type]
-    assert made == expected and repr(made) == repr(expected)
-    assert made.key == expected.key == "https://example.org/a?b=1"
-    assert made.with_rank(1) == expected.with_rank(1)
-
-
 _ENTITY_SOUP = st.lists(
     st.sampled_from(
         ["&amp;", "&lt;", "&gt;", "&quot;", "&#x27;", "&#39;", "&amp;lt;", "&nbsp;", "&ampx",

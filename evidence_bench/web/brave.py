@@ -34,7 +34,6 @@ from evidence_bench.errors import (
 )
 from evidence_bench.evidence import (
     Evidence,
-    canonical_url,
     dedupe,
     normalize_text,
     validate_query,
@@ -408,7 +407,7 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         and (language is None or type(language) is str)
     ):
         return _checked_evidence(item, path, where, rank)
-    return Evidence.from_fields(
+    return Evidence(
         _normalized(title),
         plain_text(url),
         _normalized(description or ""),
@@ -418,8 +417,6 @@ def _evidence(item: Mapping[str, object], path: str, where: str, rank: int) -> E
         age or "",
         hostname or url_host(url),
         language or "",
-        (),
-        canonical_url(url),
     )
 
 
