@@ -79,7 +79,9 @@ docs: $(STAMP) $(COMPILED)
 	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 
 ## make unit: the tests, spread over every core a file at a time, so a module's fixture (an
-## experiment run once for the module) is still computed once. (--dist loadgroup would
+## experiment run once for the module) is still computed once; the files of tests that share
+## nothing (tests/conftest.py, ONE_TEST_A_UNIT: the manual's pages) a test at a time, as
+## tests/conftest.py's pytest_xdist_make_scheduler hands them out. (--dist loadgroup would
 ## spread finer, but xdist 3.8 cannot mark groups under pytest 9.2, whose nodeid is _id.)
 ## --no-loadscope-reorder: hand out the files in collection order, the longest first
 ## (tests/conftest.py, LONGEST_FIRST); xdist 3.8 otherwise sorts them by their number of

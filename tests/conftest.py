@@ -17,6 +17,9 @@ import pytest
 from evidence_bench.experiment.export import export_run
 
 if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.scheduler import LoadFileScheduling
+
     from evidence_bench.engine.base import Ranker, Refiner
     from evidence_bench.experiment.components import EngineConfig
     from evidence_bench.experiment.plan import RunPlan
@@ -137,45 +140,61 @@ CRANFIELD15 = (
 )
 
 #: The test files that take longest (each runs whole experiments or many analyses), longest
-#: first, by CPU time (user + system, with their child processes; one file at a time, in one
-#: process, 2026-12-01, 23:00 UTC, under load; the submitit case, skipped in CI, left out of
-#: test_shards.py's). ``make test`` hands files to the workers in collection order
-#: (``--dist loadfile --no-loadscope-reorder``; without the flag xdist 3.8 sorts them by
-#: their number of tests, and a long file of few tests ran alone at the end); starting these
-#: first keeps the last file to finish a short one, so no worker sits idle while another runs
-#: a long file alone. Any other file keeps its place after them; a missing name only loses
-#: its head start.
+#: first, by each file's summed test durations in one ``make test`` (2026-12-07, 14:48 UTC,
+#: under load; the same order as their CPU). ``make test`` hands files to the workers in
+#: collection order (``--dist loadfile --no-loadscope-reorder``; without the flag xdist 3.8
+#: sorts them by their number of tests, and a long file of few tests ran alone at the end);
+#: starting these first keeps the last file to finish a short one, so no worker sits idle
+#: while another runs a long file alone. The files of ``ONE_TEST_A_UNIT`` go out a test at a
+#: time, so theirs is the place of their longest test. Any other file keeps its place after
+#: them; a missing name only loses its head start.
 LONGEST_FIRST = (
-    "test_doc_commands.py",
-    "test_stored_analysis.py",
-    "test_report.py",
-    "test_shards.py",
-    "test_experiment.py",
-    "test_ranking_batch.py",
-    "test_gate.py",
-    "test_attribution.py",
-    "test_aliases.py",
-    "test_targets.py",
     "test_wheel.py",
+    "test_faults_secrets.py",
+    "test_experiment.py",
+    "test_shards.py",
+    "test_stored_analysis.py",
+    "test_targets.py",
+    "test_gathered_verdict.py",
+    "test_doc_commands.py",
     "test_faults.py",
-    "test_main.py",
-    "test_validity.py",
+    "test_fixed_cells.py",
+    "test_init.py",
     "test_gate_faults.py",
-    "test_faults_runs.py",
-    "test_labels.py",
-    "test_report_browser.py",
+    "test_main.py",
+    "test_tune.py",
+    "test_report.py",
+    "test_ranking_batch.py",
     "test_faults_cassettes.py",
-    "test_before_after.py",
-    "test_episodes.py",
-    "test_text.py",
-    "test_comparisons.py",
+    "test_aliases.py",
     "test_page_evidence.py",
-    "test_export.py",
+    "test_simulator_answers.py",
+    "test_labels.py",
+    "test_validity.py",
+    "test_web_guard.py",
+    "test_faults_runs.py",
+    "test_judge_loop.py",
+    "test_attribution.py",
+    "test_gate.py",
     "test_frozen.py",
     "test_clicks.py",
+    "test_report_browser.py",
+    "test_faults_controls.py",
+    "test_command_help.py",
+    "test_tables_writer.py",
+    "test_episodes.py",
+    "test_export.py",
+    "test_text.py",
+    "test_comparisons.py",
+    "test_record_pages.py",
     "test_seeding.py",
-    "test_tune.py",
 )
+
+#: Files whose tests share nothing but the session (no module or class fixture, no result
+#: kept between tests; a page of the manual runs in a scratch copy of its own): under
+#: ``--dist loadfile`` each of their tests is a unit of its own, so a long file is spread
+#: over the workers instead of holding one while the others run out of files.
+ONE_TEST_A_UNIT = ("test_doc_commands.py",)
 
 
 def shared_episodes(
@@ -276,6 +295,21 @@ def episode_as_run(
         seed=plan.user_seed(user_name),
         policy=plan.episode_policy(user_name),
     )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadFileScheduling | None:
+    """Under ``--dist loadfile``: a file a unit, but a test a unit in ``ONE_TEST_A_UNIT``."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrTestScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if Path(path).name in ONE_TEST_A_UNIT else path
+
+    return FileOrTestScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
