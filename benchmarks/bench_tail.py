@@ -37,6 +37,7 @@ from typing import Any
 
 import evidence_bench.experiment.run as run_module
 from evidence_bench.experiment.config import compose
+from evidence_bench.report.fresh import new_run_report
 
 #: The steps whose cumulative time is shown (function name as cProfile reports it).
 STEPS = (
@@ -47,11 +48,20 @@ STEPS = (
     "_excluded",
     "label_summary",
     "write_tables",
+    "new_run_report",
+    "load_run",
     "analyze",
+    "compare",
+    "_randomization",
+    "stage_values",
+    "validity",
+    "per_query_gains",
+    "oracle_shares",
+    "summary_table",
+    "write_run_report",
     "report_context",
     "store_context",
     "write_report",
-    "summary_table",
 )
 
 
@@ -104,7 +114,7 @@ def main(argv: list[str]) -> None:
         # workers=1 unless given: the parent's clock (process_time) counts only its own CPU
         workers = [] if any(o.startswith("workers=") for o in overrides) else ["workers=1"]
         cfg, text = compose([*overrides, f"runs_dir={runs}", *workers, "progress=false"])
-        run_module.perform_run(cfg, text)
+        run_module.perform_run(cfg, text, report=new_run_report)  # as `run` does
         profile.disable()
         cpu, wall = time.process_time() - marks["cpu"], time.perf_counter() - marks["wall"]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
