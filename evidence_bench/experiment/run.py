@@ -76,7 +76,8 @@ class RunReport(Protocol):
 
     ``analyzed``: called once the analysis is computed, before the page is rendered (the run
     starts writing its Parquet files then); ``inputs``: called before the report hashes the
-    run's files (it waits for those files)."""
+    run's files (it waits for those files); ``processes``: how many processes the analysis
+    may use at once (the run's workers; its numbers do not depend on it)."""
 
     def __call__(
         self,
@@ -85,6 +86,7 @@ class RunReport(Protocol):
         *,
         analyzed: Callable[[], object] | None = None,
         inputs: Callable[[], object] | None = None,
+        processes: int = 1,
     ) -> str: ...
 
 
@@ -231,10 +233,10 @@ def _perform(
     whole = load_query_set(plan.query_set, limit=plan.query_limit)
     query_set = shard_query_set(whole, plan)
     query_ids = list(query_set.queries)
+    # the processes the episodes and the analysis may use (0: one per core)
+    workers = int(cfg.get("workers", 0)) or os.cpu_count() or 1
     outputs: Iterable[QueryOutput] = (
-        gathered.outputs
-        if gathered is not None
-        else execute(plan, query_ids, workers=int(cfg.get("workers", 0)))
+        gathered.outputs if gathered is not None else execute(plan, query_ids, workers=workers)
     )
     outputs = progress_bar(
         outputs, total=len(query_ids), desc=plan.experiment, unit="query",
@@ -391,7 +393,9 @@ def _perform(
                 parquet.start()
 
             # the frames just computed, not read back
-            terminal = report(tmp, tables, analyzed=analyzed, inputs=tables_written)
+            terminal = report(
+                tmp, tables, analyzed=analyzed, inputs=tables_written, processes=workers
+            )
         elif plan.shards > 1:
             pass  # a shard's numbers are partial: the run gathered from its shards reports
         else:  # no summary table, but a policy that gave no labels of a kind is still said

@@ -27,12 +27,15 @@ def new_run_report(
     *,
     analyzed: Callable[[], object] | None = None,
     inputs: Callable[[], object] | None = None,
+    processes: int = 1,
 ) -> str:
     """Write ``run_dir/report.html`` and return the summary table the terminal prints.
 
     ``analyzed``: called once the analysis is computed, before the page is rendered;
-    ``inputs``: called before the stored analysis' key hashes the run's files."""
-    analysis = analyze(load_run(run_dir, tables=tables), trials=DEFAULT_TRIALS)
+    ``inputs``: called before the stored analysis' key hashes the run's files;
+    ``processes``: how many processes the analysis may use (:func:`analyze`)."""
+    data = load_run(run_dir, tables=tables)
+    analysis = analyze(data, trials=DEFAULT_TRIALS, processes=processes)
     if analyzed is not None:
         analyzed()
     terminal = summary_table(analysis)
@@ -46,7 +49,11 @@ def new_tuning_report(
     *,
     analyzed: Callable[[], object] | None = None,
     inputs: Callable[[], object] | None = None,
+    processes: int = 1,
 ) -> str:
     """:func:`new_run_report` for a tuning run: its terminal summary ends with the tuning
     table (the folds' chosen weights and held-out scores)."""
-    return new_run_report(run_dir, tables, analyzed=analyzed, inputs=inputs) + tuning_table(run_dir)
+    terminal = new_run_report(
+        run_dir, tables, analyzed=analyzed, inputs=inputs, processes=processes
+    )
+    return terminal + tuning_table(run_dir)

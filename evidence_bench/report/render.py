@@ -41,7 +41,6 @@ from evidence_bench.report.validity import validity_view
 from evidence_bench.runs.data import (
     RunData,
     gather_multirun,
-    judged_by_cell,
     load_documents,
     load_episodes,
     load_run,
@@ -254,7 +253,7 @@ def _summary_views(analysis: Analysis) -> list[dict[str, Any]]:
     """
     records = analysis.summary.to_dict("records")
     key = _key_configs(analysis)
-    judged = judged_by_cell(analysis.data)
+    judged = analysis.judged
     for record in records:
         cell = (str(record["config_id"]), str(record["policy"]), int(record["round"]))
         record["judged"] = judged.get((*cell, str(record["stage"])))

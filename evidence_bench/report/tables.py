@@ -30,13 +30,20 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from evidence_bench._forked import both
 from evidence_bench._trim import release_memory
 from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, comparisons
 from evidence_bench.evaluation.comparisons import Comparisons, common_queries, compare, strings
 from evidence_bench.evaluation.oracle_share import REFERENCE, SHARE_COLUMNS, oracle_share
 from evidence_bench.evaluation.statistics import MIN_TRIALS, selection_intervals, summarize_groups
-from evidence_bench.report.validity import Validity, run_labels, validity
-from evidence_bench.runs.data import RunData
+from evidence_bench.report.validity import (
+    Validity,
+    ValidityTables,
+    run_labels,
+    validity,
+    validity_tables,
+)
+from evidence_bench.runs.data import Cell, RunData, judged_by_cell
 
 __all__ = [
     "ALPHA",
@@ -110,6 +117,8 @@ class Analysis:
     shares: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SHARE_COLUMNS))
     #: The Validity panel (report/validity.py): a run with several users or seeds; else None.
     validity: Validity | None = None
+    #: Judged@10 of each (config_id, policy, round, stage) cell (runs.data.judged_by_cell).
+    judged: Mapping[Cell, float] = field(default_factory=dict)
 
 
 def _primary(data: RunData) -> pd.DataFrame:
@@ -584,20 +593,27 @@ def oracle_shares(data: RunData) -> pd.DataFrame:
     return _in_run_order(shares, order, ["config_id", "round", "policy", "stage"])
 
 
-def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
+def analyze(data: RunData, *, trials: int = MIN_TRIALS, processes: int = 1) -> Analysis:
     """Compute every table of the report once, for the HTML and the terminal to share.
 
     ``trials``: at least this many randomization trials per test; the run's Holm families
     may ask for more (:func:`~evidence_bench.evaluation.statistics.trials_for`). The signs
-    derive from the run's ``seed``.
+    derive from the run's ``seed``. ``processes`` above 1: the summary's comparisons here
+    while a process forked from this one measures the Validity panel, the oracle shares
+    and the Judged@10 cells (:func:`~evidence_bench._forked.in_parallel`); the tables are
+    the same either way.
     """
-    frame = _primary(data)
-    summary, tests = _summary(data, frame, trials)
-    start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
+    if processes > 1:
+        summary_part, rest = both(
+            lambda: _summary_part(data, trials), lambda: _independent(data), processes=processes
+        )
+        summary, tests, start_means, excluded = summary_part
+        panel, shares, judged = rest
+    else:
+        summary, tests, start_means, excluded = _summary_part(data, trials)
+        release_memory()  # the primary mode's rows: freed before the Validity panel's gains
+        panel, shares, judged = _independent(data)
     best = _best(data, summary)
-    start_means, excluded, shares = _means(start), _exclusions(data, frame), oracle_shares(data)
-    del frame, start  # the primary mode's rows: freed before the Validity panel's gains
-    release_memory()
     return Analysis(
         data,
         summary,
@@ -609,5 +625,25 @@ def analyze(data: RunData, *, trials: int = MIN_TRIALS) -> Analysis:
         tests.seed,
         tests.family,
         shares,
-        validity(data, (best.config_id, best.stage) if best is not None else None),
+        validity(data, (best.config_id, best.stage) if best is not None else None, tables=panel),
+        judged,
     )
+
+
+def _summary_part(
+    data: RunData, trials: int
+) -> tuple[pd.DataFrame, Comparisons, pd.DataFrame, pd.DataFrame]:
+    """:func:`analyze`'s tables of the primary mode's rows: the summary and its tests, the
+    round 0 means and the exclusions."""
+    frame = _primary(data)
+    summary, tests = _summary(data, frame, trials)
+    start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
+    return summary, tests, _means(start), _exclusions(data, frame)
+
+
+def _independent(
+    data: RunData,
+) -> tuple[ValidityTables | None, pd.DataFrame, dict[Cell, float]]:
+    """:func:`analyze`'s tables that need no summary: the Validity panel's (but for its
+    best setting's robustness), the oracle shares and the Judged@10 cells."""
+    return validity_tables(data), oracle_shares(data), judged_by_cell(data)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,11 +39,13 @@ from evidence_bench.runs.data import RunData
 __all__ = [
     "Validity",
     "ValidityGroup",
+    "ValidityTables",
     "run_labels",
     "setting_name",
     "shows_validity",
     "validity",
     "validity_sentence",
+    "validity_tables",
     "validity_view",
 ]
 
@@ -103,11 +105,29 @@ def _prefixes(data: RunData) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-def validity(data: RunData, best: tuple[str, str] | None = None) -> Validity | None:
-    """The Validity panel of a run, or None when it has one user under one seed.
+@dataclass(frozen=True)
+class _Measured:
+    """A group's tables before its best setting is known (:func:`validity_tables`)."""
 
-    ``best``: the report's best setting (config_id, stage); a group that does not hold it
-    is judged by its own top setting (the mean over users of each user's gain)."""
+    group: ValidityGroup
+    #: the group's own top setting, for a best setting it does not hold
+    top: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class ValidityTables:
+    """What the Validity panel measures of a run, apart from its best setting's robustness:
+    :func:`validity_tables`, then :func:`validity`."""
+
+    groups: tuple[_Measured, ...]
+    measure: str
+    mode: str
+    round: int
+
+
+def validity_tables(data: RunData) -> ValidityTables | None:
+    """The Validity panel's tables of a run, each group's robustness left out (it needs the
+    report's best setting), or None when it has one user under one seed."""
     if not shows_validity(data):
         return None
     settings = data.settings
@@ -115,6 +135,7 @@ def validity(data: RunData, best: tuple[str, str] | None = None) -> Validity | N
     baselines = list(data.configs.loc[data.configs["role"] == "baseline", "config_id"])
     gains = per_query_gains(data.per_query, fixed=data.fixed)
     round_ = int(gains["round"].min()) if len(gains) else 1
+    names = dict(zip(data.configs["config_id"], data.configs["label"], strict=True))
     groups = []
     for prefix, name in _prefixes(data):
         mine = gains[gains["config_id"].str.startswith(prefix)] if prefix else gains
@@ -132,22 +153,42 @@ def validity(data: RunData, best: tuple[str, str] | None = None) -> Validity | N
             exclude=baselines,
         )
         curve = budget_curve(mine, labels, **at, round_=round_, exclude=baselines)
-        top = best if best is not None and best[0].startswith(prefix) else None
-        if top is None:
-            top = _top(means, labels, settings.primary_mode, settings.primary_measure, round_)
-        groups.append(
-            ValidityGroup(
-                name=name if prefix else "",
-                prefix=prefix,
-                agreements=tuple(found),
-                variance=variance_components(mine, labels, **at, round_=round_, exclude=baselines),
-                curve=curve,
-                saturation=saturation(curve),
-                robustness=robustness(found, top) if top is not None else None,
-                labels=dict(zip(data.configs["config_id"], data.configs["label"], strict=True)),
-            )
+        group = ValidityGroup(
+            name=name if prefix else "",
+            prefix=prefix,
+            agreements=tuple(found),
+            variance=variance_components(mine, labels, **at, round_=round_, exclude=baselines),
+            curve=curve,
+            saturation=saturation(curve),
+            robustness=None,
+            labels=names,
         )
-    return Validity(tuple(groups), settings.primary_measure, settings.primary_mode, round_)
+        top = _top(means, labels, settings.primary_mode, settings.primary_measure, round_)
+        groups.append(_Measured(group, top))
+    return ValidityTables(tuple(groups), settings.primary_measure, settings.primary_mode, round_)
+
+
+def validity(
+    data: RunData,
+    best: tuple[str, str] | None = None,
+    *,
+    tables: ValidityTables | None = None,
+) -> Validity | None:
+    """The Validity panel of a run, or None when it has one user under one seed.
+
+    ``best``: the report's best setting (config_id, stage); a group that does not hold it
+    is judged by its own top setting (the mean over users of each user's gain).
+    ``tables``: the run's :func:`validity_tables`, when computed already."""
+    measured = validity_tables(data) if tables is None else tables
+    if measured is None:
+        return None
+    groups = []
+    for found in measured.groups:
+        group = found.group
+        top = best if best is not None and best[0].startswith(group.prefix) else found.top
+        robust = robustness(group.agreements, top) if top is not None else None
+        groups.append(replace(group, robustness=robust))
+    return Validity(tuple(groups), measured.measure, measured.mode, measured.round)
 
 
 def _top(

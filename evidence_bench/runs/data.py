@@ -39,6 +39,7 @@ __all__ = [
     "FIXED_KEYS",
     "JUDGED_AT",
     "PER_QUERY_COLUMNS",
+    "Cell",
     "RunData",
     "Settings",
     "Source",
@@ -582,6 +583,7 @@ def _episodes(
 #: The cutoff of the ``Judged@k`` shown beside each gain and checked by ``check
 #: --min-judged``: the depth the primary measures read.
 JUDGED_AT = 10
+#: A Judged@k cell: (config_id, policy, round, stage).
 Cell = tuple[str, str, int, str]
 
 
