@@ -27,8 +27,9 @@ def write_error(path: Path, exc: OSError) -> WriteError:
     return WriteError(f"could not write {path}: {reason}; the file on disk is unchanged")
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` (text is UTF-8) to ``path`` through a temporary file and a rename.
+def write_atomic(path: Path, data: str | bytes, *, parents: bool = False) -> None:
+    """Write ``data`` (text is UTF-8) to ``path`` through a temporary file and a rename,
+    creating its missing folders first when ``parents``.
 
     Raises :class:`WriteError` naming ``path`` when any step fails (no space left, quota,
     read-only file system, no permission); the temporary file is removed and ``path``
@@ -37,6 +38,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp: str | None = None
     try:
+        if parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)

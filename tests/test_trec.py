@@ -11,7 +11,7 @@ import pytrec_eval
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evidence_bench.errors import DataError
+from evidence_bench.errors import DataError, WriteError
 from evidence_bench.evaluation.measures import evaluate, parse_measure, prepare
 from evidence_bench.evaluation.trec import read_qrels, read_run, write_qrels, write_run
 
@@ -197,3 +197,10 @@ def test_writer_creates_parent_folders(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "exp1" / "run.txt"
     write_run(path, {"q1": ["a"]}, "t")
     assert read_run(path) == {"q1": {"a": 1.0}}
+
+
+def test_a_folder_that_cannot_be_made_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "runs").write_text("a file where the folder would go\n", encoding="utf-8")
+    path = tmp_path / "runs" / "exp1" / "run.txt"
+    with pytest.raises(WriteError, match=f"could not write {path}: "):
+        write_run(path, {"q1": ["a"]}, "t")

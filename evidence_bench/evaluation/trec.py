@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from evidence_bench._atomic import write_atomic, write_error
+from evidence_bench._atomic import write_atomic
 from evidence_bench.errors import DataError
 from evidence_bench.evaluation.measures import ranks_to_scores
 
@@ -146,8 +146,4 @@ def _write(path: Path, lines: Iterable[str]) -> None:
         with gzip.GzipFile(fileobj=packed, mode="wb", compresslevel=1, mtime=0) as file:
             file.write(data)
         data = packed.getvalue()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(path, exc) from exc
-    write_atomic(path, data)
+    write_atomic(path, data, parents=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from evidence_bench._atomic import write_atomic, write_error
+from evidence_bench._atomic import write_atomic
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evaluation.measures import parse_measure
 from evidence_bench.gate._run import KEYS, Cell, RunFacts, describe, read_text
@@ -337,7 +337,9 @@ def write_baseline(
     text = _HEADER + yaml.safe_dump(data, sort_keys=False, width=140, default_flow_style=None)
     if yaml.load(text, Loader=_LOADER) != data:  # what is read back is what was checked
         raise DataError(f"{path}: the baseline does not read back as written")
-    _write_atomic(path, text)
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a baseline file")
+    write_atomic(path, text, parents=True)  # a crash or a full disk leaves the old one whole
     return baseline
 
 
@@ -370,15 +372,3 @@ def _row(cell: Cell, n: int, mean: float, values: Mapping[str, float] | None) ->
     if values is not None:
         row["queries"] = {query_id: round(v, _DIGITS) for query_id, v in values.items()}
     return row
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write the baseline whole or not at all (:func:`evidence_bench._atomic.write_atomic`):
-    a crash or a full disk leaves the old baseline whole, never half a new one."""
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a baseline file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(path, exc) from exc
-    write_atomic(path, text)

@@ -393,5 +393,4 @@ class RecordedDiscovery:
             ensure_ascii=False,
         )
         text = redact(text)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, text + "\n")
+        write_atomic(self.path, text + "\n", parents=True)
