@@ -7,6 +7,7 @@ import collections
 import gzip
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +20,7 @@ from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.record import record
 from evidence_bench.experiment.run import perform_run
 from evidence_bench.protocol.stages import PARTNERS
-from tests.conftest import exported
+from tests.conftest import exported, write_tiny_collection
 
 TREC_NAMES = {
     "nDCG@10": "ndcg_cut_10",
@@ -57,10 +58,42 @@ def run(collection: Path, tmp_path: Path, *extra: str) -> Path:
     return exported(perform_run(cfg, text).path)
 
 
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny collection's cassettes as ``record_all`` writes them, recorded once for the
+    module (a recording from the simulator is the same every time): ``"all"`` with no
+    override, ``"rounds=1"`` with ``experiment.rounds=1``. Each test takes a copy."""
+    made = {}
+    for name, extra in (("all", ()), ("rounds=1", ("experiment.rounds=1",))):
+        root = tmp_path_factory.mktemp("recorded")
+        record_all(write_tiny_collection(root / "tiny"), root, *extra)
+        made[name] = root / "cassettes"
+    return made
+
+
+def recorded_as(recordings: dict[str, Path], name: str, tmp_path: Path) -> None:
+    """``record_all``'s cassettes (``recordings[name]``) in ``tmp_path``, where it writes."""
+    shutil.copytree(recordings[name], tmp_path / "cassettes", dirs_exist_ok=True)
+
+
 @pytest.fixture
-def recorded(tiny_collection: Path, tmp_path: Path) -> Path:
-    record_all(tiny_collection, tmp_path)
+def recorded(recordings: dict[str, Path], tiny_collection: Path, tmp_path: Path) -> Path:
+    recorded_as(recordings, "all", tmp_path)
     return tiny_collection
+
+
+@pytest.fixture(scope="module")
+def plain_run(recordings: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``run`` of the recorded tiny collection with no override, made once for the tests
+    that each made it (read-only); ``listing.txt`` beside it: the run directory's files
+    before its interchange files were exported."""
+    root = tmp_path_factory.mktemp("plain")
+    collection = write_tiny_collection(root / "tiny")
+    recorded_as(recordings, "all", root)
+    cfg, text = compose(overrides(collection, root))
+    path = perform_run(cfg, text).path
+    (root / "listing.txt").write_text("\n".join(sorted(p.name for p in path.iterdir())))
+    return exported(path)
 
 
 def test_record_writes_a_cassette_per_query_and_a_manifest(recorded: Path, tmp_path: Path) -> None:
@@ -93,15 +126,14 @@ def test_replay_opens_no_socket_and_needs_no_simulator(
     assert (tmp_path / "runs" / "ci" / "latest").resolve() == path.resolve()
 
 
-def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
-    cfg, text = compose(overrides(recorded, tmp_path))
-    path = perform_run(cfg, text).path
-    assert sorted(p.name for p in path.iterdir()) == [
+def test_run_directory_layout(plain_run: Path) -> None:
+    path = plain_run
+    listing = (path.parents[2] / "listing.txt").read_text().splitlines()
+    assert listing == [
         "config.yaml", "configs.csv", "documents.jsonl", "episodes.parquet", "feedback.parquet",
         "manifest.json", "qrels.csv", "queries.csv", "rankings.parquet", "runs.parquet",
         "scores.parquet", "summary.parquet", "trec_qrels.parquet",
     ]  # fmt: skip
-    exported(path)
     for name in ("per_query.csv", "summary.csv", "feedback.csv", "episodes.jsonl",
                  "trec/qrels.txt"):  # fmt: skip
         assert (path / name).is_file(), name
@@ -142,8 +174,10 @@ def test_run_directory_layout(recorded: Path, tmp_path: Path) -> None:
         assert row.ci_low <= row.mean <= row.ci_high
 
 
-def test_two_runs_are_identical_whatever_the_workers(recorded: Path, tmp_path: Path) -> None:
-    first = run(recorded, tmp_path)
+def test_two_runs_are_identical_whatever_the_workers(
+    plain_run: Path, recorded: Path, tmp_path: Path
+) -> None:
+    first = plain_run
     second = run(recorded, tmp_path, "workers=2")
     assert first != second
     for name in ("scores.parquet", "summary.parquet", "feedback.parquet", "episodes.parquet",
@@ -167,8 +201,8 @@ def _trec_eval(qrels: dict[str, dict[str, int]], run_file: Path) -> dict[str, di
     return evaluator.evaluate(run_scores)  # type: ignore[no-any-return]
 
 
-def test_every_full_and_residual_value_matches_trec_eval(recorded: Path, tmp_path: Path) -> None:
-    path = run(recorded, tmp_path)
+def test_every_full_and_residual_value_matches_trec_eval(plain_run: Path, tmp_path: Path) -> None:
+    path = plain_run
     qrels: dict[str, dict[str, int]] = {}
     for line in (path / "trec" / "qrels.txt").read_text().splitlines():
         qid, _zero, doc, rel = line.split()
@@ -280,9 +314,9 @@ def _frozen_lines(path: Path, run_file: Path, seen: pd.DataFrame, partner: str |
 
 
 def test_miss_with_on_miss_error_names_query_cassette_and_command(
-    tiny_collection: Path, tmp_path: Path
+    recordings: dict[str, Path], tiny_collection: Path, tmp_path: Path
 ) -> None:
-    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    recorded_as(recordings, "rounds=1", tmp_path)
     good = run(tiny_collection, tmp_path, "experiment.rounds=1", "replay.on_miss=error")
     with pytest.raises(ReplayMissError) as caught:
         run(tiny_collection, tmp_path, "replay.on_miss=error")  # round 2 was never recorded
@@ -301,8 +335,10 @@ def test_miss_with_on_miss_error_names_query_cassette_and_command(
     assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == []
 
 
-def test_miss_with_simulate_and_skip_are_counted(tiny_collection: Path, tmp_path: Path) -> None:
-    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+def test_miss_with_simulate_and_skip_are_counted(
+    recordings: dict[str, Path], tiny_collection: Path, tmp_path: Path
+) -> None:
+    recorded_as(recordings, "rounds=1", tmp_path)
     simulated = run(tiny_collection, tmp_path, "replay.on_miss=simulate")
     counts = json.loads((simulated / "manifest.json").read_text())["replay"]
     assert counts["simulated"] > 0 and counts["replayed"] > 0
@@ -319,17 +355,19 @@ def test_miss_with_simulate_and_skip_are_counted(tiny_collection: Path, tmp_path
 
 
 def test_the_manifest_times_the_episodes_within_the_run(
-    tiny_collection: Path, tmp_path: Path
+    recordings: dict[str, Path], tiny_collection: Path, tmp_path: Path
 ) -> None:
     """``episodes_time_s``: the part of ``wall_time_s`` the workers split (bench_run's
     Amdahl figure reads it), so more than nothing and less than the whole."""
-    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    recorded_as(recordings, "rounds=1", tmp_path)
     manifest = json.loads((run(tiny_collection, tmp_path) / "manifest.json").read_text())
     assert isinstance(manifest["episodes_time_s"], float)
     assert 0 < manifest["episodes_time_s"] < manifest["wall_time_s"]
 
 
-def test_a_run_that_replayed_nothing_says_so(tiny_collection: Path, tmp_path: Path) -> None:
+def test_a_run_that_replayed_nothing_says_so(
+    recordings: dict[str, Path], tiny_collection: Path, tmp_path: Path
+) -> None:
     """No cassette where query_set.cassettes points (a typo): every search is simulated, as
     on_miss=simulate says, and the run says so rather than look like a replay."""
     cfg, text = compose(overrides(tiny_collection, tmp_path))
@@ -340,14 +378,16 @@ def test_a_run_that_replayed_nothing_says_so(tiny_collection: Path, tmp_path: Pa
         f"warning: no search was answered from the cassettes in {tmp_path / 'cassettes'} "
         f"(none recorded there?): all {simulated} were simulated\n"
     )
-    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    recorded_as(recordings, "rounds=1", tmp_path)
     assert "warning: no search" not in perform_run(cfg, text).terminal
 
 
-def test_skip_cannot_skip_a_querys_first_page(tiny_collection: Path, tmp_path: Path) -> None:
+def test_skip_cannot_skip_a_querys_first_page(
+    recordings: dict[str, Path], tiny_collection: Path, tmp_path: Path
+) -> None:
     """``on_miss=skip`` leaves out a later search; without its first page a query has no
     stage at all: one line naming the query, its cassette and the command, nothing written."""
-    record_all(tiny_collection, tmp_path, "experiment.rounds=1")
+    recorded_as(recordings, "rounds=1", tmp_path)
     (tmp_path / "cassettes" / "3.json").unlink()
     cfg, text = compose(overrides(tiny_collection, tmp_path, "replay.on_miss=skip"))
     with pytest.raises(ReplayMissError) as caught:
