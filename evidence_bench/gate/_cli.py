@@ -29,7 +29,6 @@ __all__ = ["main", "warnings_for"]
 DEFAULT_STAGES = ("rerank", "expand")
 #: Without --verbose, ``check`` prints at most 60 lines: its verdict and counts, the header
 #: and these many rows of FAILs and IMPROVEMENTs, and these many FAILs' moved queries.
-MAX_LINES = 60
 _TABLE_ROWS = 32
 _MOVED_ROWS = 10
 _WARNINGS = 5
@@ -213,7 +212,7 @@ def _check(args: argparse.Namespace) -> int:
     if len(notes) > len(shown):
         print(f"... and {len(notes) - len(shown)} more warnings (--verbose)", file=sys.stderr)
     sys.stderr.flush()
-    # the verdict, then what a reader acts on, in at most MAX_LINES lines (--verbose: all)
+    # the verdict, then what a reader acts on, in at most 60 lines (--verbose: all)
     limit = None if args.verbose else _TABLE_ROWS
     blocks = (
         format_table(checks, every=args.verbose, limit=limit),
