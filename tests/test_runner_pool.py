@@ -60,3 +60,24 @@ def test_a_single_process_lets_go_of_the_worker_once_its_episodes_are_done() -> 
     assert sum(out.requests["simulated"] for out in [first, *rest]) > 0
     assert runner._WORKER is None
     assert not simulator._INDEXES
+
+
+def test_a_worker_sends_each_document_once_and_the_first_of_each_is_kept() -> None:
+    """Each worker sends a document with the first of its queries that shows it; keeping the
+    first of each key in query order gives the documents one process gives, in its order."""
+    plan = plan_run(compose(["+experiment=ci", "experiment.queries=6"])[0])
+    query_ids = list(runner.replay_worker(plan).query_set.queries)
+
+    def merged(outputs: list[runner.QueryOutput]) -> dict[str, object]:
+        documents: dict[str, object] = {}
+        for out in outputs:
+            for key, item in out.documents.items():
+                documents.setdefault(key, item)
+        return documents
+
+    alone = list(runner.execute(plan, query_ids, workers=1))
+    pooled = list(runner.execute(plan, query_ids, workers=2))
+    assert list(merged(pooled).items()) == list(merged(alone).items())
+    sent = sum(len(out.documents) for out in pooled)
+    shown = sum(len(out.documents) for out in alone)
+    assert len(merged(alone)) <= sent < shown  # the queries share documents: some not resent

@@ -103,6 +103,8 @@ class QueryOutput:
 
     query_id: str
     rows: QueryRows = field(default=None)  # type: ignore[assignment]
+    #: every document the query's searches answered, by key; from a worker, only those it
+    #: had not sent with an earlier query (:func:`execute`)
     documents: dict[str, Evidence] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     skipped_expands: int = 0
@@ -658,17 +660,28 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any, *, lists: bool = True
 
 
 _PLAN: RunPlan | None = None
+#: The documents this worker has sent the parent (:func:`_call`).
+_SENT: set[str] = set()
 
 
 def _start(plan: RunPlan) -> None:
     """Pool initializer: the plan arrives once per process, the tasks carry query ids only."""
     global _PLAN
     _PLAN = plan
+    _SENT.clear()
 
 
 def _call(query_id: str) -> QueryOutput:
+    """One query's output as a worker sends it: its documents but those this worker sent
+    with an earlier query. The parent keeps the first of each document in query order, and
+    a worker's queries come in that order, so the parent holds those already; most of a
+    query's documents were shown by an earlier one (Cranfield: 1,385 distinct of 15,748)."""
     assert _PLAN is not None
-    return _guarded(_PLAN, query_id)
+    out = _guarded(_PLAN, query_id)
+    sent = _SENT
+    out.documents = {key: item for key, item in out.documents.items() if key not in sent}
+    sent.update(out.documents)
+    return out
 
 
 def _guarded(plan: RunPlan, query_id: str) -> QueryOutput:
@@ -747,6 +760,10 @@ def execute(plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0) -> Ite
     caller's progress bar disables tqdm's monitor thread for the same reason; a fork-context
     ProcessPoolExecutor starts all its processes before its manager thread). On the first
     failure the queries not yet started are cancelled and the error is raised.
+
+    A result's ``documents`` hold what its query's searches answered, but a worker sends
+    each document once, with the first of its queries that shows it: keeping the first of
+    each key, in ``query_ids`` order, gives every document as one process would.
     """
     count = workers or os.cpu_count() or 1
     count = max(1, min(count, len(query_ids)))
