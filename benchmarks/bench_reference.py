@@ -1,35 +1,39 @@
-"""Benchmark: ``rocchio_sweep``'s run beside an independent reference of its reranking, timed
-in one session, and how many of the run's scores the reference reproduces.
+"""Benchmark: ``rocchio_sweep``'s run beside an independent reference of it, timed in one
+session, and how many of the run's rankings and scores the reference reproduces.
 
     python benchmarks/bench_reference.py [--queries N] [--workers 1,2] [--run-dir DIR]
 
 The reference is written from the docs (docs/concepts/episodes.rst, controls.rst,
-evaluation.rst, users.rst, sweeps.rst) and the shipped files, in plain numpy, with the
-measures from pytrec_eval (trec_eval itself). It imports nothing from ``evidence_bench``:
-it reads the collection (``queries.jsonl``, ``qrels.tsv``) and the recorded Brave answers
-(``cassettes/cranfield/<query id>.json``) itself, and the sweep's grid from
-``conf/experiment/rocchio_sweep.yaml``.
+evaluation.rst, users.rst, sweeps.rst) and the contracts in the docstrings, in plain numpy,
+with the measures from pytrec_eval (trec_eval itself). It reads the collection
+(``queries.jsonl``, ``qrels.tsv``), the recorded Brave answers (``cassettes/cranfield/<query
+id>.json``) and the sweep's settings (``conf/``) itself. Two parts of the package stand in
+for the web, as they do in the run (``replay.on_miss=simulate``): its collection reader and
+its Brave simulator answer the searches no cassette holds (the deeper pages and round 2's
+refined queries). Nothing else is imported: the analyzer, TF-IDF Rocchio, the lexical
+refiner, the users, the shuffled control, the episode's rounds and stages, the modes and
+their cuts are the reference's own.
 
-What it covers, for every query, both users (oracle, noisy) and every (alpha, beta, gamma)
-of the grid: round 0 (``initial``, ``control``) and round 1's stages over the replayed
-first page (``initial``, ``control``, ``shuffled``, ``rerank``: TF-IDF Rocchio reranking the
-page with the user's marks), in the modes ``full``, ``residual`` and ``frozen``, on every
-measure of ``conf/eval/default.yaml``. What it does not: ``expand`` and the equal-depth
-controls (``deep_initial``, ``deep_control``), which need the refiner and the simulator's
-answers to searches no cassette holds, and round 2, which starts from the expanded list.
+It covers the whole sweep: every query, both users (oracle, noisy), every (alpha, beta,
+gamma) of the grid, rounds 0 to 2, every stage (``initial``, ``control``, ``shuffled``,
+``rerank``, ``expand``, ``deep_initial``, ``deep_control``) in the modes ``full``,
+``residual`` and ``frozen``, on every measure of ``conf/eval/default.yaml``. It does not
+cover other rankers, refiners, users or query sets, nor pins at positions other than 1..p
+(it stops, saying so).
 
-So the reference does a part of the run's work (it prints how much), and the ratio (the
-run's time over the reference's) is then an upper bound on the run's against a reference of
-all of it, not a verdict on issue 27's target (run <= 2.0x the reference).
-Every run is ``python -m evidence_bench run +experiment=rocchio_sweep`` in a fresh process,
-report included, as a user types it; the reference runs in this process. The figures are
-wall times on a shared machine, printed beside its load.
+The run (``python -m evidence_bench run +experiment=rocchio_sweep``, a fresh process,
+report included, as a user types it) is timed with ``workers=1`` and ``workers=2``, the
+reference in this process before and after the runs (the faster of the two is compared, so
+load that comes and goes makes the ratio larger, not smaller); issue 27's target is the
+run within 2.0x of the reference. Wall and CPU times on a shared machine, printed beside
+its load.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import hashlib
 import html
 import json
@@ -84,17 +88,22 @@ _STEM = _stemmer()
 _STEMS: dict[str, str] = {}
 
 
-def analyze(text: str) -> list[str]:
-    """The terms of ``text`` in order, repeats kept."""
-    terms = []
-    for token in _TOKEN.findall(text.lower()):
-        if len(token) < 2 or token in STOP_WORDS:
-            continue
-        stem = _STEMS.get(token)
-        if stem is None:
-            stem = _STEMS[token] = str(_STEM.stemWord(token))  # type: ignore[attr-defined]
-        terms.append(stem)
-    return terms
+def _stem(token: str) -> str:
+    stem = _STEMS.get(token)
+    if stem is None:
+        stem = _STEMS[token] = str(_STEM.stemWord(token))  # type: ignore[attr-defined]
+    return stem
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def analyze(text: str) -> tuple[str, ...]:
+    """The terms of ``text`` in order, repeats kept (remembered: a sweep meets each result's
+    text many times)."""
+    return tuple(
+        _stem(token)
+        for token in _TOKEN.findall(text.lower())
+        if len(token) >= 2 and token not in STOP_WORDS
+    )
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -138,25 +147,79 @@ def _plain(value: str) -> str:
     return " ".join(html.unescape(value).split())
 
 
-def first_page(cassette: Path, query: str, depth: int) -> list[Result]:
-    """The recorded answer to ``query``'s first search (``count=depth``, ``offset=0``), one
-    result per address, in the provider's order."""
-    recorded = json.loads(cassette.read_text(encoding="utf-8"))
-    for interaction in recorded["interactions"]:
-        asked = parse_qs(urlsplit(interaction["request"]["uri"]).query)
-        first = asked.get("offset", ["0"]) == ["0"]
-        if asked.get("q") == [query] and asked.get("count") == [str(depth)] and first:
-            break
-    else:
-        raise SystemExit(f"{cassette}: no recorded first page for {query!r}")
-    answer = json.loads(interaction["response"]["body"]["string"])
-    results: dict[str, Result] = {}
-    for item in answer["web"]["results"]:
+def _results(answer: Mapping[str, object]) -> list[Result]:
+    """A Brave answer's results, in its order."""
+    web = answer.get("web")
+    items = web.get("results", []) if isinstance(web, dict) else []
+    found = []
+    for item in items:
         url = item["url"].strip()
         text = f"{_plain(item['title'])} {_plain(item.get('description') or '')}"
-        doc_id = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-        results.setdefault(url, Result(doc_id, url, text))
-    return list(results.values())
+        found.append(Result(doc_of(url), url, text))
+    return found
+
+
+def _deduped(results: Iterable[Result]) -> list[Result]:
+    """The first result per address, in order."""
+    kept: dict[str, Result] = {}
+    for item in results:
+        kept.setdefault(item.url, item)
+    return list(kept.values())
+
+
+class Provider:
+    """Brave's search for one query's session: answers from the query's cassette, and a
+    request no cassette holds from the package's Brave simulator (the run's ``replay.on_miss
+    = simulate``: the one part of the package the reference asks, as the run asks it, for
+    the searches it never recorded)."""
+
+    def __init__(self, cassette: Path, simulator: object) -> None:
+        recorded = json.loads(cassette.read_text(encoding="utf-8"))
+        self.recorded: dict[tuple[str, str, str], str] = {}
+        for interaction in recorded["interactions"]:
+            asked = parse_qs(urlsplit(interaction["request"]["uri"]).query)
+            key = (asked["q"][0], asked["count"][0], asked.get("offset", ["0"])[0])
+            self.recorded.setdefault(key, interaction["response"]["body"]["string"])
+        self.simulator = simulator
+        self.searches: dict[tuple[str, int], list[Result]] = {}
+        self.counts = Counter[str]()
+
+    def _page(self, query: str, count: int, offset: int) -> Mapping[str, object]:
+        body = self.recorded.get((query, str(count), str(offset)))
+        if body is not None:
+            self.counts["replayed"] += 1
+            answer: Mapping[str, object] = json.loads(body)
+            return answer
+        self.counts["simulated"] += 1
+        params = {"q": query, "count": str(count), "offset": str(offset)}
+        asked = self.simulator.handle(  # type: ignore[attr-defined]
+            "GET", "/res/v1/web/search", params, {"X-Subscription-Token": "reference"}
+        )
+        answer = json.loads(asked.body)
+        return answer
+
+    def search(self, query: str, limit: int) -> list[Result]:
+        """Up to ``limit`` results, one per address: pages of ``min(limit, 20)`` (Brave's
+        ``offset`` is a page number, 0-9) while fewer are held and Brave says there are more
+        (a full page where it does not say)."""
+        query = query.strip()
+        known = self.searches.get((query, limit))
+        if known is not None:
+            return known
+        count = min(limit, 20)
+        found: list[Result] = []
+        for offset in range(10):
+            answer = self._page(query, count, offset)
+            page = _results(answer)
+            found = _deduped([*found, *page])
+            about = answer.get("query")
+            more = about.get("more_results_available") if isinstance(about, dict) else None
+            if more is None:
+                more = len(page) >= count
+            if len(found) >= limit or not page or not more:
+                break
+        self.searches[(query, limit)] = found[:limit]
+        return found[:limit]
 
 
 def sweep_grid() -> list[tuple[float, float, float]]:
@@ -258,59 +321,256 @@ def shuffled(
     return {key: labels[keys[at]] for key, at in zip(keys, order, strict=True)}
 
 
-# --- one query's rankings ----------------------------------------------------------------------
+# --- the refiner (the lexical one: engine/refiner.py's contract) ------------------------------
 
-#: (config index or -1 for what every config shares, policy, round, stage) -> doc ids in order
-Rankings = dict[tuple[int, str, int, str], list[str]]
+#: Brave's limits on a query, which a refined query keeps.
+MAX_QUERY_CHARS, MAX_QUERY_WORDS = 400, 50
 
 
-def query_rankings(
-    query_id: str,
-    query: str,
-    page: list[Result],
+def refine(query: str, pool: Sequence[Result], labels: Mapping[str, str], max_terms: int) -> str:
+    """``query`` with up to ``max_terms`` terms of the positively marked results added.
+
+    A term scores its tf summed over the pulled results times its idf over the candidates
+    (as the ranker's); it is eligible where that tf exceeds its tf in the pushed results and
+    the query does not hold it; by score (12 digits), descending, ties alphabetically; sent
+    as its most frequent word in the pulled results (ties alphabetically); a word that would
+    break Brave's limits is skipped."""
+    query = query.strip()
+    pull = [item for item in pool if labels.get(item.url) in PULL]
+    if not pull:
+        return query
+    push = [item for item in pool if labels.get(item.url) in PUSH]
+    counts = {item.url: Counter(analyze(item.text)) for item in pool}
+    df = Counter(term for counted in counts.values() for term in counted)
+    positive = Counter[str]()
+    for item in pull:
+        positive.update(counts[item.url])
+    negative = Counter[str]()
+    for item in push:
+        negative.update(counts[item.url])
+    own = set(analyze(query))
+    scored = [
+        (term, tf * (math.log((len(pool) + 1) / (df[term] + 1)) + 1.0))
+        for term, tf in positive.items()
+        if tf > negative[term] and term not in own
+    ]
+    scored.sort(key=lambda pair: (-round(pair[1], 12), pair[0]))
+    words: dict[str, Counter[str]] = {}
+    for item in pull:
+        for token in _TOKEN.findall(item.text.lower()):
+            if len(token) >= 2 and token not in STOP_WORDS:
+                words.setdefault(_stem(token), Counter())[token] += 1
+    chars, length, added = len(query), len(query.split()), list[str]()
+    for term, _ in scored:
+        if len(added) == max_terms:
+            break
+        word = min(words[term].items(), key=lambda pair: (-pair[1], pair[0]))[0]
+        if chars + 1 + len(word) > MAX_QUERY_CHARS or length + 1 > MAX_QUERY_WORDS:
+            continue
+        added.append(word)
+        chars, length = chars + 1 + len(word), length + 1
+    return f"{query} {' '.join(added)}" if added else query
+
+
+# --- one query's episodes (docs/concepts/episodes.rst, controls.rst) ---------------------------
+
+
+@dataclass
+class State:
+    """A user's state after a round: the documents examined, at the positions they were
+    first shown at, and the last label of each (by address)."""
+
+    pinned: dict[str, int]
+    labels: dict[str, str]
+
+
+def frozen_order(ranking: Sequence[str], pinned: Mapping[str, int]) -> list[str]:
+    """The pinned addresses at their positions 1..p, then the others in ``ranking``'s order
+    (full freezing, Chang, Cirillo & Razon 1971); pins at other positions are not covered."""
+    ordered = sorted(pinned, key=pinned.__getitem__)
+    if [pinned[key] for key in ordered] != list(range(1, len(pinned) + 1)):
+        raise SystemExit(f"pins at {sorted(pinned.values())}, not 1..p: not covered")
+    return [*ordered, *[key for key in ranking if key not in pinned]]
+
+
+#: (round, stage) -> the ranked results, per episode
+Stages = dict[tuple[int, str], Sequence[Result]]
+
+
+#: A ranking asked for: the candidates, the labels, the (alpha, beta, gamma)
+Asked = tuple[Sequence[Result], Mapping[str, str], tuple[float, float, float]]
+
+
+class Query:
+    """One query's session parts: its provider, tf-idf spaces, refined queries and
+    rankings, each computed once for every episode that asks for the same (the configs of a
+    sweep share most of them), the rankings of one candidate list and labels in one numpy
+    product for every (alpha, beta, gamma) asked at once."""
+
+    def __init__(self, query_id: str, query: str, provider: Provider, depth: int) -> None:
+        self.query_id, self.query, self.provider = query_id, query, provider
+        self.page = provider.search(query, depth)
+        self.spaces: dict[tuple[tuple[str, str], ...], tuple[npt.NDArray[np.float64], ...]] = {}
+        self.orders: dict[tuple[object, ...], list[Result]] = {}
+        self.refined: dict[tuple[object, ...], str] = {}
+
+    def refine(self, pool: Sequence[Result], labels: Mapping[str, str], max_terms: int) -> str:
+        """:func:`refine` of the query, remembered per candidates and labels."""
+        key = (_content(pool), frozenset(labels.items()))
+        found = self.refined.get(key)
+        if found is None:
+            found = self.refined[key] = refine(self.query, pool, labels, max_terms)
+        return found
+
+    def rank(self, asked: Sequence[Asked]) -> list[list[Result]]:
+        """Each asked candidate list by TF-IDF Rocchio under its weights with its labels."""
+        keys = [(_content(pool), frozenset(labels.items()), w) for pool, labels, w in asked]
+        missing: dict[tuple[object, ...], tuple[Asked, list[tuple[float, float, float]]]] = {}
+        for key, one in zip(keys, asked, strict=True):
+            if key not in self.orders:
+                rows = missing.setdefault(key[:2], (one, []))[1]
+                if one[2] not in rows:
+                    rows.append(one[2])
+        for (content, marks), ((pool, labels, _), rows) in missing.items():
+            space = self.spaces.get(content)  # type: ignore[call-overload]
+            if space is None:
+                space = self.spaces[content] = tfidf([item.text for item in pool], self.query)  # type: ignore[index]
+            docs, q = space
+            pull = [d for d, item in enumerate(pool) if labels.get(item.url) in PULL]
+            push = [d for d, item in enumerate(pool) if labels.get(item.url) in PUSH]
+            orders = rocchio_orders(docs, q, np.array(rows), pull, push)
+            for weights, order in zip(rows, orders, strict=True):
+                self.orders[(content, marks, weights)] = [pool[d] for d in order]
+        return [self.orders[key] for key in keys]
+
+
+def _content(pool: Sequence[Result]) -> tuple[tuple[str, str], ...]:
+    """What a ranking of ``pool`` depends on: its addresses and texts, in order (by text
+    too: a document's snippet depends on the search that brought it)."""
+    return tuple((item.url, item.text) for item in pool)
+
+
+def judge(
+    session: Query, grades: Mapping[str, int], policy: str, displayed: Sequence[Result],
+    state: State, round_: int, seed: int, depth: int,
+) -> State:  # fmt: skip
+    """The user's round: the displayed list held in the frozen frame, its first ``depth``
+    results not examined before each examined and labeled."""
+    shown = frozen_order([item.url for item in displayed], state.pinned)
+    pinned, labels = dict(state.pinned), dict(state.labels)
+    fresh = [(at, url) for at, url in enumerate(shown, 1) if url not in state.pinned][:depth]
+    for position, url in fresh:
+        grade = grades.get(doc_of(url))
+        if policy == "oracle":
+            labels[url] = oracle_label(grade)
+        else:
+            query_id = session.query_id
+            labels[url] = noisy_label(grade, seed=seed, query_id=query_id, round_=round_, url=url)
+        pinned[url] = position
+    return State(pinned, labels)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def doc_of(url: str) -> str:
+    """The document a collection's address serves (``https://<host>/doc/<id>``)."""
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def episodes(
+    session: Query,
     grades: Mapping[str, int],
+    policy: str,
     grid: Sequence[tuple[float, float, float]],
     *,
-    seed: int = 0,
-    depth: int = 10,
-) -> tuple[Rankings, list[str]]:
-    """Round 0's and round 1's rankings before ``expand``, and the documents examined in
-    round 1 (the first ``depth`` of the provider's order), for both users."""
-    docs, q = tfidf([item.text for item in page], query)
-    ids = [item.doc_id for item in page]
-    weights = np.array(grid, dtype=float)
-    (control,) = rocchio_orders(docs, q, np.array([[1.0, 0.0, 0.0]]), [], [])
-    rankings: Rankings = {}
-    for round_ in (0, 1):
-        rankings[(-1, "", round_, "initial")] = ids
-        rankings[(-1, "", round_, "control")] = [ids[d] for d in control]
-    examined = page[:depth]
-    for policy in ("oracle", "noisy"):
-        if policy == "oracle":
-            labels = {item.url: oracle_label(grades.get(item.doc_id)) for item in examined}
-        else:
-            labels = {
-                item.url: noisy_label(
-                    grades.get(item.doc_id), seed=seed, query_id=query_id, round_=1, url=item.url
+    rounds: int,
+    depth: int,
+    deep: Sequence[Result],
+    seed: int,
+    max_terms: int,
+    user_depth: int,
+) -> list[tuple[Stages, list[State]]]:
+    """One user's episode with each (alpha, beta, gamma) of ``grid``, round by round: every
+    stage's ranking, and the user's state after each round (round 0: nothing examined)."""
+    controls = [(1.0, 0.0, 0.0) if weights[0] > 0 else weights for weights in grid]
+    n = len(grid)
+    page = list(session.page)
+    pools, displayed = [page] * n, [page] * n
+    states = [[State({}, {})] for _ in grid]
+    stages: list[Stages] = [{(0, "initial"): page} for _ in grid]
+    for c, ranked in enumerate(session.rank([(page, {}, w) for w in controls])):
+        stages[c][(0, "control")] = ranked
+    source = deep if len(deep) >= len(page) else page
+    for round_ in range(1, rounds + 1):
+        judged: dict[tuple[object, ...], tuple[State, dict[str, str]]] = {}
+        dealt: list[dict[str, str]] = []
+        for c in range(n):
+            before = states[c][-1]
+            key = (tuple(item.url for item in displayed[c]), frozenset(before.pinned.items()))
+            if key not in judged:
+                after = judge(
+                    session, grades, policy, displayed[c], before, round_, seed, user_depth
                 )
-                for item in examined
-            }
-        dealt = shuffled(labels, seed=seed, policy=policy, query_id=query_id, round_=1)
-        for stage, marks in (("rerank", labels), ("shuffled", dealt)):
-            pull = [d for d, item in enumerate(page) if marks.get(item.url) in PULL]
-            push = [d for d, item in enumerate(page) if marks.get(item.url) in PUSH]
-            for c, order in enumerate(rocchio_orders(docs, q, weights, pull, push)):
-                rankings[(c, policy, 1, stage)] = [ids[d] for d in order]
-    return rankings, [item.doc_id for item in examined]
+                deal = shuffled(
+                    after.labels, seed=seed, policy=policy, query_id=session.query_id,
+                    round_=round_,
+                )  # fmt: skip
+                judged[key] = (after, deal)
+            states[c].append(judged[key][0])
+            dealt.append(judged[key][1])
+        labels = [states[c][-1].labels for c in range(n)]
+        asked: dict[str, list[Asked]] = {
+            "control": [(pools[c], {}, controls[c]) for c in range(n)],
+            "shuffled": [(pools[c], dealt[c], grid[c]) for c in range(n)],
+            "rerank": [(pools[c], labels[c], grid[c]) for c in range(n)],
+        }
+        for stage, wanted in asked.items():
+            for c, ranked in enumerate(session.rank(wanted)):
+                stages[c][(round_, stage)] = ranked
+        for c in range(n):
+            stages[c][(round_, "initial")] = source[: len(pools[c])]
+            refined = session.refine(pools[c], labels[c], max_terms)
+            held = {item.url for item in pools[c]}
+            found = session.provider.search(refined, depth)
+            pools[c] = [*pools[c], *[item for item in found if item.url not in held]]
+        expanded = session.rank([(pools[c], labels[c], grid[c]) for c in range(n)])
+        deep_control = session.rank([(deep[: len(pools[c])], {}, controls[c]) for c in range(n)])
+        for c in range(n):
+            displayed[c] = stages[c][(round_, "expand")] = expanded[c]
+            stages[c][(round_, "deep_initial")] = list(deep[: len(pools[c])])
+            stages[c][(round_, "deep_control")] = deep_control[c]
+    return list(zip(stages, states, strict=True))
 
 
-def in_mode(ranking: list[str], examined: list[str], mode: str) -> list[str]:
-    """The list a mode scores: as it is, without the examined documents (residual), or with
-    them at the positions they were shown at, 1.. (frozen)."""
-    if mode == "full" or not examined:
-        return ranking
-    rest = [doc for doc in ranking if doc not in set(examined)]
-    return rest if mode == "residual" else [*examined, *rest]
+#: Each control stage and the feedback stage it is cut to the length of.
+PARTNERS = {"initial": "rerank", "control": "rerank", "shuffled": "rerank",
+            "deep_initial": "expand", "deep_control": "expand"}  # fmt: skip
+
+
+def scored_lists(
+    stages: Stages, states: Sequence[State], grades: Mapping[str, int]
+) -> dict[tuple[int, str, str], tuple[list[str], dict[str, int]]]:
+    """(round, stage, mode) -> the list scored (doc ids) and its judgments: as it is
+    (``full``), without the documents examined up to the round (``residual``: on judgments
+    without them, left out where nothing relevant is left), with them at their positions
+    (``frozen``); a control cut to its feedback stage's length in each mode."""
+    scored: dict[tuple[int, str, str], tuple[list[str], dict[str, int]]] = {}
+    for (round_, stage), ranked in stages.items():
+        state = states[round_]
+        ids = [item.doc_id for item in ranked]
+        examined = {doc_of(url) for url in state.pinned}
+        partner = stages.get((round_, PARTNERS.get(stage, stage)), ranked)
+        other = [item.doc_id for item in partner]
+        full = ids[: len(other)]
+        rest = [doc for doc in ids if doc not in examined]
+        rest = rest[: len([doc for doc in other if doc not in examined])]
+        residual = {doc: g for doc, g in grades.items() if doc not in examined}
+        pins = frozen_order([], state.pinned)
+        by_id = [doc_of(url) for url in pins]
+        scored[(round_, stage, "full")] = (full, dict(grades))
+        if any(g > 0 for g in residual.values()):
+            scored[(round_, stage, "residual")] = (rest, residual)
+        scored[(round_, stage, "frozen")] = ([*by_id, *rest], dict(grades))
+    return scored
 
 
 # --- measures (pytrec_eval: trec_eval's own code) ----------------------------------------------
@@ -360,48 +620,67 @@ class Reference:
     times: dict[str, float]
 
 
+def _setting(path: str, *keys: str) -> object:
+    found: object = yaml.safe_load((ROOT / "conf" / path).read_text(encoding="utf-8"))
+    for key in keys:
+        assert isinstance(found, dict)
+        found = found[key]
+    return found
+
+
+#: ``experiment.depth``'s default: results of the first search and of each expand.
+DEPTH = 20
+
+
 def reference(queries: int | None = None, *, seed: int = 0) -> Reference:
     """The reference for the first ``queries`` judged queries (all: None)."""
+    from evidence_bench.collections.beir import load_collection
+    from evidence_bench.web.simulator import BraveSimulator
+
     times: dict[str, float] = {}
-    ranked: Ranked = {}
     start = time.perf_counter()
     texts = load_queries()
     qrels = load_qrels()
     chosen = list(texts)[:queries]
-    pages = {qid: first_page(CASSETTES / f"{qid}.json", texts[qid], 20) for qid in chosen}
     grid = sweep_grid()
+    rounds = int(_setting("experiment/rocchio_sweep.yaml", "experiment", "rounds"))  # type: ignore[call-overload]
+    max_terms = int(_setting("refiner/lexical.yaml", "max_terms"))  # type: ignore[call-overload]
+    user_depth = int(_setting("policy/oracle.yaml", "depth"))  # type: ignore[call-overload]
+    if user_depth != _setting("policy/noisy.yaml", "depth"):
+        raise SystemExit("the oracle and the noisy user examine to different depths")
+    simulator = BraveSimulator(load_collection(COLLECTION))
     times["read"] = time.perf_counter() - start
     start = time.perf_counter()
-    lists: dict[str, tuple[list[str], Mapping[str, int]]] = {}
-    keys: dict[str, list[tuple[str, str, str, int, str, str]]] = {}
+    ranked: Ranked = {}
+    lists: dict[tuple[object, ...], tuple[list[str], dict[str, int]]] = {}
+    keys: dict[tuple[object, ...], list[tuple[str, str, str, int, str, str]]] = {}
     for qid in chosen:
-        rankings, examined = query_rankings(
-            qid, texts[qid], pages[qid], qrels[qid], grid, seed=seed
-        )
-        residual = {doc: g for doc, g in qrels[qid].items() if doc not in set(examined)}
-        url = {item.doc_id: item.url for item in pages[qid]}
-        for (c, policy, round_, stage), ranking in rankings.items():
-            urls = [url[doc] for doc in ranking]
-            for cid in range(len(grid)) if c < 0 else (c,):
-                for who in ("oracle", "noisy") if c < 0 else (policy,):
-                    ranked[(f"c{cid:02d}", who, qid, round_, stage)] = urls
-            seen = examined if round_ else []
-            for mode in ("full", "residual", "frozen"):
-                judged = residual if mode == "residual" and round_ else qrels[qid]
-                listed = in_mode(ranking, seen, mode)
-                name = f"{qid}|{mode}|{round_}|{'|'.join(listed)}"
-                lists[name] = (listed, judged)
-                for cid in range(len(grid)) if c < 0 else (c,):
-                    for who in ("oracle", "noisy") if c < 0 else (policy,):
-                        keys.setdefault(name, []).append(
-                            (f"c{cid:02d}", who, qid, round_, stage, mode)
-                        )
-    times["rank"] = time.perf_counter() - start
+        provider = Provider(CASSETTES / f"{qid}.json", simulator)
+        session = Query(qid, texts[qid], provider, DEPTH)
+        deep = provider.search(texts[qid], min(DEPTH + rounds * DEPTH, 200))
+        for policy in ("oracle", "noisy"):
+            played = episodes(
+                session, qrels[qid], policy, grid, rounds=rounds, depth=DEPTH, deep=deep,
+                seed=seed, max_terms=max_terms, user_depth=user_depth,
+            )  # fmt: skip
+            for c, (stages, states) in enumerate(played):
+                config = f"c{c:02d}"
+                for (round_, stage), items in stages.items():
+                    ranked[(config, policy, qid, round_, stage)] = [item.url for item in items]
+                for (round_, stage, mode), (listed, judged) in scored_lists(
+                    stages, states, qrels[qid]
+                ).items():
+                    examined = frozenset(states[round_].pinned) if mode == "residual" else None
+                    name = (qid, examined, tuple(listed))
+                    lists.setdefault(name, (listed, judged))
+                    keys.setdefault(name, []).append((config, policy, qid, round_, stage, mode))
+    times["episodes"] = time.perf_counter() - start
     start = time.perf_counter()
-    values = evaluate(lists)
+    numbered = {f"q{n}": name for n, name in enumerate(lists)}
+    values = evaluate({number: lists[name] for number, name in numbered.items()})
     scores: Scores = {}
-    for name, measured in values.items():
-        for key in keys[name]:
+    for number, measured in values.items():
+        for key in keys[numbered[number]]:
             for measure, trec in MEASURES.items():
                 scores[(*key, measure)] = measured[trec]
     times["evaluate"] = time.perf_counter() - start
@@ -426,7 +705,8 @@ def harness_run(runs_dir: Path, workers: int, queries: int | None) -> tuple[floa
     return wall, run_dir
 
 
-COVERED = ["initial", "control", "shuffled", "rerank"]
+#: The stages the reference covers, in every round.
+COVERED = ["initial", "control", "shuffled", "rerank", "expand", "deep_initial", "deep_control"]
 
 
 def _config_ids(run_dir: Path) -> dict[str, str]:
@@ -445,7 +725,7 @@ def harness_rankings(run_dir: Path) -> Ranked:
 
     rename = _config_ids(run_dir)
     runs = pd.read_parquet(run_dir / "runs.parquet")
-    runs = runs[(runs["round"] <= 1) & runs["stage"].isin(COVERED)]
+    runs = runs[runs["stage"].isin(COVERED)]
     items = pd.read_parquet(run_dir / "rankings.parquet")["items"].tolist()
     return {
         (rename[c], p, q, int(r), s): list(items[k])
@@ -464,7 +744,7 @@ def harness_scores(run_dir: Path) -> tuple[Scores, int]:
     rename = _config_ids(run_dir)
     table = pd.read_parquet(run_dir / "scores.parquet")
     total = len(table)
-    table = table[(table["round"] <= 1) & table["stage"].isin(COVERED)]
+    table = table[table["stage"].isin(COVERED)]
     return {
         (rename[c], p, q, int(r), s, m, name): float(v)
         for c, p, q, r, s, m, name, v in zip(
@@ -571,11 +851,8 @@ def main() -> None:
         print("  its episodes (manifest's episodes_time_s): "
               + _ratio("wall", episodes, ref_wall, whole))  # fmt: skip
     print()
-    print("covered: round 0 (initial, control) and round 1 (initial, control, shuffled, rerank)")
-    print("  over the replayed first page: oracle and noisy users, every grid point, modes full,")
-    print("  residual and frozen, measures " + ", ".join(MEASURES))
-    print("not covered: expand, deep_initial, deep_control (the refiner, simulated searches), and")
-    print("  round 2 (it starts from the expanded list)")
+    print("covered: the whole sweep: rounds 0-2, every stage, user and grid point, the modes")
+    print("  full, residual and frozen, measures " + ", ".join(MEASURES))
     same = sum(again.rankings.get(key) == ranking for key, ranking in ref.rankings.items())
     print(
         f"reference deterministic: {same} of {len(ref.rankings)} rankings equal in its two passes"
