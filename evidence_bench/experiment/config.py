@@ -6,6 +6,7 @@ wrong type fails naming the key. ``+key=value`` adds a key even to a typed node,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import typing
 from collections.abc import Mapping
@@ -348,12 +349,18 @@ def register_configs() -> None:
     """Register the root schema (every group lands in a typed field of :class:`RunConf`)
     and the shipped root config, as :data:`ROOT_CONFIG`, with the shipped ``conf/`` on its
     search path (Hydra looks for its primary config on the one it starts with)."""
-    store = ConfigStore.instance()
+    _store_schema()
+    _store_root(None)
+
+
+@functools.cache
+def _store_schema() -> None:
+    """Register the root schema, once a process: it is made from :class:`RunConf` alone, and
+    Hydra hands out a copy of what it stores at each composition."""
     schema = OmegaConf.structured(RunConf)
     for part in _OPEN:  # a user's part takes keys of its own (their types are its own too)
         OmegaConf.set_struct(schema[part], False)
-    store.store(name="run_schema", node=schema)
-    _store_root(None)
+    ConfigStore.instance().store(name="run_schema", node=schema)
 
 
 def _store_root(user: Path | None) -> None:
