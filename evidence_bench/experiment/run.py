@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from evidence_bench._forked import both
 from evidence_bench._lazy import module
 from evidence_bench._resources import distribution_version
 from evidence_bench._trim import release_memory
@@ -273,12 +274,27 @@ def _perform(
     feedback = builder.feedback()
     tables = builder.tables(query_set.qrels)
     del builder  # what it collected is in the frames now: its memory is theirs to reuse
-    summary = summarize_scores(tables.scores, feedback, query_set.qrels)
-    tables = replace(
-        tables, scores=as_stored(tables.scores, exact=plan.shards > 1), summary=summary
+
+    def stored() -> tuple[pd.DataFrame, dict[str, int], dict[str, Any]]:
+        """The scores as stored (the exact values are gone; the keys, all _excluded counts,
+        stay), what they exclude and the labels' summary."""
+        kept = as_stored(tables.scores, exact=plan.shards > 1)
+        return (
+            kept,
+            _excluded(kept, len(query_ids)),
+            label_summary(
+                feedback[["config_id", "policy", "round", "label"]],
+                users,  # counted by code
+            ),
+        )
+
+    # the summary in a forked process meanwhile, when the run has workers
+    (per_query, excluded, labels), summary = both(
+        stored,
+        lambda: summarize_scores(tables.scores, feedback, query_set.qrels),
+        processes=workers,
     )
-    # the exact values are gone (the keys, all _excluded counts, stay)
-    per_query = tables.scores
+    tables = replace(tables, scores=per_query, summary=summary)
     release_memory()
     manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
@@ -313,14 +329,11 @@ def _perform(
         "queries_without_relevant": query_set.unjudged,
         "episodes": episodes,
         "replay": _replay(requests, skipped, plan.on_miss),
-        "excluded": _excluded(per_query, len(query_ids)),
+        "excluded": excluded,
         # episode rounds whose marks the ranker could not use (all unsure): their rerank
         # and expand are the no-feedback order
         "no_usable_feedback": no_feedback,
-        "labels": label_summary(
-            feedback[["config_id", "policy", "round", "label"]],
-            users,  # counted by code
-        ),
+        "labels": labels,
         "sweep": {"params": list(plan.swept)},
         # Configs asked for and distinct configs run; an alias's results are its target's.
         "configs": {

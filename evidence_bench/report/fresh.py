@@ -39,7 +39,7 @@ def new_run_report(
     if analyzed is not None:
         analyzed()
     terminal = summary_table(analysis)
-    write_run_report(run_dir, analysis, inputs=inputs)
+    write_run_report(run_dir, analysis, inputs=inputs, processes=processes)
     return terminal
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import BytecodeCache, Environment, FileSystemBytecodeCache, UndefinedError
 
 from evidence_bench._atomic import write_atomic
+from evidence_bench._forked import both
 from evidence_bench.report.environment import report_environment
 from evidence_bench.report.numbers import DEFAULT_TRIALS, MAX_EPISODES, p_is, p_value
 from evidence_bench.report.numbers import missing as _missing
@@ -160,23 +161,34 @@ def report(
 
 
 def write_run_report(
-    run_dir: Path, analysis: Analysis, *, inputs: Callable[[], object] | None = None
+    run_dir: Path,
+    analysis: Analysis,
+    *,
+    inputs: Callable[[], object] | None = None,
+    processes: int = 1,
 ) -> Path:
     """A new run's report: ``analysis`` (of the run in ``run_dir``, computed with
     :data:`DEFAULT_TRIALS`) rendered into its ``report.html``, and stored with its key
     (:mod:`~evidence_bench.report.stored`) so that ``report RUN_DIR`` renders it without
     redoing it; a context JSON cannot hold exactly is not stored (``report`` computes it).
     ``inputs``: called before the key hashes the run's files (the run writes its Parquet
-    files in a thread meanwhile: it waits for them there; the page is not one of them)."""
+    files in a thread meanwhile: it waits for them there; the page is not one of them).
+    ``processes`` above 1: the page is rendered in a process forked from this one while
+    this one stores the analysis."""
     from evidence_bench.report import stored
     from evidence_bench.report.render import report_context
 
     context = report_context(analysis, MAX_EPISODES)
-    page = write_report(context, run_dir / "report.html")
-    if inputs is not None:
-        inputs()
-    key = stored.analysis_key(run_dir, trials=DEFAULT_TRIALS, max_episodes=MAX_EPISODES)
-    stored.store_quietly(run_dir, key, context)
+
+    def store() -> None:
+        if inputs is not None:
+            inputs()  # (here: the Parquet files' thread is this process')
+        key = stored.analysis_key(run_dir, trials=DEFAULT_TRIALS, max_episodes=MAX_EPISODES)
+        stored.store_quietly(run_dir, key, context)
+
+    _, page = both(
+        store, lambda: write_report(context, run_dir / "report.html"), processes=processes
+    )
     return page
 
 
