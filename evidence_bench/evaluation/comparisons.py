@@ -164,11 +164,16 @@ def _level_codes(values: pd.Series, chosen: _Ints, used_levels: bool) -> tuple[_
 
 
 def stage_values(
-    per_query: pd.DataFrame, stages: Sequence[str], *, used_levels: bool = True
+    per_query: pd.DataFrame,
+    stages: Sequence[str],
+    *,
+    used_levels: bool = True,
+    where: npt.NDArray[np.bool_] | None = None,
 ) -> StageValues:
     """:class:`StageValues` of ``per_query``'s rows of ``stages``. ``used_levels`` false:
     a categorical key's rows in category order even where some categories are unused (the
-    order ``set_index`` gives, before the unstack drops unused levels)."""
+    order ``set_index`` gives, before the unstack drops unused levels). ``where``: of those,
+    only the rows it marks (what ``per_query[where]`` would give, without copying it)."""
     columns = [*KEYS, "query_id"]
     stage = per_query["stage"]
     if isinstance(stage.dtype, pd.CategoricalDtype):
@@ -179,7 +184,7 @@ def stage_values(
     wanted = {name: i for i, name in reversed(list(enumerate(stages)))}
     stage_of = np.array([wanted.get(n, -1) for n in names] + [-1], dtype=np.int64)
     column = stage_of[stage_codes]
-    chosen = np.flatnonzero(column >= 0)
+    chosen = np.flatnonzero(column >= 0 if where is None else (column >= 0) & where)
     key = np.zeros(len(chosen), dtype=np.int64)
     space = size = 1
     for name in columns:
@@ -365,6 +370,7 @@ def compare(
     fixed: pd.DataFrame | None = None,
     confidence: float = 0.95,
     strata: Mapping[str, str] | None = None,
+    where: npt.NDArray[np.bool_] | None = None,
 ) -> Comparisons:
     """Every comparison for every (config, user, round, mode, measure) of ``per_query``.
 
@@ -380,10 +386,11 @@ def compare(
     largest family (:func:`trials_for`). ``fixed``: cells that cannot change (the
     :data:`KEYS` and ``stage`` of each), left out of tests and families. ``strata``:
     config_id -> the query set it was scored on, where configs of several are compared
-    (each family is then within one query set); None: one query set.
+    (each family is then within one query set); None: one query set. ``where``: compare
+    only the rows of ``per_query`` it marks (as ``per_query[where]`` would).
     """
     stages = list(dict.fromkeys(s for c in comparisons for s in c.paired))
-    wide = stage_values(per_query, stages)
+    wide = stage_values(per_query, stages, where=where)
     found = [p for c in comparisons if (p := _pairs(wide, c)) is not None]
     del wide
     blocks: list[pd.DataFrame] = []

@@ -98,14 +98,11 @@ def per_query_gains(
     stage minus its no-feedback control at equal depth, for every config × user × round ≥ 1
     × mode × measure, over the queries scored in both; differences within :data:`TIE` are 0.
     Cells that cannot change (``fixed``: frozen evaluation's pinned prefix) are left out."""
-    # one mask per stage over the whole frame, not a copy of its later rounds first
+    # the later rounds marked, not copied
     later = per_query["round"].to_numpy() > 0
     parts = []
     for stage, (_, control) in baselines.items():
-        sub = per_query[later & per_query["stage"].isin([stage, control]).to_numpy()]
-        if sub.empty:
-            continue
-        wide = stage_values(sub, [stage, control], used_levels=False)
+        wide = stage_values(per_query, [stage, control], used_levels=False, where=later)
         gain = wide.values[stage] - wide.values[control]
         kept = np.flatnonzero(~np.isnan(gain))
         if not len(kept):

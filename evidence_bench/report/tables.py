@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from evidence_bench._forked import both
@@ -123,7 +124,12 @@ class Analysis:
 
 def _primary(data: RunData) -> pd.DataFrame:
     pq = data.per_query
-    return pq[pq["eval_mode"] == data.settings.primary_mode]
+    return pq[_at_primary(data)]
+
+
+def _at_primary(data: RunData) -> npt.NDArray[np.bool_]:
+    """Which rows of ``data.per_query`` are at the primary evaluation mode."""
+    return (data.per_query["eval_mode"] == data.settings.primary_mode).to_numpy()
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -193,20 +199,24 @@ def _means_of(rows: pd.DataFrame, role: dict[str, str]) -> pd.Series:
     return out
 
 
-def _summary(data: RunData, frame: pd.DataFrame, trials: int) -> tuple[pd.DataFrame, Comparisons]:
-    """The summary table, and what made its tests (trials, seed, largest family)."""
+def _summary(
+    data: RunData, primary: npt.NDArray[np.bool_], trials: int
+) -> tuple[pd.DataFrame, Comparisons]:
+    """The summary table of the rows ``primary`` marks (those at the primary mode), and
+    what made its tests (trials, seed, largest family)."""
     wanted = [
         *comparisons(BASELINES),
         *comparisons(BASELINES, against="before"),
         *comparisons(JUDGMENT),
     ]
     result = compare(
-        frame[frame["round"] > 0],
+        data.per_query,
         wanted,
         seed=data.settings.seed,
         trials=trials,
         fixed=data.fixed,
         strata=data.strata,
+        where=primary & (data.per_query["round"].to_numpy() > 0),
     )
     rows = result.rows
     if rows.empty:
@@ -293,7 +303,7 @@ def summary_rows(data: RunData, *, trials: int = MIN_TRIALS) -> pd.DataFrame:
     test. Then ``before_stage``, ``control_stage``, ``label``, ``role``. ``trials``: at
     least this many randomization trials (more for large families).
     """
-    return _summary(data, _primary(data), trials)[0]
+    return _summary(data, _at_primary(data), trials)[0]
 
 
 def _best(data: RunData, summary: pd.DataFrame) -> Best | None:
@@ -635,10 +645,16 @@ def _summary_part(
 ) -> tuple[pd.DataFrame, Comparisons, pd.DataFrame, pd.DataFrame]:
     """:func:`analyze`'s tables of the primary mode's rows: the summary and its tests, the
     round 0 means and the exclusions."""
-    frame = _primary(data)
-    summary, tests = _summary(data, frame, trials)
-    start = frame[(frame["round"] == 0) & frame["stage"].isin(["initial", "control"])]
-    return summary, tests, _means(start), _exclusions(data, frame)
+    primary = _at_primary(data)
+    summary, tests = _summary(data, primary, trials)
+    pq = data.per_query
+    stage = pq["stage"]
+    start = pq[
+        primary
+        & (pq["round"].to_numpy() == 0)
+        & ((stage == "initial") | (stage == "control")).to_numpy()
+    ]
+    return summary, tests, _means(start), _exclusions(data, pq[primary & (stage == "initial")])
 
 
 def _independent(
