@@ -1,20 +1,22 @@
 """Benchmark: ``rocchio_sweep``'s run beside an independent reference of it, timed in one
 session, and how many of the run's rankings and scores the reference reproduces.
 
-    python benchmarks/bench_reference.py [--queries N] [--workers 1,2] [--run-dir DIR]
+    python benchmarks/bench_reference.py [--queries N] [--workers 1,2] [--query-set cacm]
+                                         [--run-dir DIR]
 
 The reference is written from the docs (docs/concepts/episodes.rst, controls.rst,
 evaluation.rst, users.rst, sweeps.rst) and the contracts in the docstrings, in plain numpy,
 with the measures from pytrec_eval (trec_eval itself). It reads the collection
-(``queries.jsonl``, ``qrels.tsv``), the recorded Brave answers (``cassettes/cranfield/<query
-id>.json``) and the sweep's settings (``conf/``) itself. Two parts of the package stand in
-for the web, as they do in the run (``replay.on_miss=simulate``): its collection reader and
-its Brave simulator answer the searches no cassette holds (the deeper pages and round 2's
-refined queries). Nothing else is imported: the analyzer, TF-IDF Rocchio, the lexical
-refiner, the users, the shuffled control, the episode's rounds and stages, the modes and
-their cuts are the reference's own.
+(``collections/<query set>/queries.jsonl``, ``qrels.tsv``), the recorded Brave answers
+(``cassettes/<query set>/<query id>.json``) and the sweep's settings (``conf/``) itself.
+Two parts of the package stand in for the web, as they do in the run
+(``replay.on_miss=simulate``): its collection reader and its Brave simulator answer the
+searches no cassette holds (the deeper pages and round 2's refined queries). Nothing else
+is imported: the analyzer, TF-IDF Rocchio, the lexical refiner, the users, the shuffled
+control, the episode's rounds and stages, the modes and their cuts are the reference's own.
 
-It covers the whole sweep: every query, both users (oracle, noisy), every (alpha, beta,
+It covers the whole sweep on Cranfield (or on CACM, ``--query-set cacm``, against the run
+with ``query_set=cacm``): every query, both users (oracle, noisy), every (alpha, beta,
 gamma) of the grid, rounds 0 to 2, every stage (``initial``, ``control``, ``shuffled``,
 ``rerank``, ``expand``, ``deep_initial``, ``deep_control``) in the modes ``full``,
 ``residual`` and ``frozen``, on every measure of ``conf/eval/default.yaml``. It does not
@@ -56,8 +58,10 @@ import numpy.typing as npt
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-COLLECTION = ROOT / "collections" / "cranfield"
-CASSETTES = ROOT / "cassettes" / "cranfield"
+#: Brave's limits on a query: a query is cut to them, a refined query keeps them.
+MAX_QUERY_CHARS, MAX_QUERY_WORDS = 400, 50
+#: The shipped query sets the reference reads: ``collections/NAME``, ``cassettes/NAME``.
+QUERY_SETS = ("cranfield", "cacm")
 TARGET = 2.0
 
 # --- the analyzer (engine/text.py's contract: lowercase, letter-or-digit runs, stop words,
@@ -118,19 +122,24 @@ class Result:
     text: str
 
 
-def load_queries(collection: Path = COLLECTION) -> dict[str, str]:
-    """Query id -> text, in the file's order, judged queries only."""
-    judged = set(load_qrels(collection))
+def load_queries(collection: Path) -> dict[str, str]:
+    """Query id -> the query as sent, in the file's order, queries with a relevant judgment
+    only: a text past Brave's limits cut to them on a word boundary
+    (docs/tutorials/beir.rst)."""
+    relevant = {qid for qid, grades in load_qrels(collection).items() if max(grades.values()) > 0}
     queries = {}
     for line in (collection / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
-            if row["_id"] in judged:
-                queries[row["_id"]] = row["text"].strip()
+            if row["_id"] in relevant:
+                words = row["text"].split()[:MAX_QUERY_WORDS]
+                while len(" ".join(words)) > MAX_QUERY_CHARS:
+                    words.pop()
+                queries[row["_id"]] = " ".join(words)
     return queries
 
 
-def load_qrels(collection: Path = COLLECTION) -> dict[str, dict[str, int]]:
+def load_qrels(collection: Path) -> dict[str, dict[str, int]]:
     """Query id -> doc id -> grade."""
     qrels: dict[str, dict[str, int]] = {}
     lines = (collection / "qrels.tsv").read_text(encoding="utf-8").splitlines()
@@ -195,6 +204,8 @@ class Provider:
         asked = self.simulator.handle(  # type: ignore[attr-defined]
             "GET", "/res/v1/web/search", params, {"X-Subscription-Token": "reference"}
         )
+        if asked.status != 200:
+            raise SystemExit(f"the simulator refused {params}: {asked.status} {asked.body[:200]!r}")
         answer = json.loads(asked.body)
         return answer
 
@@ -322,9 +333,6 @@ def shuffled(
 
 
 # --- the refiner (the lexical one: engine/refiner.py's contract) ------------------------------
-
-#: Brave's limits on a query, which a refined query keeps.
-MAX_QUERY_CHARS, MAX_QUERY_WORDS = 400, 50
 
 
 def refine(query: str, pool: Sequence[Result], labels: Mapping[str, str], max_terms: int) -> str:
@@ -632,15 +640,19 @@ def _setting(path: str, *keys: str) -> object:
 DEPTH = 20
 
 
-def reference(queries: int | None = None, *, seed: int = 0) -> Reference:
-    """The reference for the first ``queries`` judged queries (all: None)."""
+def reference(
+    queries: int | None = None, *, query_set: str = "cranfield", seed: int = 0
+) -> Reference:
+    """The reference for the first ``queries`` judged queries (all: None) of ``query_set``
+    (one of :data:`QUERY_SETS`)."""
     from evidence_bench.collections.beir import load_collection
     from evidence_bench.web.simulator import BraveSimulator
 
     times: dict[str, float] = {}
     start = time.perf_counter()
-    texts = load_queries()
-    qrels = load_qrels()
+    collection = ROOT / "collections" / query_set
+    texts = load_queries(collection)
+    qrels = load_qrels(collection)
     chosen = list(texts)[:queries]
     grid = sweep_grid()
     rounds = int(_setting("experiment/rocchio_sweep.yaml", "experiment", "rounds"))  # type: ignore[call-overload]
@@ -648,14 +660,14 @@ def reference(queries: int | None = None, *, seed: int = 0) -> Reference:
     user_depth = int(_setting("policy/oracle.yaml", "depth"))  # type: ignore[call-overload]
     if user_depth != _setting("policy/noisy.yaml", "depth"):
         raise SystemExit("the oracle and the noisy user examine to different depths")
-    simulator = BraveSimulator(load_collection(COLLECTION))
+    simulator = BraveSimulator(load_collection(collection))
     times["read"] = time.perf_counter() - start
     start = time.perf_counter()
     ranked: Ranked = {}
     lists: dict[tuple[object, ...], tuple[list[str], dict[str, int]]] = {}
     keys: dict[tuple[object, ...], list[tuple[str, str, str, int, str, str]]] = {}
     for qid in chosen:
-        provider = Provider(CASSETTES / f"{qid}.json", simulator)
+        provider = Provider(ROOT / "cassettes" / query_set / f"{qid}.json", simulator)
         session = Query(qid, texts[qid], provider, DEPTH)
         deep = provider.search(texts[qid], min(DEPTH + rounds * DEPTH, 200))
         for policy in ("oracle", "noisy"):
@@ -690,10 +702,13 @@ def reference(queries: int | None = None, *, seed: int = 0) -> Reference:
 # --- the run, and the comparison ---------------------------------------------------------------
 
 
-def harness_run(runs_dir: Path, workers: int, queries: int | None) -> tuple[float, Path]:
+def harness_run(
+    runs_dir: Path, workers: int, queries: int | None, query_set: str
+) -> tuple[float, Path]:
     """``python -m evidence_bench run +experiment=rocchio_sweep``: its wall time and run dir."""
     command = [sys.executable, "-m", "evidence_bench", "run", "+experiment=rocchio_sweep",
-               f"workers={workers}", f"runs_dir={runs_dir}", "progress=false"]  # fmt: skip
+               f"query_set={query_set}", f"workers={workers}", f"runs_dir={runs_dir}",
+               "progress=false"]  # fmt: skip
     if queries is not None:
         command.append(f"experiment.queries={queries}")
     start = time.perf_counter()
@@ -800,10 +815,10 @@ def load() -> str:
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-def _timed_reference(queries: int | None) -> tuple[Reference, float, float]:
+def _timed_reference(queries: int | None, query_set: str) -> tuple[Reference, float, float]:
     """The reference, its wall and CPU time."""
     wall, cpu = time.perf_counter(), time.process_time()
-    found = reference(queries)
+    found = reference(queries, query_set=query_set)
     return found, time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -816,25 +831,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, help="the first N judged queries (default: all)")
     parser.add_argument("--workers", default="1,2", help="the run's worker counts (default 1,2)")
+    parser.add_argument("--query-set", choices=QUERY_SETS, default="cranfield")
     parser.add_argument("--run-dir", type=Path, help="compare with this run instead of timing one")
     args = parser.parse_args()
     print(f"start: {load()}")
     # the reference before and after the runs: the faster of the two is the one compared,
     # so load that comes and goes makes the ratio larger, not smaller
-    ref, ref_wall, ref_cpu = _timed_reference(args.queries)
+    ref, ref_wall, ref_cpu = _timed_reference(args.queries, args.query_set)
     runs: dict[int, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-reference-") as tmp:
         run_dir = args.run_dir
         if run_dir is None:
             for workers in [int(w) for w in args.workers.split(",")]:
                 cpu = _children_cpu()
-                wall, run_dir = harness_run(Path(tmp) / f"w{workers}", workers, args.queries)
+                wall, run_dir = harness_run(
+                    Path(tmp) / f"w{workers}", workers, args.queries, args.query_set
+                )
                 manifest = json.loads((run_dir / "manifest.json").read_text())
                 runs[workers] = (wall, _children_cpu() - cpu, float(manifest["episodes_time_s"]))
                 print(f"run workers={workers} done: {load()}")
         assert run_dir is not None
         (run_scores, total), run_rankings = harness_scores(run_dir), harness_rankings(run_dir)
-    again, wall2, cpu2 = _timed_reference(args.queries)
+    again, wall2, cpu2 = _timed_reference(args.queries, args.query_set)
     print(f"end:   {load()}")
     print()
     print(f"reference (in this process): {ref_wall:.2f} s, then {wall2:.2f} s wall; "

@@ -1,8 +1,8 @@
 """The sweep's episodes against an independent reference (``benchmarks/bench_reference.py``:
 the analyzer, TF-IDF Rocchio, the lexical refiner, the users, the controls and the rounds
-written from the docs in plain numpy, measured by pytrec_eval), on Cranfield's first
-queries replayed from their cassettes: every (config, user) of ``rocchio_sweep``, every
-round, stage, mode and measure."""
+written from the docs in plain numpy, measured by pytrec_eval), on the first queries of
+Cranfield and CACM replayed from their cassettes: every (config, user) of ``rocchio_sweep``,
+every round, stage, mode and measure."""
 
 from __future__ import annotations
 
@@ -14,25 +14,30 @@ from benchmarks.bench_reference import COVERED, Reference, reference, sweep_grid
 from evidence_bench.protocol.episode import EpisodeResult
 from tests.conftest import shared_episodes
 
-QUERIES = 3
+QUERIES = 2
 #: (grid config id, user, query id, episode)
 Episodes = list[tuple[str, str, str, EpisodeResult]]
 
 
-@pytest.fixture(scope="module")
-def expected() -> Reference:
-    return reference(QUERIES)
+@pytest.fixture(scope="module", params=["cranfield", "cacm"])
+def query_set(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
 
 
 @pytest.fixture(scope="module")
-def episodes(tmp_path_factory: pytest.TempPathFactory) -> Episodes:
+def expected(query_set: str) -> Reference:
+    return reference(QUERIES, query_set=query_set)
+
+
+@pytest.fixture(scope="module")
+def episodes(query_set: str, tmp_path_factory: pytest.TempPathFactory) -> Episodes:
     """The run's episodes of its first queries, their configs named as the grid's."""
     grid = {point: f"c{i:02d}" for i, point in enumerate(sweep_grid())}
     runs_dir = tmp_path_factory.mktemp("runs")
     found: Episodes = []
-    for _plan, replayed, engine, user, result in shared_episodes(
-        ["+experiment=rocchio_sweep", f"runs_dir={runs_dir}"], queries=QUERIES
-    ):
+    overrides = ["+experiment=rocchio_sweep", f"query_set={query_set}", f"runs_dir={runs_dir}"]
+    for _plan, replayed, engine, user, result in shared_episodes(overrides, queries=QUERIES):
         params = dict(engine.ranker_params)
         point = (float(params["alpha"]), float(params["beta"]), float(params["gamma"]))
         found.append((grid[point], user, replayed.query_id, result))
