@@ -81,6 +81,34 @@ def index_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ[CACHE_ENV] = before
 
 
+#: The test files that check what a run lets go of: they see the runner forget the
+#: simulator's indexes after its episodes, as a user's process does (:func:`indexes_kept`).
+FORGETS_INDEXES = ("test_runner_pool.py",)
+
+
+@pytest.fixture(autouse=True)
+def indexes_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The simulator's indexes (BM25 and snippet words, kept by collection checksum:
+    :func:`evidence_bench.web.simulator.prepare_index`) kept between the runs of a worker.
+
+    A run builds them before its episodes and forgets them after (the runner's
+    ``forget_indexes``), so each of the hundreds of runs the tests make over Cranfield,
+    CACM or the tiny collection built the same snippet index again. An index is the same
+    whenever it is built from the same files, so no result depends on which run built it;
+    the files of ``FORGETS_INDEXES`` still see the runner forget them."""
+    if request.path.name in FORGETS_INDEXES:
+        yield
+        return
+    from evidence_bench.experiment import runner
+
+    forget = runner.forget_indexes
+    runner.forget_indexes = lambda: None
+    try:
+        yield
+    finally:
+        runner.forget_indexes = forget
+
+
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """Debian's Chromium (.ci/run installs it), for the tests that drive a real browser."""
