@@ -4,6 +4,7 @@ real result lists, and on small hand-checked cases of ties."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter
@@ -50,8 +51,10 @@ def _ev(n: int, title: str, snippet: str = "") -> Evidence:
     return Evidence(title=title, url=f"https://example.org/doc/{n}", snippet=snippet, rank=n + 1)
 
 
+@functools.cache
 def _pools(name: str, count: int) -> list[tuple[str, list[Evidence], dict[str, int]]]:
-    """The first ``count`` judged queries' result lists (depth 50) as a run sees them."""
+    """The first ``count`` judged queries' result lists (depth 50) as a run sees them
+    (searched once for each ``name`` and ``count``; read-only)."""
     collection = load_collection(ROOT / "collections" / name, name=name)
     client = httpx.Client(transport=SimulatorTransport(BraveSimulator(collection)))
     provider = BraveProvider(
@@ -95,6 +98,28 @@ def _feedbacks(found: list[Evidence], grades: dict[str, int]) -> list[dict[str, 
     ]
 
 
+def _unit(idf: Mapping[str, float], counted: Mapping[str, int]) -> dict[str, float]:
+    """:func:`textbook`'s vector of term counts ``counted``: sublinear tf times ``idf``, its
+    terms outside ``idf`` dropped, L2-normalized."""
+    vector = {t: (1.0 + math.log(tf)) * idf[t] for t, tf in counted.items() if t in idf}
+    norm = math.sqrt(sum(weight * weight for weight in vector.values()))
+    return {t: weight / norm for t, weight in vector.items()} if norm else {}
+
+
+@functools.cache
+def _textbook_vectors(
+    analyzer: Analyzer, texts: tuple[str, ...]
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """:func:`textbook`'s idf over the candidates ``texts`` and their vectors: what depends
+    on the candidates alone, the same for every ranker and feedback (worked out once for
+    each; read-only)."""
+    counts = [Counter(analyzer(text)) for text in texts]
+    df = Counter(term for counted in counts for term in counted)
+    n = len(texts)
+    idf = {term: math.log((n + 1) / (freq + 1)) + 1.0 for term, freq in df.items()}
+    return idf, [_unit(idf, counted) for counted in counts]
+
+
 def textbook(
     ranker: TfidfRocchioRanker,
     query: str,
@@ -111,18 +136,10 @@ def textbook(
     Each sum runs left to right over the terms in the order they first appear.
     """
     analyzer = ranker.analyzer
-    counts = [Counter(analyzer(item.text)) for item in candidates]
-    df = Counter(term for counted in counts for term in counted)
     n = len(candidates)
-    idf = {term: math.log((n + 1) / (freq + 1)) + 1.0 for term, freq in df.items()}
-
-    def unit(counted: Mapping[str, int]) -> dict[str, float]:
-        vector = {t: (1.0 + math.log(tf)) * idf[t] for t, tf in counted.items() if t in idf}
-        norm = math.sqrt(sum(weight * weight for weight in vector.values()))
-        return {t: weight / norm for t, weight in vector.items()} if norm else {}
-
-    documents = [unit(counted) for counted in counts]
-    modified = {t: ranker.alpha * weight for t, weight in unit(Counter(analyzer(query))).items()}
+    idf, documents = _textbook_vectors(analyzer, tuple(item.text for item in candidates))
+    query_unit = _unit(idf, Counter(analyzer(query)))
+    modified = {t: ranker.alpha * weight for t, weight in query_unit.items()}
     for sign, coefficient in ((1, ranker.beta), (-1, -ranker.gamma)):
         marked = [
             document
