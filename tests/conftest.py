@@ -168,12 +168,12 @@ CRANFIELD15 = (
 )
 
 #: The test files that take longest (each runs whole experiments or many analyses), longest
-#: first, by each file's summed test durations in one ``make test`` (2026-12-07, 14:48 UTC,
-#: under load; the same order as their CPU). ``make test`` hands files to the workers in
-#: collection order (``--dist loadfile --no-loadscope-reorder``; without the flag xdist 3.8
-#: sorts them by their number of tests, and a long file of few tests ran alone at the end);
-#: starting these first keeps the last file to finish a short one, so no worker sits idle
-#: while another runs a long file alone. The files of ``ONE_TEST_A_UNIT`` go out a test at a
+#: first, by each file's summed test durations (wall time) in one ``make test`` (2026-12-07,
+#: 14:48 UTC, under load). ``make test`` hands files to the workers in collection order
+#: (``--dist loadfile --no-loadscope-reorder``; without the flag xdist 3.8 sorts them by
+#: their number of tests, and a long file of few tests ran alone at the end); starting these
+#: first keeps the last file to finish a short one, so no worker sits idle while another runs
+#: a long file alone. The files of ``ONE_TEST_A_UNIT`` go out a test at a
 #: time, so theirs is the place of their longest test. Any other file keeps its place after
 #: them; a missing name only loses its head start.
 LONGEST_FIRST = (
