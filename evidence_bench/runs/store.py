@@ -536,12 +536,12 @@ class TableBuilder:
     def _rankings(self, rows: QueryRows) -> list[int]:
         """The run's ids of the query's rankings (numbered in the order first seen)."""
         codes = self._keys.codes(rows.ranking_keys)[rows.ranking_items]
-        offsets = rows.ranking_offsets.tolist()
+        # each ranking's bytes sliced from the query's: what codes[start:end].tobytes() gives
+        data = codes.tobytes()
+        offsets = (rows.ranking_offsets * codes.itemsize).tolist()
         ids = self._ranking_ids
-        found = []
-        for start, end in pairwise(offsets):
-            found.append(ids.setdefault(codes[start:end].tobytes(), len(ids)))
-        return found
+        number = ids.setdefault
+        return [number(data[start:end], len(ids)) for start, end in pairwise(offsets)]
 
     def _mark_set(self, key: tuple[MarkRow, ...]) -> int:
         found = self._mark_ids.get(key)
