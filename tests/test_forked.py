@@ -11,6 +11,7 @@ import pytest
 
 from evidence_bench._forked import in_parallel
 from evidence_bench.errors import DataError, WorkerError
+from evidence_bench.report.render import report_context
 from evidence_bench.report.tables import analyze
 from evidence_bench.runs.data import load_run
 from tests.conftest import CRANFIELD15, shared_run
@@ -59,3 +60,12 @@ def test_the_analysis_is_the_same_in_two_processes(cranfield15: Path) -> None:
     assert repr(mine.robustness) == repr(theirs.robustness) and mine.robustness is not None
     for name in ("variance", "curve", "saturation"):
         pd.testing.assert_frame_equal(getattr(mine, name), getattr(theirs, name), obj=name)
+
+
+def test_the_report_context_is_the_same_in_two_processes(cranfield15: Path) -> None:
+    analysis = analyze(load_run(cranfield15), trials=200)
+    alone = report_context(analysis)
+    shared = report_context(analysis, processes=2)
+    assert list(shared) == list(alone) and list(alone)[-1] == "verdict"
+    assert alone["forest"] is not None and alone["episodes"]  # the best setting's part
+    assert repr(shared) == repr(alone)  # (a NaN's repr equals another's)

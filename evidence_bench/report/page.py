@@ -178,7 +178,7 @@ def write_run_report(
     from evidence_bench.report import stored
     from evidence_bench.report.render import report_context
 
-    context = report_context(analysis, MAX_EPISODES)
+    context = report_context(analysis, MAX_EPISODES, processes=processes)
 
     def store() -> None:
         if inputs is not None:

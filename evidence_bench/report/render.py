@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evidence_bench._forked import both
 from evidence_bench.evaluation.statistics import MIN_TRIALS
 from evidence_bench.report import charts
 from evidence_bench.report.evidence import evidence_table
@@ -572,15 +573,28 @@ def _verdict_view(found: Verdict) -> dict[str, Any]:
     }
 
 
-def report_context(analysis: Analysis, max_episodes: int = MAX_EPISODES) -> dict[str, Any]:
-    """Everything the report's template shows, as plain data and the charts' SVG."""
-    return _context(analysis, max_episodes)
+def report_context(
+    analysis: Analysis, max_episodes: int = MAX_EPISODES, *, processes: int = 1
+) -> dict[str, Any]:
+    """Everything the report's template shows, as plain data and the charts' SVG.
+
+    ``processes`` above 1: what the best setting shows (the verdict, its charts and
+    episodes) is computed in a process forked from this one while this one computes the
+    rest; the context is the same either way."""
+    context, shown = both(
+        lambda: _context(analysis),
+        lambda: _best_context(analysis, max_episodes),
+        processes=processes,
+    )
+    context.update(shown)  # (the keys it holds keep their places; "verdict" comes last)
+    return context
 
 
-def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
-    data, best, s = analysis.data, analysis.best, analysis.summary
-    measure = data.settings.primary_measure
-    context: dict[str, Any] = {
+def _context(analysis: Analysis) -> dict[str, Any]:
+    """The context but for what the best setting shows (:func:`_best_context`), which it
+    holds empty."""
+    data = analysis.data
+    return {
         "header": _header(analysis),
         "summaries": _summary_views(analysis),
         "summary_hidden": len(set(analysis.summary["config_id"]) - key)
@@ -611,6 +625,14 @@ def _context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         "validity": validity_view(analysis.validity) if analysis.validity else None,
         "evidence": _evidence_view(analysis),
     }
+
+
+def _best_context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
+    """The verdict, and what the report shows of its best setting: the forest, the sweep's
+    heatmap, the per-query deltas, the episodes (up to ``max_episodes``) and the rounds."""
+    data, best, s = analysis.data, analysis.best, analysis.summary
+    measure = data.settings.primary_measure
+    context: dict[str, Any] = {}
     if best is None:
         context["verdict"] = _verdict_view(
             verdict(analysis, pd.DataFrame(columns=["delta", "policy", "query_id"]))
