@@ -10,8 +10,10 @@ the figures hold whatever the run directory's format or the package's layout:
 - the run, report included, with ``workers=2`` and with ``workers=1``: wall time, and their
   ratio, and the CPU time of the process tree (``wait4``'s user + system, every worker
   included), which a busy machine disturbs less than the wall; the episodes' share of the
-  wall (the manifest's ``episodes_time_s``, the only part the workers split), and so the
-  most two workers could give with the rest as it is (Amdahl's law: the episodes halved);
+  wall (the manifest's ``episodes_time_s``, the part the workers split), and so the
+  most two workers could give with the rest serial (Amdahl's law: the episodes halved),
+  and the rest as two workers left it (the tail computes its independent parts in two
+  processes then);
 - the peak resident memory of that run, parent and workers together: a sampler reads the
   resident set (and the proportional set, which counts a page shared by forked workers
   once) of every process in the run's tree every 20 ms, and ``wait4`` gives the largest
@@ -483,6 +485,9 @@ def main(argv: Sequence[str]) -> None:
                       f"{rest:.1f} s of workers=1's {one.measured.wall:.1f} s")  # fmt: skip
             table.add("  the most 2 workers give with that rest",
                       f"{one.measured.wall / (rest + ep1 / 2):.2f}x (episodes halved)")  # fmt: skip
+            # with two workers the tail's independent parts run in two processes
+            table.add("  the rest with workers=2 (its tail partly in two processes)",
+                      f"{two.measured.wall - ep2:.1f} s of {two.measured.wall:.1f} s")  # fmt: skip
         table.add(
             "peak memory, workers=2 (sum of RSS, tree"
             + (", highest run)" if options.repeat > 1 else ")"),
