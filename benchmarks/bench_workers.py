@@ -1,0 +1,257 @@
+"""Benchmark: where two workers lose time on the episodes (issue 30: ``episodes_time_s``
+>= 1.8x faster with ``workers=2`` than with ``workers=1``).
+
+    PYTHONPATH=. python benchmarks/bench_workers.py [--repeat N] [overrides...]
+    (+experiment=rocchio_sweep unless another is given)
+
+Each pass in a new process, from the state :func:`~evidence_bench.experiment.runner.execute`
+builds before the episodes, and with their outputs taken as ``run`` takes them (each
+query's rows into a :class:`~evidence_bench.runs.store.TableBuilder`, its documents
+merged):
+
+1. the episodes with ``workers=1`` and ``workers=2``, alternated ``--repeat`` times (default
+   2), the median of each: the wall; the CPU of the queries' tasks (each task's thread CPU,
+   summed); with two workers, the workers' CPU outside their tasks (sending each result),
+   the parent's CPU while they run (its main thread, and the pool's thread that reads and
+   unpickles results), and the tail: how long one worker idles after its last task while
+   the other finishes;
+2. the machine's cost of running two at once: the queries' halves (every other query) in
+   two processes forked from that state, one after the other, then both at the same time,
+   their tasks' CPU summed; beside it, as controls, the same for a lookup loop over a 2 MB
+   dict and for an arithmetic loop that touches almost no memory.
+
+On an idle machine of two cores, one worker's episodes take their CPU (the tasks' and the
+parent's), and two workers' at least (the tasks' CPU + the workers' and the parent's
+other CPU) / 2 + the tail: their ratio is the most two workers can give. The tasks' CPU
+with two workers over the one with one is what running two at once costs (part 2 shows
+it without the pool: on this 2-core VM work that reads a few MB slows down when both cores
+run it, arithmetic does not). Figures are CPU seconds on a shared machine, the load is
+printed beside them: compare them within one call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+if not os.environ.get("PYTHONPATH"):  # else the checkout it names
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evidence_bench.experiment import runner
+from evidence_bench.experiment.config import compose
+from evidence_bench.experiment.plan import RunPlan, plan_run
+from evidence_bench.runs.store import TableBuilder
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live process, every thread (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _children() -> list[int]:
+    found: list[int] = []
+    for task in os.scandir("/proc/self/task"):
+        with open(f"{task.path}/children") as handle:
+            found.extend(int(child) for child in handle.read().split())
+    return found
+
+
+def _timed_tasks(log: Path) -> Callable[[], None]:
+    """Time every query's task (wall and thread CPU) into ``log``, one file per process;
+    returns the undo."""
+    guarded = runner._guarded
+
+    def timed(plan: RunPlan, query_id: str) -> runner.QueryOutput:
+        start, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return guarded(plan, query_id)
+        finally:
+            with open(log / f"tasks.{os.getpid()}", "a") as handle:
+                done = [query_id, start, time.perf_counter(), time.thread_time() - cpu]
+                handle.write(json.dumps(done) + "\n")
+
+    runner._guarded = timed
+
+    def undo() -> None:
+        runner._guarded = guarded
+
+    return undo
+
+
+def episodes(plan: RunPlan, query_ids: Sequence[str], workers: int) -> dict[str, float]:
+    """One pass of the episodes, taken as ``run`` takes them; its figures."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder)
+        undo = _timed_tasks(log)
+        try:
+            outputs = runner.execute(plan, query_ids, workers=workers)
+            builder, documents = TableBuilder(), dict[str, Any]()
+            pids: list[int] = []
+            worker_cpu = 0.0
+            start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+            for count, out in enumerate(outputs, 1):
+                builder.add(out.rows)
+                for key, item in out.documents.items():
+                    documents.setdefault(key, item)
+                if workers > 1 and not pids:
+                    pids = _children()
+                if count == len(query_ids):  # the workers are idle, not yet gone
+                    worker_cpu = sum(_process_cpu(pid) for pid in pids)
+            wall = time.perf_counter() - start
+            cpu, main = time.process_time() - cpu, time.thread_time() - main
+        finally:
+            undo()
+        # per process: its tasks as (query_id, start, end, thread CPU)
+        tasks = [[json.loads(line) for line in path.open()] for path in log.iterdir()]
+    task_cpu = sum(task[3] for own in tasks for task in own)
+    figures = {"wall": wall, "tasks": task_cpu, "main": main}
+    if workers > 1:
+        ends = [max(task[2] for task in own) for own in tasks]
+        figures["parent"] = cpu
+        figures["outside"] = worker_cpu - task_cpu
+        figures["tail"] = max(ends) - min(ends)
+    else:
+        figures["parent"] = cpu - task_cpu  # the rest of the one process: taking the rows
+    return figures
+
+
+def _in_child(work: Callable[[], Any]) -> tuple[int, int]:
+    """Fork a process that runs ``work`` and writes its thread CPU to a pipe."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        cpu = time.thread_time()
+        work()
+        os.write(write, repr(time.thread_time() - cpu).encode())
+        os._exit(0)
+    os.close(write)
+    return pid, read
+
+
+def _cpu_of(child: tuple[int, int]) -> float:
+    pid, read = child
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as handle:
+        return float(handle.read())
+
+
+def two_at_once(works: Sequence[Callable[[], Any]]) -> tuple[float, float]:
+    """The summed CPU of two works in forked processes, one after the other and at once."""
+    apart = sum(_cpu_of(_in_child(work)) for work in works)
+    children = [_in_child(work) for work in works]
+    return apart, sum(_cpu_of(child) for child in children)
+
+
+def _lookups(size: int) -> Callable[[], int]:
+    table = {i: str(i) for i in range(size // 64)}  # ~64 bytes an entry
+    keys = list(table)
+    step = 7919  # a prime: every key, out of order
+
+    def work() -> int:
+        total, n = 0, len(keys)
+        for i in range(2_000_000):
+            total += len(table[keys[(i * step) % n]])
+        return total
+
+    return work
+
+
+def _arithmetic() -> int:
+    x = 0
+    for i in range(6_000_000):
+        x = (x * 31 + i) & 0xFFFF
+    return x
+
+
+def _fresh(workers: int, overrides: Sequence[str]) -> dict[str, float]:
+    """:func:`episodes` in a new process, as ``run`` starts it: a parent whose heap has held
+    another pass's episodes would hand its workers freed pages to copy as they write."""
+    command = [sys.executable, __file__, "--one-pass", str(workers), *overrides]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=2, metavar="N")
+    parser.add_argument("--one-pass", type=int, metavar="WORKERS", help=argparse.SUPPRESS)
+    options, overrides = parser.parse_known_args(argv)
+    if not any(o.startswith("+experiment=") for o in overrides):
+        overrides = ["+experiment=rocchio_sweep", *overrides]
+    cfg, _ = compose([*overrides, "progress=false"])
+    plan = plan_run(cfg)
+    query_ids = list(runner.replay_worker(plan).query_set.queries)
+    if options.one_pass:
+        print(json.dumps(episodes(plan, query_ids, options.one_pass)))
+        return
+    print(f"{plan.experiment}: {len(query_ids)} queries; {os.cpu_count()} cores; {_load()}")
+
+    passes: dict[int, list[dict[str, float]]] = {1: [], 2: []}
+    for _ in range(options.repeat):
+        for workers in (1, 2):
+            passes[workers].append(_fresh(workers, overrides))
+            print(f"  workers={workers}: {passes[workers][-1]['wall']:.2f} s ({_load()})")
+    one, two = ({k: statistics.median(p[k] for p in passes[w]) for k in passes[w][0]}
+                for w in (1, 2))  # fmt: skip
+    print(f"\n1. the episodes (median of {options.repeat}; CPU seconds)")
+    print(f"  wall, workers=1 -> 2           {one['wall']:.2f} s -> {two['wall']:.2f} s "
+          f"({one['wall'] / two['wall']:.2f}x)")  # fmt: skip
+    print(f"  the tasks' CPU                 {one['tasks']:.2f} s -> {two['tasks']:.2f} s "
+          f"({100 * (two['tasks'] / one['tasks'] - 1):+.0f} %)")  # fmt: skip
+    print(f"  the parent's, beside them      {one['parent']:.2f} s -> {two['parent']:.2f} s "
+          f"(its main thread {two['main']:.2f} s, the pool's thread the rest)")  # fmt: skip
+    print(f"  the workers', outside tasks    {two['outside']:.2f} s (sending results)")
+    print(f"  the tail (one worker idle)     {two['tail']:.2f} s")
+    other = two["parent"] + two["outside"]
+    bound = (two["tasks"] + other) / 2 + two["tail"]
+    alone = one["tasks"] + one["parent"]
+    print(f"  two cores need at least        {bound:.2f} s: ({two['tasks']:.2f} + {other:.2f}) / 2 "
+          f"+ {two['tail']:.2f}; one needs {alone:.2f} s: at most {alone / bound:.2f}x "
+          "on an idle machine")  # fmt: skip
+
+    print(f"\n2. two at once: summed CPU, one after the other -> at the same time ({_load()})")
+    runner._share(plan)
+    gc.freeze()  # as the pool's parent does before forking
+    halves = [query_ids[0::2], query_ids[1::2]]
+
+    def half(ids: Sequence[str]) -> Callable[[], None]:
+        def work() -> None:
+            for query_id in ids:
+                runner._guarded(plan, query_id)
+
+        return work
+
+    for name, works in (
+        ("the episodes' halves", [half(ids) for ids in halves]),
+        ("a 2 MB dict's lookups", [_lookups(2 << 20)] * 2),
+        ("arithmetic, no memory", [_arithmetic] * 2),
+    ):
+        apart, together = two_at_once(works)
+        print(f"  {name:<24} {apart:6.2f} s -> {together:6.2f} s "
+              f"({100 * (together / apart - 1):+.0f} %)")  # fmt: skip
+    gc.unfreeze()
+    runner._forget_worker()
+    print(f"({_load()} afterwards)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
