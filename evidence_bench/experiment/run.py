@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from evidence_bench._forked import both
 from evidence_bench._lazy import module
@@ -33,8 +34,10 @@ from evidence_bench.experiment.plan import RunPlan, plan_run
 from evidence_bench.experiment.progress import progress_bar
 from evidence_bench.experiment.rundir import (
     RunDirectory,
+    frozen_flags,
     new_run_id,
-    summarize_scores,
+    score_summary,
+    with_fixed,
     write_inputs,
     write_json,
     write_rows,
@@ -65,6 +68,9 @@ else:
     pd = module("pandas")
     pa = module("pyarrow")
 
+
+#: frozen_flags' answer: each frozen row's position, and whether its measure is fixed
+Flags = tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]
 
 __all__ = ["RunOutcome", "RunReport", "perform_run", "run_directory", "runs_root"]
 
@@ -275,9 +281,9 @@ def _perform(
     tables = builder.tables(query_set.qrels)
     del builder  # what it collected is in the frames now: its memory is theirs to reuse
 
-    def stored() -> tuple[pd.DataFrame, dict[str, int], dict[str, Any]]:
+    def stored() -> tuple[pd.DataFrame, dict[str, int], dict[str, Any], Flags | None]:
         """The scores as stored (the exact values are gone; the keys, all _excluded counts,
-        stay), what they exclude and the labels' summary."""
+        stay), what they exclude, the labels' summary and the frozen cells' flags."""
         kept = as_stored(tables.scores, exact=plan.shards > 1)
         return (
             kept,
@@ -286,14 +292,14 @@ def _perform(
                 feedback[["config_id", "policy", "round", "label"]],
                 users,  # counted by code
             ),
+            frozen_flags(tables.scores, feedback, query_set.qrels) if query_set.qrels else None,
         )
 
-    # the summary in a forked process meanwhile, when the run has workers
-    (per_query, excluded, labels), summary = both(
-        stored,
-        lambda: summarize_scores(tables.scores, feedback, query_set.qrels),
-        processes=workers,
+    # the summary's statistics in a forked process meanwhile, when the run has workers
+    (per_query, excluded, labels, flags), statistics = both(
+        stored, lambda: score_summary(tables.scores), processes=workers
     )
+    summary = with_fixed(statistics, flags)
     tables = replace(tables, scores=per_query, summary=summary)
     release_memory()
     manifest_file = find_manifest(query_set.cassettes)

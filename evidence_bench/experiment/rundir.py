@@ -43,7 +43,8 @@ else:
 
 
 __all__ = [
-    "STALE_AFTER_S", "RunDirectory", "new_run_id", "remove_stale", "summarize_scores", "write_csv",
+    "STALE_AFTER_S", "RunDirectory", "ScoreSummary", "frozen_flags", "new_run_id",
+    "remove_stale", "score_summary", "summarize_scores", "with_fixed", "write_csv",
     "write_inputs", "write_json", "write_jsonl", "write_trec",
 ]  # fmt: skip
 
@@ -269,23 +270,65 @@ def summarize_scores(
     ``fixed`` is True for a frozen cell whose measure cannot change for any of its queries
     (:func:`~evidence_bench.evaluation.frozen.fixed_in_frozen`, from ``feedback``'s ranks
     and the ``qrels`` keyed by URL), else False; a row missing a key is a :class:`DataError`.
+    :func:`score_summary` and :func:`frozen_flags`, which need nothing of each other,
+    combined by :func:`with_fixed`.
     """
+    flags = frozen_flags(per_query, feedback, qrels) if feedback is not None and qrels else None
+    return with_fixed(score_summary(per_query), flags)
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """:func:`summarize_scores`' statistics, before its ``fixed`` column."""
+
+    #: the summary's rows, one per cell in the order first met, without ``fixed``
+    summary: pd.DataFrame
+    #: each frozen row's cell (its row in ``summary``), the rows as :func:`frozen_flags`
+    #: gives them
+    frozen_cells: npt.NDArray[np.intp]
+
+
+def score_summary(per_query: pd.DataFrame) -> ScoreSummary:
+    """The statistics of :func:`summarize_scores`, without ``fixed``."""
     coded = _categories(per_query)
     cell = group_codes(coded, SUMMARY_KEYS)
     if cell is None:
         raise DataError(f"per_query: a row has no value for one of {', '.join(SUMMARY_KEYS)}")
     code, first = first_met(cell)  # groups in the order first met
     del cell
-    summary = _summarized(per_query, code, first)
+    return ScoreSummary(_summarized(per_query, code, first), code[_frozen_rows(coded)])
+
+
+def with_fixed(
+    found: ScoreSummary, flags: tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]] | None
+) -> pd.DataFrame:
+    """:func:`summarize_scores`' table from its statistics and :func:`frozen_flags` (None:
+    no feedback or qrels, so no cell is fixed)."""
+    summary = found.summary.copy()
     summary["fixed"] = False
-    if feedback is not None and qrels:
+    if flags is not None:
         # a cell is fixed when it has frozen rows and none of them is not fixed
-        rows, flag = _frozen_flags(coded, feedback, qrels)
-        where = code[rows]
-        frozen = np.bincount(where, minlength=len(first)) > 0
-        unfixed = np.bincount(where, weights=~flag, minlength=len(first)) > 0
+        _, flag = flags
+        where = found.frozen_cells
+        frozen = np.bincount(where, minlength=len(summary)) > 0
+        unfixed = np.bincount(where, weights=~flag, minlength=len(summary)) > 0
         summary["fixed"] = frozen & ~unfixed
     return summary[SUMMARY_COLUMNS]
+
+
+def frozen_flags(
+    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """Each frozen row of ``per_query`` (its position) and whether its measure is fixed in
+    its episode (see :func:`_frozen_flags`)."""
+    return _frozen_flags(_categories(per_query), feedback, qrels)
+
+
+def _frozen_rows(per_query: pd.DataFrame) -> npt.NDArray[np.intp]:
+    """The positions of ``per_query``'s frozen rows (its ``eval_mode`` a categorical)."""
+    mode = per_query["eval_mode"]
+    is_frozen = np.append(np.asarray(mode.cat.categories == "frozen", dtype=bool), False)
+    return np.flatnonzero(is_frozen[mode.cat.codes.to_numpy()])
 
 
 def _categories(per_query: pd.DataFrame) -> pd.DataFrame:
@@ -366,11 +409,9 @@ def _frozen_flags(
     sorted by position, the i-th is in it exactly when its position is i. An episode whose
     group shows a document or a position twice is judged by ``fixed_measures``.
     """
-    mode = per_query["eval_mode"]
     keys = [per_query[c] for c in ("config_id", "policy", "query_id")]
     column = per_query["measure"]
-    is_frozen = np.append(np.asarray(mode.cat.categories == "frozen", dtype=bool), False)
-    rows = np.flatnonzero(is_frozen[mode.cat.codes.to_numpy()])
+    rows = _frozen_rows(per_query)
     if not len(rows):
         return rows, np.zeros(0, dtype=bool)
     # each frozen row's episode (config, policy, query, round), numbered as first met
