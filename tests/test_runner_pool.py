@@ -81,3 +81,21 @@ def test_a_worker_sends_each_document_once_and_the_first_of_each_is_kept() -> No
     sent = sum(len(out.documents) for out in pooled)
     shown = sum(len(out.documents) for out in alone)
     assert len(merged(alone)) <= sent < shown  # the queries share documents: some not resent
+
+
+@pytest.mark.parametrize(
+    ("queries", "count", "sizes"),
+    [
+        (4, 2, [1, 1, 1, 1]),  # few queries: one a task
+        (12, 2, [1] * 12),
+        (20, 2, [3, 3, 2, *[1] * 12]),  # 3 queries a task, the last 2 x 2 x 3 one each
+        (27, 3, [3, 3, 3, *[1] * 18]),
+    ],
+)
+def test_the_workers_take_a_few_queries_a_task_then_one_at_the_end(
+    queries: int, count: int, sizes: list[int]
+) -> None:
+    query_ids = [f"q{i}" for i in range(queries)]
+    chunks = runner._chunks(query_ids, count)
+    assert [len(chunk) for chunk in chunks] == sizes
+    assert [query_id for chunk in chunks for query_id in chunk] == query_ids

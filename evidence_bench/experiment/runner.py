@@ -1,7 +1,8 @@
 """The experiment runner: replay every episode of a planned run and collect its rows.
 
-The work is split by query: one task replays one query's cassette for every engine config
-and user, so each cassette is parsed once per process, and tasks spread over the cores.
+The work is split by query: a worker replays one query's cassette for every engine config
+and user, so each cassette is parsed once per process, and queries spread over the cores (a
+few consecutive queries a task, one a task at the end).
 Results come back in query order and every random draw is seeded per (seed, query, round,
 document), so the numbers do not depend on the number of workers.
 
@@ -671,6 +672,25 @@ def _start(plan: RunPlan) -> None:
     _SENT.clear()
 
 
+def _call_many(query_ids: Sequence[str]) -> list[QueryOutput]:
+    """Consecutive queries' outputs, sent to the parent as one message."""
+    return [_call(query_id) for query_id in query_ids]
+
+
+#: Queries a message while many remain (:func:`_chunks`).
+_CHUNK = 3
+
+
+def _chunks(query_ids: Sequence[str], count: int) -> list[Sequence[str]]:
+    """``query_ids`` in order as the tasks of ``count`` workers: :data:`_CHUNK` queries a
+    task, so the parent reads, unpickles and hands on a third of the messages while both
+    workers run, but one query a task for the last ``2 * count * _CHUNK``, so neither waits
+    long for the other's last task."""
+    head = max(0, len(query_ids) - 2 * count * _CHUNK)
+    chunks = [query_ids[at : min(at + _CHUNK, head)] for at in range(0, head, _CHUNK)]
+    return [*chunks, *([query_id] for query_id in query_ids[head:])]
+
+
 def _call(query_id: str) -> QueryOutput:
     """One query's output as a worker sends it: its documents but those this worker sent
     with an earlier query. The parent keeps the first of each document in query order, and
@@ -794,12 +814,14 @@ def _episodes(plan: RunPlan, query_ids: Sequence[str], count: int) -> Iterator[Q
     )
     try:
         try:
-            results = pool.map(_call, query_ids, chunksize=1)  # the first task forks them all
+            # the first task forks them all
+            results = pool.map(_call_many, _chunks(query_ids, count))
         finally:
             # the parent replays nothing itself: what _share built is the workers' alone
             # (freed here, the pages stay theirs)
             _forget_worker()
-        yield from results
+        for outputs in results:
+            yield from outputs
     except BrokenProcessPool as exc:
         raise WorkerError(
             f"a worker process stopped unexpectedly (killed, or out of memory?): {exc}"
