@@ -69,6 +69,9 @@ else:
     pa = module("pyarrow")
 
 
+#: The fewest scores (rows of per_query) for which a run with workers computes its tail's
+#: independent parts in two processes.
+TAIL_FORK_ROWS = 10_000_000
 #: frozen_flags' answer: each frozen row's position, and whether its measure is fixed
 Flags = tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]
 
@@ -281,6 +284,11 @@ def _perform(
     tables = builder.tables(query_set.qrels)
     del builder  # what it collected is in the frames now: its memory is theirs to reuse
 
+    # the tail's independent parts in two processes only for a run whose tables are large
+    # enough to pay for the fork and the second process' memory (benchmarks/bench_run.py:
+    # the sweep's tail gains nothing, the ten-times workload's does)
+    tail = workers if len(tables.scores) >= TAIL_FORK_ROWS else 1
+
     def stored() -> tuple[pd.DataFrame, dict[str, int], dict[str, Any], Flags | None]:
         """The scores as stored (the exact values are gone; the keys, all _excluded counts,
         stay), what they exclude, the labels' summary and the frozen cells' flags."""
@@ -297,7 +305,7 @@ def _perform(
 
     # the summary's statistics in a forked process meanwhile, when the run has workers
     (per_query, excluded, labels, flags), statistics = both(
-        stored, lambda: score_summary(tables.scores), processes=workers
+        stored, lambda: score_summary(tables.scores), processes=tail
     )
     summary = with_fixed(statistics, flags)
     tables = replace(tables, scores=per_query, summary=summary)
@@ -412,9 +420,7 @@ def _perform(
                 parquet.start()
 
             # the frames just computed, not read back
-            terminal = report(
-                tmp, tables, analyzed=analyzed, inputs=tables_written, processes=workers
-            )
+            terminal = report(tmp, tables, analyzed=analyzed, inputs=tables_written, processes=tail)
         elif plan.shards > 1:
             pass  # a shard's numbers are partial: the run gathered from its shards reports
         else:  # no summary table, but a policy that gave no labels of a kind is still said
