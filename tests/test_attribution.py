@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evidence_bench.evaluation.attribution import JUDGMENT, attribution
+from evidence_bench.evaluation.attribution import BASELINES, JUDGMENT, comparisons
+from evidence_bench.evaluation.comparisons import compare
 from evidence_bench.evaluation.statistics import holm
 from evidence_bench.experiment.config import compose
 from evidence_bench.experiment.plan import plan_run
@@ -21,6 +22,17 @@ def _per_query(overrides: list[str]) -> pd.DataFrame:
     cfg, text = compose([*overrides, "report=false", "progress=false"])
     path = exported(perform_run(cfg, text).path, "csv")
     return pd.read_csv(path / "per_query.csv", dtype={"query_id": str})
+
+
+def attribution(
+    per_query: pd.DataFrame,
+    *,
+    eval_modes: tuple[str, ...] = ("residual",),
+    baselines: dict[str, tuple[str, str]] = BASELINES,
+) -> pd.DataFrame:
+    """Each feedback stage against its control, feedback rounds of ``eval_modes`` only."""
+    frame = per_query[per_query["eval_mode"].isin(eval_modes) & (per_query["round"] > 0)]
+    return compare(frame, comparisons(baselines)).rows
 
 
 def test_feedback_switched_off_has_exactly_zero_attributable_gain(
@@ -37,9 +49,9 @@ def test_feedback_switched_off_has_exactly_zero_attributable_gain(
     record(plan_run(cfg), provider="simulator", rounds=0)
     table = attribution(_per_query(overrides), eval_modes=("full", "residual", "frozen"))
     assert set(table["stage"]) == {"rerank", "expand"}
-    assert (table["gain"] == 0).all()
+    assert (table["diff"] == 0).all()
     assert (table["improved"] == 0).all() and (table["degraded"] == 0).all()
-    assert (table["p_randomization"] == 1.0).all()
+    assert (table["p_rand"] == 1.0).all()
 
 
 def test_with_feedback_on_the_same_queries_gain_is_not_zero(
@@ -51,7 +63,7 @@ def test_with_feedback_on_the_same_queries_gain_is_not_zero(
         f"runs_dir={tmp_path / 'runs'}", "experiment.depth=10", "workers=1",
     ]  # fmt: skip
     table = attribution(_per_query(overrides), eval_modes=("full",))
-    assert (table["gain"] != 0).any()
+    assert (table["diff"] != 0).any()
 
 
 @pytest.fixture(scope="module")
@@ -77,16 +89,16 @@ def test_a_user_marking_at_random_gains_nothing_from_its_judgments(
     randomly = table[table.policy == "random"].copy()
     assert len(randomly) == 10 and (randomly["n"] > 150).all()  # 2 rounds x 5 measures
     # "no significant gain anywhere" is 10 claims at once: Holm over all of them
-    randomly["p_all"] = holm(randomly["p_randomization"].tolist())
-    significant_gain = (randomly["gain"] > 0) & (randomly["p_all"] < 0.05)
-    assert not significant_gain.any(), randomly[["round", "measure", "gain", "p_all"]]
+    randomly["p_all"] = holm(randomly["p_rand"].tolist())
+    significant_gain = (randomly["diff"] > 0) & (randomly["p_all"] < 0.05)
+    assert not significant_gain.any(), randomly[["round", "measure", "diff", "p_all"]]
 
 
 def test_an_oracles_judgments_add_significantly(random_and_oracle: pd.DataFrame) -> None:
     """The shuffled control is not blind: it detects judgments that carry information."""
     table = attribution(random_and_oracle, baselines=JUDGMENT)
     oracle = table[(table.policy == "oracle") & (table.measure == "nDCG@10")]
-    assert (oracle["gain"] > 0).all()
+    assert (oracle["diff"] > 0).all()
     assert oracle[oracle["round"] == 1]["p_holm"].iloc[0] < 0.05
 
 
@@ -94,7 +106,7 @@ def test_an_oracle_user_shows_a_significant_gain(tmp_path: Path) -> None:
     per_query = _per_query(["+experiment=smoke", "experiment.queries=60", f"runs_dir={tmp_path}"])
     table = attribution(per_query)
     significant = table[(table["measure"] == "nDCG@10")]
-    assert (significant["gain"] > 0).all() and (significant["p_holm"] < 0.05).all()
+    assert (significant["diff"] > 0).all() and (significant["p_holm"] < 0.05).all()
 
 
 def test_gains_are_the_paired_differences(tmp_path: Path) -> None:
@@ -105,8 +117,8 @@ def test_gains_are_the_paired_differences(tmp_path: Path) -> None:
     by_stage = residual[residual["round"] == 1].pivot(
         index="query_id", columns="stage", values="value"
     )
-    assert row["gain"] == pytest.approx((by_stage["rerank"] - by_stage["control"]).mean())
-    assert row["control"] == pytest.approx(by_stage["control"].mean())
+    assert row["diff"] == pytest.approx((by_stage["rerank"] - by_stage["control"]).mean())
+    assert row["mean_control"] == pytest.approx(by_stage["control"].mean())
 
 
 def test_a_run_without_expansions_is_attributed_by_hand() -> None:
@@ -122,5 +134,7 @@ def test_a_run_without_expansions_is_attributed_by_hand() -> None:
     assert out["stage"].tolist() == ["rerank"]
     row = out.iloc[0]
     assert row["n"] == 3
-    assert [row["initial"], row["control"], row["feedback"]] == pytest.approx([0.4, 0.5, 0.7])
-    assert row["gain"] == pytest.approx(0.2)
+    assert [row["mean_initial"], row["mean_control"], row["mean_rerank"]] == pytest.approx(
+        [0.4, 0.5, 0.7]
+    )
+    assert row["diff"] == pytest.approx(0.2)

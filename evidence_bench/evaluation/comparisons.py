@@ -66,6 +66,7 @@ __all__ = [
     "StageValues",
     "common_queries",
     "compare",
+    "complete_rows",
     "key_tuples",
     "randomization_seed",
     "stage_values",
@@ -534,15 +535,19 @@ def common_queries(
     itself when that is every row (the callers only read it)."""
     if frame.empty:
         return frame
-    group, combo = ngroups(frame, within), ngroups(frame, across)
-    # by codes, hashed: each (group, query)'s distinct combinations against its group's
     query = pd.factorize(frame["query_id"], use_na_sentinel=False)[0].astype(np.int64)
-    width, combos_n = int(query.max()) + 1, int(combo.max()) + 1
+    keep = complete_rows(ngroups(frame, within), ngroups(frame, across), query)
+    if keep.all():  # frame itself, not a copy
+        return frame
+    return frame[keep]
+
+
+def complete_rows(group: _Ints, combo: _Ints, query: _Ints) -> npt.NDArray[np.bool_]:
+    """Per row: whether every ``combo`` of its ``group`` holds its ``query`` (codes from 0):
+    each (group, query)'s distinct combinations, hashed, against its group's."""
+    width, combos = int(query.max()) + 1, int(combo.max()) + 1
     pair, pairs = pd.factorize(group.astype(np.int64) * width + query)
     pair = pair.astype(np.int64)
-    held = np.bincount(pd.unique(pair * combos_n + combo) // combos_n, minlength=len(pairs))
-    in_group = np.bincount(pd.unique(group * combos_n + combo) // combos_n)
-    complete = held == in_group[np.asarray(pairs) // width]
-    if complete.all():  # frame itself, not a copy
-        return frame
-    return cast(pd.DataFrame, frame[complete[pair]])
+    held = np.bincount(pd.unique(pair * combos + combo) // combos, minlength=len(pairs))
+    in_group = np.bincount(pd.unique(group * combos + combo) // combos)
+    return np.asarray((held == in_group[np.asarray(pairs) // width])[pair])

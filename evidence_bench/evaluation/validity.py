@@ -22,7 +22,13 @@ import numpy.typing as npt
 import pandas as pd
 
 from evidence_bench.evaluation.attribution import BASELINES
-from evidence_bench.evaluation.comparisons import common_queries, key_tuples, stage_values, strings
+from evidence_bench.evaluation.comparisons import (
+    common_queries,
+    complete_rows,
+    key_tuples,
+    stage_values,
+    strings,
+)
 from evidence_bench.evaluation.statistics import TIE, first_met, ngroups, summarize_groups
 
 __all__ = [
@@ -35,6 +41,7 @@ __all__ = [
     "agreements",
     "budget_curve",
     "kendall_tau_b",
+    "labels_by_user",
     "ordering",
     "per_query_gains",
     "robustness",
@@ -134,12 +141,8 @@ def _without_fixed(
     marked = set(key_tuples(fixed[strings(fixed["stage"]).isin(stages)], keys))
     if not marked or gains.empty:
         return gains
-    # Each distinct key once, not each row's.
-    group = ngroups(gains, keys)
-    # each group's first row: numbered as first met, a group is new where the running
-    # maximum grows (np.unique's return_index, without a sort)
-    seen = np.maximum.accumulate(group)
-    first = np.flatnonzero(np.r_[True, seen[1:] > seen[:-1]])
+    # Each distinct key once, not each row's: the groups are numbered as first met.
+    group, first = first_met(ngroups(gains, keys).astype(np.int64, copy=False))
     cells = key_tuples(gains.iloc[first], keys)
     hit = np.fromiter((cell in marked for cell in cells), bool, len(cells))
     return gains[~hit[group]] if hit.any() else gains  # (no copy of every row)
@@ -155,18 +158,14 @@ def setting_gains(gains: pd.DataFrame) -> pd.DataFrame:
         shared = common_queries(gains, within=within, across=["config_id", "stage"])
         out = shared.groupby(keys, sort=False)["gain"].agg(["count", "mean"]).reset_index()
         return out.rename(columns={"count": "n", "mean": "gain"})
-    # by codes, each key factorized once (a sweep's gains: ~700k rows of strings, which
-    # common_queries and the groupby would each factorize again): the queries every
-    # setting of a group keeps, as common_queries keeps them, then pandas' count and mean
-    # over one code per setting (the same rows in the same order: the same floats)
+    # by codes, each key factorized once (common_queries and the groupby would each
+    # factorize them again): the queries every setting of a group keeps, as common_queries
+    # keeps them, then pandas' count and mean over one code per setting (the same rows in
+    # the same order: the same floats)
     group, setting, query = coded
-    width, settings = int(query.max()) + 1, int(setting.max()) + 1
-    pair, pairs = pd.factorize(group * width + query)
-    held = np.bincount(pd.unique(pair * settings + setting) // settings, minlength=len(pairs))
-    in_group = np.bincount(pd.unique(group * settings + setting) // settings)
-    complete = held == in_group[np.asarray(pairs) // width]
-    rows = np.arange(len(gains)) if complete.all() else np.flatnonzero(complete[pair])
-    cell, first = first_met(group[rows] * settings + setting[rows])
+    keep = complete_rows(group, setting, query)
+    rows = np.arange(len(gains)) if keep.all() else np.flatnonzero(keep)
+    cell, first = first_met(group[rows] * (int(setting.max()) + 1) + setting[rows])
     values = pd.Series(gains["gain"].to_numpy()[rows])
     stats = values.groupby(cell, sort=False).agg(["count", "mean"])
     out = gains.iloc[rows[first]][keys].reset_index(drop=True)
@@ -358,7 +357,7 @@ def _agreement(
     return Agreement(factor, a, b, user, mode, measure, len(items), tau, flips, top(xs), top(ys))
 
 
-def _users(labels: Sequence[UserLabel]) -> dict[str, list[str]]:
+def labels_by_user(labels: Sequence[UserLabel]) -> dict[str, list[str]]:
     """Each user's labels at its own depth (its seeds), users in run order."""
     users: dict[str, list[str]] = {}
     for label in labels:
@@ -388,7 +387,7 @@ def agreements(
     Settings of the configs in ``exclude`` (baselines whose gain is 0 by construction) are
     left out."""
     means = means[~means["config_id"].isin(list(exclude))]
-    users = _users(labels)
+    users = labels_by_user(labels)
     out: list[Agreement] = []
 
     cells = _by_cell(means)
@@ -461,6 +460,18 @@ def sums_of_squares(cube: npt.ArrayLike, factors: Sequence[str]) -> pd.DataFrame
     return table
 
 
+def _cell_gains(
+    gains: pd.DataFrame, eval_mode: str, measure: str, round_: int, exclude: Sequence[str]
+) -> pd.DataFrame:
+    """``gains`` at one mode, measure and round, the configs in ``exclude`` left out."""
+    return gains[
+        (gains["eval_mode"] == eval_mode)
+        & (gains["measure"] == measure)
+        & (gains["round"] == round_)
+        & ~gains["config_id"].isin(list(exclude))
+    ]
+
+
 def variance_components(
     gains: pd.DataFrame,
     labels: Sequence[UserLabel],
@@ -476,15 +487,10 @@ def variance_components(
 
     Columns ``user``, ``stage``, ``configs``, ``seeds``, ``queries``, then the ANOVA table's.
     """
-    frame = gains[
-        (gains["eval_mode"] == eval_mode)
-        & (gains["measure"] == measure)
-        & (gains["round"] == round_)
-        & ~gains["config_id"].isin(list(exclude))
-    ]
+    frame = _cell_gains(gains, eval_mode, measure, round_, exclude)
     seed_of = {label.label: label.seed for label in labels}
     parts = []
-    for user, own in _users(labels).items():
+    for user, own in labels_by_user(labels).items():
         if len(own) < 2:
             continue
         mine = frame[frame["policy"].isin(own)]
@@ -526,12 +532,7 @@ def budget_curve(
     several depths (``experiment.budgets``), at each depth and for each config and stage,
     the mean per-query gain over the queries that label keeps, with its 95% t interval.
     A user over several seeds enters at the seed its budgets ran at (the first)."""
-    frame = gains[
-        (gains["eval_mode"] == eval_mode)
-        & (gains["measure"] == measure)
-        & (gains["round"] == round_)
-        & ~gains["config_id"].isin(list(exclude))
-    ]
+    frame = _cell_gains(gains, eval_mode, measure, round_, exclude)
     points: list[tuple[str, int, str]] = []
     for user in dict.fromkeys(label.user for label in labels):
         mine = [label for label in labels if label.user == user]

@@ -24,6 +24,7 @@ from evidence_bench.evaluation.validity import (
     UserLabel,
     agreements,
     budget_curve,
+    labels_by_user,
     ordering,
     per_query_gains,
     robustness,
@@ -195,13 +196,9 @@ def _top(
     means: pd.DataFrame, labels: Sequence[UserLabel], mode: str, measure: str, round_: int
 ) -> tuple[str, str] | None:
     """The setting with the largest mean over users of each user's gain."""
-    users: dict[str, list[str]] = {}
-    for label in labels:
-        if not label.budget:
-            users.setdefault(label.user, []).append(label.label)
     per_user = [
         ordering(means, own, eval_mode=mode, measure=measure, round_=round_)
-        for own in users.values()
+        for own in labels_by_user(labels).values()
     ]
     per_user = [o for o in per_user if len(o)]
     if not per_user:
