@@ -13,7 +13,7 @@ import pytrec_eval
 
 from evidence_bench.collections.beir import load_collection
 from evidence_bench.errors import ConfigurationError
-from evidence_bench.evaluation.incomplete import bpref, judged_at, judged_cells, mean_judged
+from evidence_bench.evaluation.incomplete import bpref, judged_at, judged_cells
 from evidence_bench.evaluation.measures import (
     evaluate,
     evaluate_grades,
@@ -144,13 +144,6 @@ def test_the_old_measures_keep_their_values_beside_them() -> None:
     alone = evaluate(ranking, grades, old)
     together = evaluate(ranking, grades, [*old, JUDGED10, BPREF, NDCG3C])
     assert {k: together[k] for k in alone} == alone
-
-
-def test_mean_judged() -> None:
-    qrels = {"1": {"a": 1, "b": 0}, "2": {"c": 1}}
-    runs = {"1": ["a", "x"], "2": ["y", "z"]}
-    assert mean_judged(runs, qrels, 2) == pytest.approx((1 / 2 + 0) / 2)
-    assert mean_judged(runs, qrels, 2, queries=["1", "3"]) == pytest.approx(0.25)
 
 
 class _Coded:

@@ -1,18 +1,12 @@
 """What frozen evaluation cannot show: measures fixed by the frozen prefix.
 
-In frozen evaluation (full freezing: Chang, Cirillo & Razon 1971, "Evaluation of feedback
-retrieval using modified freezing, residual collection, and test and control groups", in
-Salton (ed.), *The SMART Retrieval System*; surveyed by Ruthven & Lalmas 2003) every
-document the user examined keeps the absolute position it was first shown at, in every
-ranking compared (whether or not that ranking holds it; a control cut to its feedback
-stage's length keeps at least those positions). When they are the contiguous prefix 1..p, as
-they always are in an episode, the top p of every ranking of the query are the same
-documents in the same order, so a measure that reads only
-the prefix takes one value whatever feedback did: a gain of exactly 0 that is no evidence of
-anything, and a test of it is a test of nothing. Such a measure is *fixed* for that query.
-
-The rule is structural, from the positions and the qrels alone, never from observed values
-being equal (two rankings can tie by chance). A measure is fixed when
+In frozen evaluation (full freezing: Chang, Cirillo & Razon 1971, in Salton (ed.), *The
+SMART Retrieval System*) every document the user examined keeps the absolute position it
+was first shown at, in every ranking compared. When they are the contiguous prefix 1..p, as
+in every episode, a measure that reads only the prefix takes one value whatever feedback
+did: a gain of exactly 0 that is no evidence of anything. Such a measure is *fixed* for that
+query, by a structural rule from the positions and the qrels alone, never from observed
+values being equal (two rankings can tie by chance). A measure is fixed when
 
 - its cutoff k is at most p (``nDCG@k``, ``P@k``, ``R@k``, ``AP@k``: only ranks 1..k count); or
 - every document that can score is in the prefix (grade > 0 for nDCG, grade >= rel for the
@@ -22,9 +16,7 @@ being equal (two rankings can tie by chance). A measure is fixed when
   rank in every ranking.
 
 A (config, policy, round, stage, frozen, measure) cell is fixed when the measure is fixed for
-every query in it (:func:`fixed_in_frozen` per query). Runs write that as ``summary.csv``'s
-``fixed`` column; the per-query flags are not written (``per_query.csv`` is the largest file
-of a run) but follow from ``feedback.csv``'s ranks and ``qrels.csv`` with this function.
+every query in it (:func:`fixed_in_frozen` per query): ``summary.csv``'s ``fixed`` column.
 """
 
 from __future__ import annotations

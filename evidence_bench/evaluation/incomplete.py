@@ -17,13 +17,14 @@ three do not:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from evidence_bench._lazy import module
+from evidence_bench.evaluation.statistics import first_met
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,7 @@ else:
     pd = module("pandas")
 
 
-__all__ = ["CodedRankings", "bpref", "condensed", "judged_at", "judged_cells", "mean_judged"]
+__all__ = ["CodedRankings", "bpref", "condensed", "judged_at", "judged_cells"]
 
 
 def judged_at(ranking: Sequence[str], grades: Mapping[str, int], k: int) -> float:
@@ -61,20 +62,6 @@ def bpref(ranking: Sequence[str], grades: Mapping[str, int], rel: int = 1) -> fl
 def condensed(ranking: Sequence[str], grades: Mapping[str, int]) -> list[str]:
     """The condensed list (Sakai 2007): ``ranking`` without its unjudged documents."""
     return [doc for doc in ranking if doc in grades]
-
-
-def mean_judged(
-    runs: Mapping[str, Sequence[str]],
-    qrels: Mapping[str, Mapping[str, int]],
-    k: int,
-    queries: Iterable[str] | None = None,
-) -> float:
-    """The mean ``Judged@k`` of one run (``query_id -> ranking``) over ``queries`` (default:
-    the run's); a query the run lacks scores 0, as ir_measures' default value."""
-    ids = list(runs if queries is None else queries)
-    if not ids:
-        return 0.0
-    return sum(judged_at(runs.get(q, ()), qrels.get(q, {}), k) for q in ids) / len(ids)
 
 
 def judged_cells(
@@ -114,19 +101,14 @@ def judged_cells(
     value = np.bincount(owner, weights=hit, minlength=len(pairs)) / k
     # summed per cell in row order, as the rows come
     groups = runs.groupby(list(_CELL), sort=False, observed=True, dropna=False)
-    cell = groups.ngroup().to_numpy(np.int64)
-    totals = np.bincount(cell, weights=value[of_pair])
-    counts = np.bincount(cell)
-    firsts = np.full(len(counts), len(cell), dtype=np.int64)
-    np.minimum.at(firsts, cell, np.arange(len(cell)))
-    order = np.argsort(firsts, kind="stable")
-    names = runs.iloc[firsts[order]][list(_CELL)]
+    cell = np.asarray(groups.ngroup(), dtype=np.int64)  # numbered as first met
+    names = runs.iloc[first_met(cell)[1]][list(_CELL)]
     return {
         (str(cid), str(policy), int(round_), str(stage)): total / count
         for (cid, policy, round_, stage), total, count in zip(
             names.itertuples(index=False, name=None),
-            totals[order].tolist(),
-            counts[order].tolist(),
+            np.bincount(cell, weights=value[of_pair]).tolist(),
+            np.bincount(cell).tolist(),
             strict=True,
         )
     }

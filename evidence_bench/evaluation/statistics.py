@@ -1,10 +1,8 @@
 """Per-query score summaries and paired significance tests: the one home of the run's statistics.
 
 Inputs are per-query scores of one measure, paired by position: ``a[i]`` and ``b[i]`` are the
-baseline and the treatment on the same query. Tests are two-sided. Each function has a
-scalar form for one comparison and an array form that runs thousands at once (one
-Student's t call over an array of degrees of freedom; one sign matrix for every
-randomization test of the same size), which :mod:`evidence_bench.evaluation.comparisons` uses.
+baseline and the treatment on the same query. Tests are two-sided. Each test has a scalar
+form and an array form for thousands at once (:mod:`evidence_bench.evaluation.comparisons`).
 
 One tolerance, :data:`TIE`, says when two scores are equal: a difference within it is set to
 exactly zero before any test, and a query is improved or degraded only beyond it.

@@ -1,21 +1,20 @@
 """The regression gate: compare a run's summary with a committed baseline.
 
-In the manner of Anserini's reproduction configs, a baseline holds the expected mean and
-query count of every config × user × round × stage × eval mode × measure, with a tolerance
-(default: equal to 4 decimals). Only the feedback stages' gated measures (the run's
-``eval.primary_measure`` unless the baseline's ``gate`` header names others) can FAIL;
-controls, ``initial`` and other measures are compared and reported, never gated, and so
-is a cell that cannot change in frozen mode (``fixed`` in summary.csv). A gated cell FAILs
-when its mean drops beyond tolerance or it stands on other queries than the baseline's,
-and the FAIL names the queries that dropped most. The baseline must cover every gated cell
-of the run and every cell it names must exist: a gap is an error, never a pass.
+A baseline holds the expected mean and query count of every config × user × round × stage
+× eval mode × measure, with a tolerance (default: equal to 4 decimals). Only the feedback
+stages' gated measures (the run's ``eval.primary_measure`` unless the baseline's ``gate``
+header names others) can FAIL; controls, ``initial`` and other measures are compared and
+reported, never gated, and so is a cell that cannot change in frozen mode (``fixed`` in
+summary.csv). A gated cell FAILs when its mean drops beyond tolerance or it stands on
+other queries than the baseline's, and the FAIL names the queries that dropped most. The
+baseline must cover every gated cell of the run and every cell it names must exist: a gap
+is an error, never a pass.
 
 ``python -m evidence_bench check RUN_DIR --baseline baselines/ci.yaml [--update]``
 exits 0 when nothing failed, 1 on any FAIL, 2 when the run and baseline cannot be compared.
 
-Modules: ``_run`` reads a run directory, ``_baseline`` reads and writes the baseline file,
-``_compare`` compares and renders, ``_cli`` is the command. The names are imported when
-first used (evidence_bench/_lazy.py), so ``check --help`` answers before pandas is loaded.
+The names are imported when first used (evidence_bench/_lazy.py), so ``check --help``
+answers before pandas is loaded.
 """
 
 from __future__ import annotations

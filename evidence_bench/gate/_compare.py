@@ -62,6 +62,14 @@ class Check:
         return (self.config_id, self.policy, self.round, self.stage, self.eval_mode, self.measure)
 
     @property
+    def where(self) -> str:
+        """``c01 oracle round 1 rerank residual nDCG@10``: how a line names the cell."""
+        return (
+            f"{self.config_id} {self.policy} round {self.round} {self.stage} "
+            f"{self.eval_mode} {self.measure}"
+        )
+
+    @property
     def delta(self) -> float:
         return self.actual - self.expected
 
@@ -226,9 +234,8 @@ def format_moved(checks: Sequence[Check], *, limit: int | None = None) -> str:
         lines[0] = lines[0][:-1] + f", the {limit} worst of {len(failed)} FAILs:"
         failed = failed[:limit]
     for c in failed:
-        where = f"{c.config_id} {c.policy} round {c.round} {c.stage} {c.eval_mode} {c.measure}"
         moved = ", ".join(f"{q}: {b:.4f} -> {a:.4f}" for q, b, a in c.moved) or "none dropped"
-        lines.append(f"  {where}: {moved}")
+        lines.append(f"  {c.where}: {moved}")
     return "\n".join(lines)
 
 

@@ -41,11 +41,7 @@ def apply_min_judged(
             )
         low = judged < share
         if low:
-            where = (
-                f"{check.config_id} {check.policy} round {check.round} {check.stage} "
-                f"{check.eval_mode} {check.measure}"
-            )
             verdict = "refused (--strict)" if strict else "its gain may be an artefact"
-            notes.append(f"warning: {where}: Judged@10 {judged:.2f} < {share:g}; {verdict}")
+            notes.append(f"warning: {check.where}: Judged@10 {judged:.2f} < {share:g}; {verdict}")
         out.append(dataclasses.replace(check, judged=judged, refused=low and strict))
     return out, notes

@@ -1,16 +1,12 @@
-"""The report's page: its context (the numbers, text and charts the template shows, from
-:func:`evidence_bench.report.render.report_context`) rendered as one self-contained HTML
-file, written atomically; and :func:`render_report`, which takes that context from the
-run's stored analysis (:mod:`evidence_bench.report.stored`) when its key matches the run,
-else computes it.
+"""The report's page: the context of :func:`evidence_bench.report.render.report_context`
+rendered as one self-contained HTML file, written atomically; :func:`render_report` takes
+that context from the run's stored analysis (:mod:`evidence_bench.report.stored`) when its
+key matches the run, else computes it.
 
 The page holds its CSS and SVG inline and no script; a Content-Security-Policy forbids
-loading anything. Web text (titles, snippets, URLs, queries, refined queries) is untrusted:
-it reaches the page only through Jinja2's autoescaping, never ``|safe``, and URLs are shown
-as text, not links. Only the SVG that :mod:`evidence_bench.report.charts` draws is Markup.
-
-This module imports neither pandas nor numpy: a report rendered from its stored analysis
-needs Jinja2 alone (and compiles the template once per machine: Jinja2's bytecode cache).
+loading anything. Web text reaches it only through Jinja2's autoescaping, never ``|safe``,
+and URLs are text, not links. This module imports neither pandas nor numpy: a page
+rendered from its stored analysis needs Jinja2 alone.
 """
 
 from __future__ import annotations

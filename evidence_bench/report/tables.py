@@ -1,16 +1,10 @@
 """The report's tables: what feedback itself did, against controls at equal depth, shaped
 from what :mod:`evidence_bench.evaluation` computes. Nothing here pairs, tests or corrects.
 
-Everything is at the primary evaluation mode. A feedback stage is never compared with a
-ranking of another shape (evaluation.attribution.BASELINES): ``rerank`` has ``initial`` (the
-provider's order, as deep as the candidates) as its before and ``control`` (the same ranker,
-feedback terms off, same candidates) as its control; ``expand`` has ``deep_initial`` (the
-provider's list for the original query deepened to the expanded list's length) and
-``deep_control`` (the no-feedback ranker over it). One
-:func:`~evidence_bench.evaluation.comparisons.compare` call gives every comparison: the gain
-attributable to feedback (feedback − control), the change against before, and what the
-user's judgments add (rerank − ``shuffled``, the same labels dealt at random over the
-examined documents, evaluation.attribution.JUDGMENT).
+Everything is at the primary evaluation mode. Each feedback stage is compared with its
+before and its control of the same shape (evaluation.attribution.BASELINES) and, for
+rerank, with ``shuffled`` (evaluation.attribution.JUDGMENT), all in one
+:func:`~evidence_bench.evaluation.comparisons.compare` call.
 
 A row's own numbers (n, means, gain and its CI, counts, p) are over the queries its config
 keeps. Whatever sets configs side by side uses the queries every config of the family keeps
