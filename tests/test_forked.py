@@ -69,3 +69,24 @@ def test_the_report_context_is_the_same_in_two_processes(cranfield15: Path) -> N
     assert list(shared) == list(alone) and list(alone)[-1] == "verdict"
     assert alone["forest"] is not None and alone["episodes"]  # the best setting's part
     assert repr(shared) == repr(alone)  # (a NaN's repr equals another's)
+
+
+def test_a_run_whose_tail_forks_writes_what_the_serial_tail_writes(
+    tmp_path: Path, cranfield15: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidence_bench.experiment import run
+    from evidence_bench.experiment.config import compose
+    from evidence_bench.runs.checksums import MANIFEST_KEY
+
+    # any run's tables are large enough: the summary in a forked process, the rest here
+    monkeypatch.setattr(run, "TAIL_FORK_ROWS", 0)
+    cfg, text = compose([*CRANFIELD15, "workers=2", f"runs_dir={tmp_path}"])
+    forked = run.perform_run(cfg, text).path
+    alone = load_run(cranfield15)
+    mine = load_run(forked)
+    pd.testing.assert_frame_equal(mine.per_query, alone.per_query)
+    pd.testing.assert_frame_equal(mine.fixed, alone.fixed)
+    assert len(alone.fixed) > 0  # frozen cells' flags, computed beside the stored scores
+    # the tables' checksums: summary.parquet and scores.parquet byte for byte
+    for key in ("excluded", "labels", "episodes", MANIFEST_KEY):
+        assert mine.manifest[key] == alone.manifest[key], key

@@ -37,6 +37,7 @@ from evidence_bench.experiment.rundir import (
     frozen_flags,
     new_run_id,
     score_summary,
+    summarize_scores,
     with_fixed,
     write_inputs,
     write_json,
@@ -289,9 +290,9 @@ def _perform(
     # the sweep's tail gains nothing, the ten-times workload's does)
     tail = workers if len(tables.scores) >= TAIL_FORK_ROWS else 1
 
-    def stored() -> tuple[pd.DataFrame, dict[str, int], dict[str, Any], Flags | None]:
+    def stored() -> tuple[pd.DataFrame, dict[str, int], dict[str, Any]]:
         """The scores as stored (the exact values are gone; the keys, all _excluded counts,
-        stay), what they exclude, the labels' summary and the frozen cells' flags."""
+        stay), what they exclude and the labels' summary."""
         kept = as_stored(tables.scores, exact=plan.shards > 1)
         return (
             kept,
@@ -300,14 +301,24 @@ def _perform(
                 feedback[["config_id", "policy", "round", "label"]],
                 users,  # counted by code
             ),
-            frozen_flags(tables.scores, feedback, query_set.qrels) if query_set.qrels else None,
         )
 
-    # the summary's statistics in a forked process meanwhile, when the run has workers
-    (per_query, excluded, labels, flags), statistics = both(
-        stored, lambda: score_summary(tables.scores), processes=tail
-    )
-    summary = with_fixed(statistics, flags)
+    if tail > 1:
+        # the summary's statistics in a forked process while this one stores the scores
+        # and flags the frozen cells
+        def parent() -> tuple[tuple[pd.DataFrame, dict[str, int], dict[str, Any]], Flags | None]:
+            qrels = query_set.qrels
+            return stored(), frozen_flags(tables.scores, feedback, qrels) if qrels else None
+
+        ((per_query, excluded, labels), flags), statistics = both(
+            parent, lambda: score_summary(tables.scores), processes=tail
+        )
+        summary = with_fixed(statistics, flags)
+    else:
+        # in turn, the summary first: its peak passes before the stored copy of the scores
+        # is made beside the exact one
+        summary = summarize_scores(tables.scores, feedback, query_set.qrels)
+        per_query, excluded, labels = stored()
     tables = replace(tables, scores=per_query, summary=summary)
     release_memory()
     manifest_file = find_manifest(query_set.cassettes)
