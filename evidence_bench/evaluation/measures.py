@@ -56,20 +56,14 @@ __all__ = [
 
 #: Measure families, with whether each takes a cutoff (required / optional / never).
 FAMILIES: Mapping[str, str] = {
-    "nDCG": "optional",
-    "P": "required",
-    "R": "required",
-    "AP": "optional",
-    "RR": "never",
-}
+    "nDCG": "optional", "P": "required", "R": "required", "AP": "optional", "RR": "never",
+}  # fmt: skip
 
 #: Measures that need the judged set, not only the grades (Buckley & Voorhees 2004 for
 #: bpref, Sakai 2007 for the condensed nDCG', ir_measures for Judged@k).
 INCOMPLETE_FAMILIES: Mapping[str, str] = {
-    "Judged": "required",
-    "bpref": "never",
-    "nDCG'": "optional",
-}
+    "Judged": "required", "bpref": "never", "nDCG'": "optional",
+}  # fmt: skip
 
 _TREC_EVAL = {"nDCG": ("ndcg", "ndcg_cut"), "P": ("", "P"), "R": ("", "recall")}
 _TREC_EVAL.update({"AP": ("map", "map_cut"), "RR": ("recip_rank", "")})

@@ -29,6 +29,7 @@ from evidence_bench.report.numbers import MAX_EPISODES, MINUS, missing
 from evidence_bench.report.tables import (
     ALPHA,
     BASELINES,
+    CONTROLS,
     Analysis,
     Verdict,
     analyze,
@@ -643,9 +644,8 @@ def _best_context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
     context["won"] = int((best.rows["significant"] & (best.rows["gain_common"] > 0)).sum())
     first = s[(s["measure"] == measure) & (s["round"] == best.round) & ~s["fixed"]]
     stages = [st for st in BASELINES if st in set(first["stage"])]
-    controls = {st: control for st, (_, control) in BASELINES.items()}
     context["forest"] = charts.forest_chart(
-        first, stages, data.policies, measure, "forest", controls
+        first, stages, data.policies, measure, "forest", CONTROLS
     )
     table = sweep_table(data, s, best)
     if table is not None:
@@ -684,7 +684,7 @@ def _best_context(analysis: Analysis, max_episodes: int) -> dict[str, Any]:
         data.settings.measures,
         data.policies,
         best.stage,
-        controls[best.stage],
+        CONTROLS[best.stage],
         "rounds",
     )
     return context

@@ -43,6 +43,7 @@ from evidence_bench.runs.data import Cell, RunData, judged_by_cell
 __all__ = [
     "ALPHA",
     "BASELINES",
+    "CONTROLS",
     "JUDGMENT",
     "Analysis",
     "Best",
@@ -59,6 +60,10 @@ __all__ = [
 #: Adjusted p below this marks a change as significant.
 ALPHA = 0.05
 _KEYS = ["config_id", "policy", "round", "stage", "measure"]
+#: feedback stage -> its before, its no-feedback control, its shuffled-labels control
+_BEFORES = {stage: pair[0] for stage, pair in BASELINES.items()}
+CONTROLS = {stage: pair[1] for stage, pair in BASELINES.items()}
+_SHUFFLED = {stage: pair[1] for stage, pair in JUDGMENT.items()}
 
 
 @dataclass(frozen=True)
@@ -220,21 +225,19 @@ def _summary(
         table["fixed"] = table["fixed"].astype(bool)
     else:
         rows = _typed(rows.drop(columns="eval_mode"))
-        controls = {stage: pair[1] for stage, pair in BASELINES.items()}
-        befores = {stage: pair[0] for stage, pair in BASELINES.items()}
-        is_control = rows["reference"] == rows["stage"].map(controls)
-        is_before = rows["reference"] == rows["stage"].map(befores)
-        is_judged = rows["reference"] == rows["stage"].map({s: p[1] for s, p in JUDGMENT.items()})
+        is_control = rows["reference"] == rows["stage"].map(CONTROLS)
+        is_before = rows["reference"] == rows["stage"].map(_BEFORES)
+        is_judged = rows["reference"] == rows["stage"].map(_SHUFFLED)
         gains = rows[is_control]
         table = gains[_KEYS].copy()
-        table["before"] = _means_of(gains, befores)
-        table["control"] = _means_of(gains, controls)
+        table["before"] = _means_of(gains, _BEFORES)
+        table["control"] = _means_of(gains, CONTROLS)
         table["feedback"] = _means_of(gains, {s: s for s in BASELINES})
         for source, name in _ROW.items():
             table[name] = gains[source]
         before = rows[is_before].rename(columns=_BEFORE)[[*_KEYS, *_BEFORE.values()]]
         judged = rows[is_judged].copy()
-        judged["shuffled"] = _means_of(judged, {s: p[1] for s, p in JUDGMENT.items()})
+        judged["shuffled"] = _means_of(judged, _SHUFFLED)
         judged = judged.rename(columns=_JUDGED)[[*_KEYS, "shuffled", *_JUDGED.values()]]
         table = table.merge(before, on=_KEYS, how="left").merge(judged, on=_KEYS, how="left")
         table = table[_SUMMARY_COLUMNS]
@@ -245,8 +248,8 @@ def _summary(
     ratio = table["delta"] / table["before"].where(table["before"] > 0)
     table["delta_pct"] = 100.0 * ratio
     table["significant_before"] = table["p_holm_before"] < ALPHA
-    table["before_stage"] = table["stage"].map({s: b for s, (b, _) in BASELINES.items()})
-    table["control_stage"] = table["stage"].map({s: c for s, (_, c) in BASELINES.items()})
+    table["before_stage"] = table["stage"].map(_BEFORES)
+    table["control_stage"] = table["stage"].map(CONTROLS)
     configs = data.configs.set_index("config_id")
     table["label"] = table["config_id"].map(configs["label"])
     table["role"] = table["config_id"].map(configs["role"])

@@ -157,20 +157,16 @@ def _lookup(tree: Mapping[str, Any], dotted: str, default: Any) -> Any:
 
 
 def _settings(config: Mapping[str, Any], manifest: Mapping[str, Any], pq: pd.DataFrame) -> Settings:
-    present_measures = list(pd.unique(pq["measure"]).astype(str))
-    present_modes = list(pd.unique(pq["eval_mode"]).astype(str))
-    measures = [m for m in _lookup(config, "eval.measures", []) if m in present_measures]
-    measures += [m for m in present_measures if m not in measures]
-    modes = [m for m in _lookup(config, "eval.modes", []) if m in present_modes]
-    modes += [m for m in present_modes if m not in modes]
+    measures = _ordered(pd.unique(pq["measure"]).astype(str), _lookup(config, "eval.measures", []))
+    modes = _ordered(pd.unique(pq["eval_mode"]).astype(str), _lookup(config, "eval.modes", []))
     mode = str(_lookup(config, "eval.primary_mode", "residual"))
     measure = str(_lookup(config, "eval.primary_measure", "nDCG@10"))
     rounds = int(pq["round"].max()) if len(pq) else 0
     return Settings(
         experiment=str(_lookup(config, "experiment.name", manifest.get("experiment", "?"))),
         query_set=str(_lookup(config, "query_set.name", manifest.get("query_set", "?"))),
-        measures=tuple(measures),
-        modes=tuple(modes),
+        measures=measures,
+        modes=modes,
         primary_mode=mode if mode in modes else (modes[0] if modes else mode),
         primary_measure=measure if measure in measures else (measures[0] if measures else measure),
         rounds=int(_lookup(config, "experiment.rounds", rounds)),
