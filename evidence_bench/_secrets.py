@@ -21,14 +21,9 @@ from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 __all__ = [
-    "KEY_ENV",
-    "KEY_PLACEHOLDER",
-    "holds_secret",
-    "known_secrets",
-    "redact",
-    "redact_json",
+    "KEY_ENV", "KEY_PLACEHOLDER", "holds_secret", "known_secrets", "redact", "redact_json",
     "secret_forms",
-]
+]  # fmt: skip
 
 #: Where the command lines read the Brave API key.
 KEY_ENV = "BRAVE_SEARCH_API_KEY"

@@ -19,15 +19,9 @@ from typing import Any
 from evidence_bench.errors import ConfigurationError
 
 __all__ = [
-    "TARGET",
-    "build",
-    "call_params",
-    "check_protocol",
-    "frozen",
-    "locate",
-    "signature_text",
+    "TARGET", "build", "call_params", "check_protocol", "frozen", "locate", "signature_text",
     "thawed",
-]
+]  # fmt: skip
 
 #: The config key that names a user's class or function.
 TARGET = "_target_"

@@ -22,15 +22,9 @@ from evidence_bench._printable import plain_text
 from evidence_bench.errors import QueryError
 
 __all__ = [
-    "MAX_QUERY_CHARS",
-    "MAX_QUERY_WORDS",
-    "Evidence",
-    "canonical_url",
-    "dedupe",
-    "normalize_text",
-    "renumber",
-    "validate_query",
-]
+    "MAX_QUERY_CHARS", "MAX_QUERY_WORDS", "Evidence", "canonical_url", "dedupe", "normalize_text",
+    "renumber", "validate_query",
+]  # fmt: skip
 
 #: Brave's limits on ``q`` (BRAVE_API.md); checked before any request is sent.
 MAX_QUERY_CHARS = 400

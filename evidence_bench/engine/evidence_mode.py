@@ -10,6 +10,7 @@ the same canonical URLs. A page that failed is read as its snippet.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,18 +76,7 @@ def _read(item: Evidence, mode: EvidenceMode, text: str | None) -> Evidence:
         snippet, extra = text, ()
     else:
         snippet, extra = f"{item.snippet} {text}", item.extra_snippets
-    return Evidence(
-        item.title,
-        item.url,
-        snippet,
-        item.source,
-        item.rank,
-        item.page_age,
-        item.age,
-        item.domain,
-        item.language,
-        extra,
-    )
+    return dataclasses.replace(item, snippet=snippet, extra_snippets=extra)
 
 
 def reading_copies(

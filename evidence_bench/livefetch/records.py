@@ -18,17 +18,12 @@ from evidence_bench.engine.livefetch import ScoreBreakdown, domain_list
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.page_text import ExtractedPage
+from evidence_bench.web.page_text import ExtractedPage, as_utc
 
 __all__ = [
     "Candidate", "EvidencePacket", "ExtractedPage", "FailureReason", "FetchFailure", "Mode",
     "PacketSet", "RetrievalIntent", "ScoreBreakdown", "as_utc",
 ]  # fmt: skip
-
-
-def as_utc(moment: datetime) -> datetime:
-    """``moment`` in UTC, aware; a naive one is taken as UTC."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class Mode(enum.StrEnum):

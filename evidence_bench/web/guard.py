@@ -39,15 +39,9 @@ import httpx
 from evidence_bench.errors import BlockedAddressError
 
 __all__ = [
-    "ANY_ADDRESS",
-    "OPEN_WEB",
-    "AddressPolicy",
-    "GuardedTransport",
-    "Resolver",
-    "deadline",
-    "remaining",
-    "system_resolver",
-]
+    "ANY_ADDRESS", "OPEN_WEB", "AddressPolicy", "GuardedTransport", "Resolver", "deadline",
+    "remaining", "system_resolver",
+]  # fmt: skip
 
 #: ``(host, port) -> addresses``: what a host name resolves to (a stub in tests).
 Resolver = Callable[[str, int], Sequence[str]]
@@ -299,24 +293,6 @@ class _Backend(httpcore.NetworkBackend):
 
 # -- httpx transports on the guarded pool ---------------------------------------------------
 
-#: httpcore's errors as httpx's (the same names, httpx's public classes).
-_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.ProxyError, httpx.ProxyError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-)
-
 
 @contextlib.contextmanager
 def _httpx_errors() -> Iterator[None]:
@@ -333,8 +309,10 @@ def _httpx_errors() -> Iterator[None]:
 
 
 def _translated(exc: Exception) -> httpx.TransportError:
-    for source, target in _ERRORS:
-        if isinstance(exc, source):
+    """httpcore's error as httpx's of the same name (httpx's public classes)."""
+    for kind in type(exc).__mro__:
+        target = getattr(httpx, kind.__name__, None)
+        if isinstance(target, type) and issubclass(target, httpx.TransportError):
             return target(str(exc))
     return httpx.TransportError(str(exc))
 

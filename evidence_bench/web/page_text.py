@@ -37,12 +37,11 @@ else:  # imported at the first page read: a run on snippets never loads it
 
 __all__ = [
     "EXTRACTOR_VERSION", "MAX_CHARS", "MAX_HTML_CHARS", "PAGE_STACK", "ExtractedPage",
-    "ExtractionMethod", "clip_text", "extract_page", "read_page", "require_pages",
+    "ExtractionMethod", "as_utc", "clip_text", "extract_page", "read_page", "require_pages",
 ]  # fmt: skip
 
-#: The version of what :func:`read_page` gives for a page: raised whenever a page's text
-#: changes (control characters dropped, 8cc3012; clipping, 60217fa), so a text stored
-#: by an older version (LiveFetch's page cache) is never served as this one's.
+#: The version of what :func:`read_page` gives for a page, raised whenever a page's text
+#: changes, so a text stored by an older version (LiveFetch's page cache) is never served.
 EXTRACTOR_VERSION = 3
 #: The most characters of a page's text a reader (a ranker, a refiner, a packet) reads.
 MAX_CHARS = 12_000
@@ -137,9 +136,12 @@ def _parse_date(value: str | None) -> datetime | None:
         moment = datetime.fromisoformat(text)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    return as_utc(moment)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC, aware; a naive one is taken as UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _clean(text: str) -> str:
