@@ -49,6 +49,7 @@ from evidence_bench.experiment.components import (
     make_ranker,
     make_refiner,
     make_user,
+    replay_provider,
     user_params,
 )
 from evidence_bench.experiment.episodes import PlannedEpisode, plan_episodes
@@ -63,9 +64,7 @@ from evidence_bench.runs.store import (
     query_rows,
 )
 from evidence_bench.users.policies import UserPolicy
-from evidence_bench.web.brave import BraveProvider, RetryPolicy
 from evidence_bench.web.cassettes import (
-    REPLAY_BASE_URL,
     CassetteStore,
     OnMiss,
     ReplayClient,
@@ -93,6 +92,7 @@ __all__ = [
     "query_output",
     "replay_query",
     "replay_worker",
+    "search_store",
 ]
 
 
@@ -217,16 +217,7 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
     if _WORKER is None or _WORKER.plan != plan:  # built once per process and plan
         query_set = load_query_set(plan.query_set, limit=plan.query_limit)
         collection = query_set.collection
-        store = CassetteStore(
-            query_set.cassettes,
-            on_miss=plan.on_miss,
-            fallback=(
-                (lambda: SimulatorTransport(BraveSimulator(collection)))
-                if plan.on_miss is OnMiss.SIMULATE
-                else None
-            ),
-            record_hint=plan.record_command,
-        )
+        store = search_store(query_set, plan.on_miss, plan.record_command)
         pages = None
         if plan.reads_pages:
             rate = plan.page_failure_rate
@@ -251,6 +242,19 @@ def replay_worker(plan: RunPlan) -> ReplayWorker:
         users = plan_users(plan)
         _WORKER = ReplayWorker(plan, query_set, store, engines, users, pages, search)
     return _WORKER
+
+
+def search_store(query_set: QuerySet, on_miss: OnMiss, record_hint: str) -> CassetteStore:
+    """The query set's search cassettes; with ``on_miss`` simulate, the collection's
+    simulator answers what they miss."""
+    collection = query_set.collection
+    simulate = on_miss is OnMiss.SIMULATE
+    return CassetteStore(
+        query_set.cassettes,
+        on_miss=on_miss,
+        fallback=(lambda: SimulatorTransport(BraveSimulator(collection))) if simulate else None,
+        record_hint=record_hint,
+    )
 
 
 EngineParts = list[tuple[EngineConfig, Ranker, Ranker, Refiner]]
@@ -283,14 +287,8 @@ def first_page_background(plan: RunPlan, store: CassetteStore, pages: PageSource
 
     def first_page(query_id: str, query: str) -> list[Evidence]:
         with ReplayClient(transport=store.transport(query_id)) as client:
-            provider = BraveProvider(
-                "replay",
-                base_url=REPLAY_BASE_URL,
-                http_client=client,
-                retry=RetryPolicy(attempts=1),
-            )
             try:
-                return provider.search(query, limit=plan.depth)
+                return replay_provider(client).search(query, limit=plan.depth)
             except SkippedRequest:
                 return []
 
@@ -394,15 +392,7 @@ def replay_query(worker: ReplayWorker, query_id: str, client: httpx.Client) -> R
     plan = worker.plan
     query = worker.query_set.queries[query_id]
     grades = worker.query_set.qrels[query_id]
-    provider = MemoProvider(
-        worker.search
-        or BraveProvider(
-            "replay",
-            base_url=REPLAY_BASE_URL,
-            http_client=client,
-            retry=RetryPolicy(attempts=1),
-        )
-    )
+    provider = MemoProvider(worker.search or replay_provider(client))
     replayed = worker.store.counts["replayed"]
     try:
         initial = provider.search(query, limit=plan.depth)
