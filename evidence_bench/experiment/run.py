@@ -134,35 +134,50 @@ def _git_cwd() -> Path:
     return _CHECKOUT if (_CHECKOUT / ".git").exists() else Path.cwd()
 
 
-def _git_commit() -> str:
+def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=_git_cwd(),
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except OSError:
-        return "unknown"
-    return out.stdout.strip() or "unknown"
-
-
-def _git_dirty() -> bool | None:
-    """Whether the working tree had uncommitted changes (None outside a git checkout)."""
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=_git_cwd(),
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+        return subprocess.run(
+            ["git", *args], cwd=_git_cwd(), capture_output=True, text=True, timeout=5, check=False
         )
     except OSError:
         return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def _git_state() -> dict[str, Any]:
+    """The manifest's ``git_commit`` ("unknown" outside a git checkout) and ``git_dirty``:
+    whether the working tree had uncommitted changes (None outside a git checkout)."""
+    head = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "git_commit": (head.stdout.strip() if head else "") or "unknown",
+        "git_dirty": bool(status.stdout.strip()) if status and status.returncode == 0 else None,
+    }
+
+
+def _provenance(
+    git: Mapping[str, Any],
+    overrides: Sequence[str] | None,
+    experiment: str,
+    query_set: QuerySet,
+    queries: int,
+) -> dict[str, Any]:
+    """The manifest's entries on where a run's numbers come from: the code (``git``:
+    :func:`_git_state`), the overrides, the query set, its cassettes and collection, and
+    how many of its queries ran."""
+    manifest_file = find_manifest(query_set.cassettes)
+    return {
+        "package_version": distribution_version(),
+        **git,
+        "overrides": list(overrides) if overrides is not None else None,
+        "experiment": experiment,
+        "query_set": query_set.name,
+        "cassettes": str(query_set.cassettes),
+        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
+        "collection_checksum": query_set.collection.checksum,
+        "queries": queries,
+        "queries_truncated": query_set.truncated,
+        "queries_without_relevant": query_set.unjudged,
+    }
 
 
 def perform_run(
@@ -240,7 +255,7 @@ def _perform(
     users = plan_users(plan)
     # before the episodes: a subprocess forked from the tail's parent (hundreds of MB
     # resident) counts it twice in the process tree's memory while it runs
-    git = {"git_commit": _git_commit(), "git_dirty": _git_dirty()}
+    git = _git_state()
     whole = load_query_set(plan.query_set, limit=plan.query_limit)
     query_set = shard_query_set(whole, plan)
     query_ids = list(query_set.queries)
@@ -254,7 +269,6 @@ def _perform(
         enabled=bool(cfg.get("progress", True)),
     )  # fmt: skip
 
-    collection = query_set.collection
     builder = TableBuilder()
     documents: dict[str, Any] = {}
     requests: Counter[str] = Counter()
@@ -321,16 +335,8 @@ def _perform(
         per_query, excluded, labels = stored()
     tables = replace(tables, scores=per_query, summary=summary)
     release_memory()
-    manifest_file = find_manifest(query_set.cassettes)
     manifest: dict[str, Any] = {
-        "package_version": distribution_version(),
-        **git,
-        "overrides": list(overrides) if overrides is not None else None,
-        "experiment": plan.experiment,
-        "query_set": query_set.name,
-        "cassettes": str(query_set.cassettes),
-        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
-        "collection_checksum": collection.checksum,
+        **_provenance(git, overrides, plan.experiment, query_set, len(query_ids)),
         # live results no judgment names: every score is 0 (absent when some were judged)
         **({"unjudged_results": unjudged_hits} if unjudged_hits else {}),
         # judgments added to the collection's (query_set.qrels: what `assess` wrote)
@@ -349,9 +355,6 @@ def _perform(
             if plan.variants
             else {}
         ),
-        "queries": len(query_ids),
-        "queries_truncated": query_set.truncated,
-        "queries_without_relevant": query_set.unjudged,
         "episodes": episodes,
         "replay": _replay(requests, skipped, plan.on_miss),
         "excluded": excluded,

@@ -30,9 +30,9 @@ from evidence_bench.experiment.run import (
     RunOutcome,
     RunReport,
     _excluded,
-    _git_commit,
-    _git_dirty,
+    _git_state,
     _no_judged_hits,
+    _provenance,
     _replay,
     _seeds,
     run_directory,
@@ -59,8 +59,6 @@ from evidence_bench.runs.checksums import MANIFEST_KEY as TABLES_KEY
 from evidence_bench.runs.checksums import table_checksums
 from evidence_bench.runs.store import TableBuilder, as_stored, write_tables
 from evidence_bench.users.labels import label_summary
-from evidence_bench.web.cassette_manifest import find_manifest
-from evidence_bench.web.cassettes import file_sha256
 
 __all__ = ["FOLD_COLUMNS", "HELDOUT_COLUMNS", "perform_tune"]
 
@@ -306,28 +304,16 @@ def _manifest(
     requests: Counter[str],
     queries: int,
 ) -> dict[str, Any]:
-    manifest_file = find_manifest(query_set.cassettes)
     users = plan_users(plan.run)
     objective = plan.objective
     return {
-        "package_version": distribution_version(),
-        "git_commit": _git_commit(),
-        "git_dirty": _git_dirty(),
-        "overrides": list(overrides) if overrides is not None else None,
-        "experiment": plan.run.experiment,
-        "query_set": query_set.name,
-        "cassettes": str(query_set.cassettes),
-        "cassette_manifest_sha256": file_sha256(manifest_file) if manifest_file else None,
-        "collection_checksum": query_set.collection.checksum,
+        **_provenance(_git_state(), overrides, plan.run.experiment, query_set, queries),
         "seeds": {
             **_seeds(plan.run.seed, users),
             "folds": FOLD_SEED,
             "sampler": SAMPLER_SEED,
             "sampler_seed": sampler_seed(plan.run.seed),
         },
-        "queries": queries,
-        "queries_truncated": query_set.truncated,
-        "queries_without_relevant": query_set.unjudged,
         "episodes": episodes,
         "replay": _replay(requests, sum(out.skipped_expands for out in outputs), plan.run.on_miss),
         "excluded": _excluded(per_query, queries),
