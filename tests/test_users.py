@@ -18,6 +18,7 @@ import evidence_bench.users.policies as users_module
 from evidence_bench.engine.base import Label
 from evidence_bench.errors import ConfigurationError
 from evidence_bench.evidence import Evidence
+from evidence_bench.experiment.components import make_user
 from evidence_bench.users.policies import (
     POLICIES,
     LabelKind,
@@ -29,7 +30,6 @@ from evidence_bench.users.policies import (
     PositiveOnlyPolicy,
     RandomPolicy,
     UserPolicy,
-    make_policy,
 )
 
 R, M, IRR, UNS = Label.RELEVANT, Label.MORE, Label.IRRELEVANT, Label.UNSURE
@@ -329,7 +329,7 @@ def test_registry_names_match_classes() -> None:
         "random",
     }
     for name, cls in POLICIES.items():
-        policy = make_policy(name)
+        policy = cls()
         assert type(policy) is cls
         assert policy.name == name
         assert isinstance(policy, UserPolicy)
@@ -364,21 +364,24 @@ def test_label_kinds_are_label_polarities() -> None:
     assert LabelKind.NEGATIVE.labels == (Label.LESS, Label.IRRELEVANT)
 
 
-def test_make_policy_passes_params() -> None:
-    policy = make_policy("patient", depth=5, patience=2, budget=1)
+def test_a_config_passes_the_params_its_kind_takes() -> None:
+    policy = make_user("u", {"kind": "patient", "depth": 5, "patience": 2, "budget": 1})
     assert policy == PatientPolicy(depth=5, patience=2, budget=1)
 
 
-def test_make_policy_unknown_name_lists_valid_names() -> None:
-    with pytest.raises(ConfigurationError, match="unknown user policy 'orcale'") as info:
-        make_policy("orcale")
+def test_an_unknown_kind_lists_valid_names() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"policies\.u\.kind='orcale' is not known"
+    ) as info:
+        make_user("u", {"kind": "orcale"})
     for name in POLICIES:
         assert name in str(info.value)
 
 
-def test_make_policy_unknown_parameter_is_named() -> None:
-    with pytest.raises(ConfigurationError, match=r"'patience'.*'oracle'.*valid: depth"):
-        make_policy("oracle", patience=3)
+def test_a_parameter_the_kind_does_not_take_is_named() -> None:
+    message = r"policies\.u\.patience=5: kind 'oracle' does not take 'patience' \(it takes: dep"
+    with pytest.raises(ConfigurationError, match=message):
+        make_user("u", {"kind": "oracle", "patience": 5})
 
 
 @pytest.mark.parametrize(
@@ -400,7 +403,7 @@ def test_invalid_values_are_configuration_errors(
     name: str, params: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        make_policy(name, **params)
+        POLICIES[name](**params)
 
 
 # --- properties ----------------------------------------------------------------------------

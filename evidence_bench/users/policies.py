@@ -29,7 +29,6 @@ from evidence_bench.seeding import derived_random
 __all__ = [
     "POLICIES", "UNJUDGED", "LabelKind", "Mark", "NegativeOnlyPolicy", "NoisyPolicy",
     "OraclePolicy", "PatientPolicy", "PositiveOnlyPolicy", "RandomPolicy", "Unjudged", "UserPolicy",
-    "make_policy",
 ]  # fmt: skip
 
 #: What a user does with an examined result the qrels do not judge.
@@ -414,20 +413,3 @@ POLICIES: dict[str, type[UserPolicy]] = {
         RandomPolicy,
     )
 }
-
-
-def make_policy(name: str, **params: object) -> UserPolicy:
-    """The policy called ``name`` with ``params``; a bad name, parameter or value is a
-    :class:`ConfigurationError` that lists the valid choices."""
-    cls = POLICIES.get(name)
-    if cls is None:
-        valid = ", ".join(sorted(POLICIES))
-        raise ConfigurationError(f"unknown user policy {name!r} (valid: {valid})")
-    accepted = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    for param in params:
-        if param not in accepted:
-            valid = ", ".join(accepted)
-            raise ConfigurationError(
-                f"unknown parameter {param!r} for user policy {name!r} (valid: {valid})"
-            )
-    return cls(**params)
