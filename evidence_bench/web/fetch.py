@@ -294,14 +294,9 @@ def _failure(url: str, exc: BaseException, limits: Limits) -> FetchFailure:
 
 
 _ERRORS = (
-    Refused,
-    TimeoutError,
-    BlockedAddressError,
-    httpx.TransportError,
-    httpx.DecodingError,
-    httpx.InvalidURL,
-    UnicodeError,
-)
+    Refused, TimeoutError, BlockedAddressError, httpx.TransportError, httpx.DecodingError,
+    httpx.InvalidURL, UnicodeError,
+)  # fmt: skip
 
 
 def _late() -> None:

@@ -51,13 +51,8 @@ MAX_HTML_CHARS = 2_000_000
 
 #: What this module and LiveFetch import of the optional extra ``pages``.
 PAGE_STACK = (
-    "trafilatura",
-    "readability",
-    "lxml",
-    "lxml_html_clean",
-    "htmldate",
-    "charset_normalizer",
-)
+    "trafilatura", "readability", "lxml", "lxml_html_clean", "htmldate", "charset_normalizer",
+)  # fmt: skip
 
 #: How an extracted page's text was obtained; "none" when no extractor found any text.
 ExtractionMethod = Literal["trafilatura", "readability", "none"]

@@ -43,13 +43,9 @@ _EPOCH = date(1960, 1, 1)
 _DAYS = (date(2025, 12, 31) - _EPOCH).days + 1
 
 _NAV = (
-    ("Home", "/"),
-    ("Archive", "/doc/"),
-    ("Topics", "/topics"),
-    ("Authors", "/authors"),
-    ("About", "/about"),
-    ("Subscribe", "/subscribe"),
-)
+    ("Home", "/"), ("Archive", "/doc/"), ("Topics", "/topics"), ("Authors", "/authors"),
+    ("About", "/about"), ("Subscribe", "/subscribe"),
+)  # fmt: skip
 _COOKIES = (
     "We use cookies to personalise content, remember your preferences and analyse our "
     "traffic. By clicking Accept all you consent to our use of cookies.",
