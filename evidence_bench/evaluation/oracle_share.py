@@ -28,6 +28,7 @@ import pandas as pd
 from evidence_bench.evaluation.attribution import BASELINES
 from evidence_bench.evaluation.comparisons import strings
 from evidence_bench.evaluation.statistics import fieller_intervals
+from evidence_bench.evaluation.validity import per_query_gains
 
 __all__ = ["REFERENCE", "SHARE_COLUMNS", "oracle_share"]
 
@@ -38,27 +39,6 @@ SHARE_COLUMNS = [
     "config_id", "policy", "round", "stage", "eval_mode", "measure", "n",
     "gain", "oracle_gain", "share", "share_ci_low", "share_ci_high",
 ]  # fmt: skip
-
-
-def _gains(per_query: pd.DataFrame, baselines: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
-    """Per (config, policy, round, mode, measure, query): each stage's feedback − control."""
-    stages = {stage for pair in baselines.items() for stage in (pair[0], pair[1][1])}
-    frame = per_query[(per_query["round"] > 0) & strings(per_query["stage"]).isin(stages)]
-    index = ["config_id", "policy", "round", "eval_mode", "measure", "query_id"]
-    wide = frame.assign(stage=strings(frame["stage"])).pivot_table(
-        index=index, columns="stage", values="value", aggfunc="first", observed=True
-    )
-    parts = []
-    for stage, (_, control) in baselines.items():
-        if stage in wide and control in wide:
-            gain = (wide[stage] - wide[control]).dropna().rename("gain").reset_index()
-            parts.append(gain.assign(stage=stage))
-    if not parts:
-        return pd.DataFrame(columns=[*index, "gain", "stage"])
-    gains = pd.concat(parts, ignore_index=True)
-    for column in ("config_id", "policy", "eval_mode", "measure", "query_id"):
-        gains[column] = strings(gains[column])  # astype(str), by category
-    return gains
 
 
 def oracle_share(
@@ -80,7 +60,7 @@ def oracle_share(
     frame = per_query
     if eval_modes is not None:
         frame = frame[strings(frame["eval_mode"]).isin(list(eval_modes))]
-    gains = _gains(frame, baselines)
+    gains = per_query_gains(frame, baselines=baselines)
     mine = gains["policy"] == reference
     if not mine.any() or mine.all():
         return pd.DataFrame(columns=SHARE_COLUMNS)
