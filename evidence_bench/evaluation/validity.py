@@ -211,28 +211,21 @@ def ordering(
         & (means["measure"] == measure)
         & (means["round"] == round_)
     ]
-    if mine.empty:
-        return pd.Series(dtype="float64")
     columns = (mine[c].tolist() for c in ("config_id", "stage", "policy", "gain"))
-    return _ordering(list(zip(*columns, strict=True)), labels)
-
-
-_Row = tuple[str, str, str, float]
-
-
-def _ordering(rows: Sequence[_Row], labels: Sequence[str]) -> pd.Series:
-    """:func:`ordering` of the (config_id, stage, policy, gain) rows at one mode, measure
-    and round."""
-    gains = _gains_of(rows, labels)
+    gains = _gains_of(list(zip(*columns, strict=True)), labels)
     if not gains:
         return pd.Series(dtype="float64")
     index = pd.MultiIndex.from_tuples(list(gains), names=["config_id", "stage"])
     return pd.Series(list(gains.values()), index=index, dtype="float64")
 
 
+_Row = tuple[str, str, str, float]
+
+
 def _gains_of(rows: Sequence[_Row], labels: Sequence[str]) -> dict[Setting, float]:
-    """:func:`_ordering` as a dict (setting -> gain, settings sorted): what an agreement
-    reads, without building a Series (a panel makes dozens)."""
+    """:func:`ordering` of the (config_id, stage, policy, gain) rows at one mode, measure
+    and round as a dict (setting -> gain, settings sorted): what an agreement reads,
+    without building a Series (a panel makes dozens)."""
     wanted = set(labels)
     rows = [r for r in rows if r[2] in wanted]
     if not rows:

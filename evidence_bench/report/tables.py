@@ -121,11 +121,6 @@ class Analysis:
     judged: Mapping[Cell, float] = field(default_factory=dict)
 
 
-def _primary(data: RunData) -> pd.DataFrame:
-    pq = data.per_query
-    return pq[_at_primary(data)]
-
-
 def _at_primary(data: RunData) -> npt.NDArray[np.bool_]:
     """Which rows of ``data.per_query`` are at the primary evaluation mode."""
     return (data.per_query["eval_mode"] == data.settings.primary_mode).to_numpy()
@@ -150,7 +145,7 @@ def rounds_means(data: RunData, config_ids: Sequence[str], stage: str) -> pd.Dat
     over the queries all of them keep in both rankings, so the lines compare like with
     like. ``n``: those queries."""
     control = BASELINES[stage][1]
-    frame = _primary(data)
+    frame = data.per_query[_at_primary(data)]
     frame = frame[frame["config_id"].isin(list(config_ids))]
     start = (frame["round"] == 0) & frame["stage"].isin(["initial", "control"])
     later = (frame["round"] > 0) & frame["stage"].isin([stage, control])
