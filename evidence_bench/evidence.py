@@ -1,6 +1,5 @@
 """Typed search results and the normalization that makes them comparable.
 
-Exports :class:`Evidence`, :func:`normalize_text`, :func:`canonical_url` and :func:`dedupe`.
 Brave decorates descriptions with ``<strong>`` and HTML entities and may return the same page
 under several URLs (tracking parameters, fragments, a trailing slash); feedback is keyed by
 the canonical URL so a mark follows the page, not the spelling of its address.

@@ -112,6 +112,11 @@ class _Refused(Exception):
         self.status = status
 
 
+def _hosts(port: int) -> tuple[str, ...]:
+    """What a request's ``Host`` may name: this server's address, by number or by name."""
+    return f"{LOOPBACK}:{port}", f"localhost:{port}"
+
+
 def _handler(assessment: Assessment, port: list[int]) -> type[BaseHTTPRequestHandler]:
     lock = threading.Lock()
 
@@ -137,8 +142,7 @@ def _handler(assessment: Assessment, port: list[int]) -> type[BaseHTTPRequestHan
             self._send(status, json.dumps(data).encode(), "application/json")
 
         def _check_host(self) -> None:
-            allowed = {f"{LOOPBACK}:{port[0]}", f"localhost:{port[0]}"}
-            if self.headers.get("Host", "") not in allowed:
+            if self.headers.get("Host", "") not in _hosts(port[0]):
                 raise _Refused(HTTPStatus.MISDIRECTED_REQUEST, "this server answers 127.0.0.1 only")
 
         def do_GET(self) -> None:
@@ -182,10 +186,7 @@ def _handler(assessment: Assessment, port: list[int]) -> type[BaseHTTPRequestHan
             if self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
                 raise _Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send application/json")
             origin = self.headers.get("Origin")
-            if origin is not None and origin not in (
-                f"http://{LOOPBACK}:{port[0]}",
-                f"http://localhost:{port[0]}",
-            ):
+            if origin is not None and origin not in [f"http://{h}" for h in _hosts(port[0])]:
                 raise _Refused(HTTPStatus.FORBIDDEN, "cross-origin request refused")
             try:
                 length = int(self.headers.get("Content-Length", ""))

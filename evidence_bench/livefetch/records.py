@@ -1,9 +1,7 @@
 """LiveFetch's records: what is asked (:class:`RetrievalIntent`), what comes back
-(:class:`EvidencePacket`, :class:`FetchFailure`, together a :class:`PacketSet`; the failure
-vocabulary is the web layer's, :mod:`evidence_bench.web.failure`), and the
-seams between the stages (:class:`Candidate` from discovery, :class:`ExtractedPage` from
-extraction, the web layer's page pipeline's). All are frozen: a packet is a citation, and
-a citation does not change.
+(:class:`EvidencePacket`, :class:`FetchFailure`, together a :class:`PacketSet`) and what
+discovery found (:class:`Candidate`). All are frozen: a packet is a citation, and a
+citation does not change.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The page pipeline after the fetch: decode, extract, clip, and why a page gave no text.
 
-One extractor serves LiveFetch's packets and the engine's page evidence. :func:`read_page`
+One extractor serves LiveFetch's packets and the engine's page evidence: :func:`read_page`
 decodes a fetched body (:func:`~evidence_bench.web.decode.decode_html`) and extracts its
-main text (:func:`extract_page`), or says why not (``undecodable``, ``no_text``); the reader
-clips the text to :data:`MAX_CHARS` by :func:`clip_text`, the one rule.
-
-:func:`extract_page` runs trafilatura's fast mode (Barbaresi 2021, ACL demos). With
-``precision=False`` (LiveFetch) readability-lxml is the fallback when it finds no text;
-with ``precision=True`` (page evidence) trafilatura favours precision and there is no
-fallback, so a page without an article gives no text and the reader keeps the snippet.
-``metadata`` adds the title and the publication date (htmldate on the page's metadata).
-Nothing here raises on a page's content, markup past :data:`MAX_HTML_CHARS` is not parsed,
-and the text and title come back without control characters.
+main text by :func:`extract_page` (trafilatura's fast mode, Barbaresi 2021, ACL demos), or
+says why not; a reader clips the text to :data:`MAX_CHARS` by :func:`clip_text`. With
+``precision=True`` (page evidence) a page without an article gives no text, and the reader
+keeps the snippet. The text and title come back without control characters.
 """
 
 from __future__ import annotations
