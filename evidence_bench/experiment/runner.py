@@ -530,7 +530,7 @@ class _SharedRounds:
         rows = self.rows
         names = record.keys()
         if names != _PLAIN and names != _WEIGHED:  # a breakdown: converted as it is
-            return rows.detail(_episode_round(record, self.doc_id, lists=False))
+            return rows.detail(_episode_round(record, self.doc_id))
         marks = record["marks"]
         found = self._mark_texts.get(id(marks))
         if found is None:
@@ -622,13 +622,9 @@ def _run_query(plan: RunPlan, query_id: str) -> QueryOutput:
     return out
 
 
-def _episode_round(record: Mapping[str, Any], doc_id: Any, *, lists: bool = True) -> dict[str, Any]:
-    """A round record as ``episodes.jsonl`` holds it (keys as doc ids); ``lists=False``
-    leaves its rankings out (the builder's :meth:`~QueryRowsBuilder.detail` of it)."""
-
-    def ids(keys: Sequence[str] | None) -> list[str] | None:
-        return None if keys is None else [doc_id(key) or key for key in keys]
-
+def _episode_round(record: Mapping[str, Any], doc_id: Any) -> dict[str, Any]:
+    """A round record as ``episodes.jsonl`` holds it (keys as doc ids) but its rankings:
+    the builder's :meth:`~QueryRowsBuilder.detail` of it."""
     extra: dict[str, Any] = {}
     if "term_weights" in record:
         extra["term_weights"] = record["term_weights"]
@@ -637,7 +633,7 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any, *, lists: bool = True
             {"doc_id": doc_id(row["url"]) or row["url"], **{k: row[k] for k in "RFTDS"}}
             for row in record["breakdown"]
         ]
-    converted = {
+    return {
         **extra,
         "round": record["round"],
         "refined_query": record["refined_query"],
@@ -645,9 +641,6 @@ def _episode_round(record: Mapping[str, Any], doc_id: Any, *, lists: bool = True
         "added": record["added"],
         "marks": [{"doc_id": doc_id(key) or key, "label": label} for key, label in record["marks"]],
     }
-    if lists:
-        converted.update({k: ids(record[k]) for k in _LISTS})
-    return converted
 
 
 _PLAN: RunPlan | None = None
