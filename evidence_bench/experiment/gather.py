@@ -9,7 +9,6 @@ one-line :class:`DataError` naming the shard.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +23,7 @@ from evidence_bench.errors import DataError
 from evidence_bench.evidence import Evidence
 from evidence_bench.experiment.plan import plan_run
 from evidence_bench.experiment.run import RunOutcome, RunReport, perform_run
+from evidence_bench.experiment.rundir import read_queries
 from evidence_bench.experiment.runner import QueryOutput
 from evidence_bench.experiment.shards import Gathered, shard_slice
 from evidence_bench.runs.checksums import check_tables
@@ -144,16 +144,6 @@ def _checked(shards: Sequence[_Shard], where: str) -> list[_Shard]:
     return [by_index[i] for i in range(first.count)]
 
 
-def _rows(path: Path, header: Sequence[str]) -> Iterable[list[str]]:
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
-        if next(reader, None) != list(header):
-            raise DataError(f"{path}: expected the columns {', '.join(header)}")
-        yield from reader
-
-
 def _outputs(shard: _Shard, query_ids: Sequence[str]) -> list[QueryOutput]:
     """The shard's :class:`QueryOutput`\\ s, read back, in query order; the totals the run
     only sums (requests, skipped expands, ...) and the documents given to its first."""
@@ -237,7 +227,7 @@ def gather_shards(
     outputs: list[QueryOutput] = []
     for shard in shards:
         expected = shard_slice(query_ids, first.count, shard.index)
-        held = [row[0] for row in _rows(shard.path / "queries.csv", ["query_id", "query"])]
+        held = list(read_queries(shard.path / "queries.csv"))
         if held != expected:
             raise DataError(
                 f"{shard.name}: holds {len(held)} queries, not the {len(expected)} of slice "

@@ -9,7 +9,6 @@ discounts, ``|1/log2(1 + rank_A) - 1/log2(1 + rank_B)|`` (docs/tutorials/judge.r
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from evidence_bench._atomic import write_atomic
 from evidence_bench.collections.beir import is_web_id, read_judgments
 from evidence_bench.errors import ConfigurationError, DataError
 from evidence_bench.evidence import canonical_url
+from evidence_bench.experiment.rundir import read_queries
 from evidence_bench.protocol.stages import PARTNERS
 from evidence_bench.runs.data import numbered_jsonl, read_jsonl
 from evidence_bench.runs.store import read_tables, trec_qrels, trec_runs
@@ -91,7 +91,7 @@ def build_pool(
                 canonical_url(doc) if is_web_id(doc) else doc for doc in grades
             )
     documents = _documents(run_dir)
-    queries = _queries(run_dir)
+    queries = read_queries(run_dir / "queries.csv")
     pages = _pages(run_dir)
     weights: dict[tuple[str, str], float] = {}
     seen: dict[str, list[str]] = {}
@@ -163,18 +163,6 @@ def _documents(run_dir: Path) -> dict[str, dict[str, Any]]:
         if isinstance(row.get("url"), str):
             found.setdefault(canonical_url(row["url"]), row)
     return found
-
-
-def _queries(run_dir: Path) -> dict[str, str]:
-    path = run_dir / "queries.csv"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found (is this a run directory?)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot be read ({exc})") from exc
-    rows = csv.DictReader(line for line in text.splitlines() if line.strip())
-    return {row["query_id"]: row["query"] for row in rows}
 
 
 def _config(run_dir: Path) -> Mapping[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -44,7 +45,7 @@ else:
 
 __all__ = [
     "STALE_AFTER_S", "RunDirectory", "ScoreSummary", "frozen_flags", "new_run_id",
-    "remove_stale", "score_summary", "summarize_scores", "with_fixed", "write_csv",
+    "read_queries", "remove_stale", "score_summary", "summarize_scores", "with_fixed", "write_csv",
     "write_inputs", "write_json", "write_jsonl", "write_trec",
 ]  # fmt: skip
 
@@ -258,6 +259,21 @@ def write_inputs(directory: Path, documents: Mapping[str, Evidence], query_set: 
         ),
     )
     write_rows(directory / "queries.csv", ["query_id", "query"], query_set.queries.items())
+
+
+def read_queries(path: Path) -> dict[str, str]:
+    """A run's ``queries.csv`` (:func:`write_inputs`): each query id's query, in its order;
+    a file missing, unreadable or of other columns is a :class:`DataError` naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found (is this a run directory?)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot be read ({exc})") from exc
+    rows = csv.reader(io.StringIO(text, newline=""))
+    if next(rows, None) != ["query_id", "query"]:
+        raise DataError(f"{path}: expected the columns query_id, query")
+    return {row[0]: row[1] for row in rows if row}
 
 
 def summarize_scores(
