@@ -332,14 +332,6 @@ def with_fixed(
     return summary[SUMMARY_COLUMNS]
 
 
-def frozen_flags(
-    per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
-    """Each frozen row of ``per_query`` (its position) and whether its measure is fixed in
-    its episode (see :func:`_frozen_flags`)."""
-    return _frozen_flags(_categories(per_query), feedback, qrels)
-
-
 def _frozen_rows(per_query: pd.DataFrame) -> npt.NDArray[np.intp]:
     """The positions of ``per_query``'s frozen rows (its ``eval_mode`` a categorical)."""
     mode = per_query["eval_mode"]
@@ -414,7 +406,7 @@ def _shown(feedback: pd.DataFrame) -> _Shown:
     )
 
 
-def _frozen_flags(
+def frozen_flags(
     per_query: pd.DataFrame, feedback: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
     """Each frozen row of ``per_query`` (its position) and whether its measure is fixed in
@@ -425,6 +417,7 @@ def _frozen_flags(
     sorted by position, the i-th is in it exactly when its position is i. An episode whose
     group shows a document or a position twice is judged by ``fixed_measures``.
     """
+    per_query = _categories(per_query)
     keys = [per_query[c] for c in ("config_id", "policy", "query_id")]
     column = per_query["measure"]
     rows = _frozen_rows(per_query)
@@ -467,7 +460,7 @@ def _judged(
     qrels: Mapping[str, Mapping[str, int]],
 ) -> npt.NDArray[np.bool_]:
     """Per episode (its query, and the slice ``begin:end`` of ``shown``'s rows that pins it)
-    and measure: whether the measure is fixed; see :func:`_frozen_flags`."""
+    and measure: whether the measure is fixed; see :func:`frozen_flags`."""
     episodes = len(begin)
     length = end - begin
     total = int(length.sum())
