@@ -8,7 +8,7 @@ kind: the judging policies (users/policies.py) and the click models (users/click
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -257,8 +257,8 @@ def engine_config(
         refiner_evidence=evidence_mode(
             "refiner.evidence", refiner.get("evidence", "snippet")
         ).value,
-        idf=_idf_source("ranker.idf", ranker.get("idf", "candidates")),
-        refiner_idf=_idf_source("refiner.idf", refiner.get("idf", "candidates")),
+        idf=_choice("ranker.idf", str(ranker.get("idf", "candidates")), IDF_SOURCES),
+        refiner_idf=_choice("refiner.idf", str(refiner.get("idf", "candidates")), IDF_SOURCES),
         expand_depth=_expand_depth(refiner.get("expand_depth")),
         ranker_target=bool(ranker.get(TARGET)),
         refiner_target=bool(refiner.get(TARGET)),
@@ -299,11 +299,11 @@ def _part_params(
     return str(conf["name"]), tuple((key, frozen(conf[key])) for key in part.params)
 
 
-def _idf_source(key: str, value: object) -> str:
-    if str(value) not in IDF_SOURCES:
-        valid = ", ".join(IDF_SOURCES)
-        raise ConfigurationError(f"{key}={value!r} is not valid (valid: {valid})")
-    return str(value)
+def _choice(key: str, value: str, valid: Sequence[str]) -> str:
+    """``value``, when it is one of ``valid``; else a one-line error naming ``key``."""
+    if value not in valid:
+        raise ConfigurationError(f"{key}={value!r} is not valid (valid: {', '.join(valid)})")
+    return value
 
 
 def _expand_depth(value: object) -> int | None:

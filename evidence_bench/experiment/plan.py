@@ -21,6 +21,7 @@ from evidence_bench.evaluation.measures import Measure, parse_measure
 from evidence_bench.experiment.components import (
     RANKERS,
     EngineConfig,
+    _choice,
     effective_key,
     engine_config,
     make_user,
@@ -125,12 +126,6 @@ class RunPlan:
     def __post_init__(self) -> None:
         if not self.asked:
             object.__setattr__(self, "asked", self.engines)
-
-
-def _choice(key: str, value: str, valid: Sequence[str]) -> str:
-    if value not in valid:
-        raise ConfigurationError(f"{key}={value!r} is not valid (valid: {', '.join(valid)})")
-    return value
 
 
 #: Overrides that do not change what an episode sends, left out of the record command.

@@ -212,8 +212,7 @@ def perform_run(
 def _arrow_pool() -> None:
     """Arrow's buffers (pandas' strings, the Parquet writer's pages) from jemalloc when this
     pyarrow has it: it hands freed memory back within a second, where the default mimalloc
-    keeps it (a sweep's parent peaks ~50 MB lower). ``ARROW_DEFAULT_MEMORY_POOL``, when set,
-    is left to choose."""
+    keeps it. ``ARROW_DEFAULT_MEMORY_POOL``, when set, is left to choose."""
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         return
     with contextlib.suppress(NotImplementedError):  # a pyarrow built without jemalloc
