@@ -28,22 +28,10 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "BlockedAddressError",
-    "CacheError",
-    "ConfigurationError",
-    "DataError",
-    "EvidenceBenchError",
-    "FeedbackError",
-    "ProviderStatusError",
-    "QueryError",
-    "RateLimitError",
-    "RegressionError",
-    "ReplayMissError",
-    "RequestError",
-    "ResponseFormatError",
-    "WorkerError",
-    "WriteError",
-]
+    "BlockedAddressError", "CacheError", "ConfigurationError", "DataError", "EvidenceBenchError",
+    "FeedbackError", "ProviderStatusError", "QueryError", "RateLimitError", "RegressionError",
+    "ReplayMissError", "RequestError", "ResponseFormatError", "WorkerError", "WriteError",
+]  # fmt: skip
 
 
 class EvidenceBenchError(Exception):
