@@ -28,7 +28,7 @@ import httpx
 
 from evidence_bench.errors import BlockedAddressError
 from evidence_bench.web.failure import FailureReason, FetchFailure
-from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, deadline, remaining
+from evidence_bench.web.guard import OPEN_WEB, AddressPolicy, clamp, deadline, remaining
 
 __all__ = [
     "ACCEPT_ENCODING", "HTML_TYPES", "MAX_CONCURRENCY", "PER_HOST", "Answer", "HostGates", "Limits",
@@ -299,12 +299,6 @@ _ERRORS = (
 )  # fmt: skip
 
 
-def _late() -> None:
-    left = remaining()
-    if left is not None and left <= 0:
-        raise httpx.ReadTimeout("the request's deadline passed")
-
-
 def get(
     client: httpx.Client,
     url: str,
@@ -336,7 +330,7 @@ def get(
                 parts = [response.content] if response.is_stream_consumed else None
                 for raw in parts or response.iter_raw():
                     opened.feed(raw)
-                    _late()
+                    clamp(None, httpx.ReadTimeout)  # the deadline, between reads
                 return _answer(url, hops, response, opened.done(), started)
             finally:
                 response.close()

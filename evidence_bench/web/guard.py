@@ -39,8 +39,8 @@ import httpx
 from evidence_bench.errors import BlockedAddressError
 
 __all__ = [
-    "ANY_ADDRESS", "OPEN_WEB", "AddressPolicy", "GuardedTransport", "Resolver", "deadline",
-    "remaining", "system_resolver",
+    "ANY_ADDRESS", "OPEN_WEB", "AddressPolicy", "GuardedTransport", "Resolver", "clamp",
+    "deadline", "remaining", "system_resolver",
 ]  # fmt: skip
 
 #: ``(host, port) -> addresses``: what a host name resolves to (a stub in tests).
@@ -178,7 +178,8 @@ def remaining() -> float | None:
     return None if end is None else end - time.monotonic()
 
 
-def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
+def clamp(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of the deadline in force; ``error`` once it passed."""
     left = remaining()
     if left is None:
         return timeout
@@ -197,10 +198,10 @@ class _Stream(httpcore.NetworkStream):
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
+        return self._inner.read(max_bytes, clamp(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
+        self._inner.write(buffer, clamp(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
         self._inner.close()
@@ -212,7 +213,7 @@ class _Stream(httpcore.NetworkStream):
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
         inner = self._inner.start_tls(
-            ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
+            ssl_context, server_hostname, clamp(timeout, httpcore.ConnectTimeout)
         )
         return _Stream(inner)
 
@@ -267,10 +268,10 @@ class _Backend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[typing.Any] | None = None,
     ) -> httpcore.NetworkStream:
-        limit = _clamp(timeout, httpcore.ConnectTimeout)
+        limit = clamp(timeout, httpcore.ConnectTimeout)
         address = _bounded_destination(self._policy, host, port, self._resolver, limit)
         stream = self._inner.connect_tcp(
-            address, port, _clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options
+            address, port, clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options
         )
         try:
             self._policy.check_peer(stream.get_extra_info("server_addr"), host)
