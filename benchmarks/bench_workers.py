@@ -14,7 +14,8 @@ merged):
    summed); with two workers, the workers' CPU outside their tasks (sending each result),
    the parent's CPU while they run (its main thread, and the pool's thread that reads and
    unpickles results), and the tail: how long one worker idles after its last task while
-   the other finishes;
+   the other finishes; what the workers send: the pickled bytes a query (its rows, its
+   documents) and the CPU of unpickling them all again here, the pool thread's share;
 2. the machine's cost of running two at once: the queries' halves (every other query) in
    two processes forked from that state, one after the other, then both at the same time,
    their tasks' CPU summed; beside it, as controls, the same for a lookup loop over a 2 MB
@@ -35,6 +36,7 @@ import argparse
 import gc
 import json
 import os
+import pickle
 import statistics
 import subprocess
 import sys
@@ -57,6 +59,29 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def _load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
+
+
+def _uptime() -> str:
+    """The load averages as ``uptime`` prints them (1, 5 and 15 minutes)."""
+    return "load average: " + ", ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
+def _sent(outputs: Sequence[runner.QueryOutput]) -> dict[str, float]:
+    """What the workers sent: the mean pickled bytes a query, all of it and its rows' and
+    documents' parts, and the CPU seconds of unpickling every query's output."""
+    protocol = pickle.HIGHEST_PROTOCOL
+    blobs = [pickle.dumps(out, protocol) for out in outputs]
+    count = len(outputs) or 1
+    cpu = time.process_time()
+    for blob in blobs:
+        pickle.loads(blob)
+    return {
+        "bytes": sum(map(len, blobs)) / count,
+        "rows_bytes": sum(len(pickle.dumps(out.rows, protocol)) for out in outputs) / count,
+        "documents_bytes": sum(len(pickle.dumps(out.documents, protocol)) for out in outputs)
+        / count,
+        "unpickle": time.process_time() - cpu,
+    }
 
 
 def _process_cpu(pid: int) -> float:
@@ -104,10 +129,12 @@ def episodes(plan: RunPlan, query_ids: Sequence[str], workers: int) -> dict[str,
         try:
             outputs = runner.execute(plan, query_ids, workers=workers)
             builder, documents = TableBuilder(), dict[str, Any]()
+            received: list[runner.QueryOutput] = []
             pids: list[int] = []
             worker_cpu = 0.0
             start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
             for count, out in enumerate(outputs, 1):
+                received.append(out)
                 builder.add(out.rows)
                 for key, item in out.documents.items():
                     documents.setdefault(key, item)
@@ -128,6 +155,7 @@ def episodes(plan: RunPlan, query_ids: Sequence[str], workers: int) -> dict[str,
         figures["parent"] = cpu
         figures["outside"] = worker_cpu - task_cpu
         figures["tail"] = max(ends) - min(ends)
+        figures.update(_sent(received))
     else:
         figures["parent"] = cpu - task_cpu  # the rest of the one process: taking the rows
     return figures
@@ -203,7 +231,7 @@ def main(argv: Sequence[str]) -> None:
     if options.one_pass:
         print(json.dumps(episodes(plan, query_ids, options.one_pass)))
         return
-    print(f"{plan.experiment}: {len(query_ids)} queries; {os.cpu_count()} cores; {_load()}")
+    print(f"{plan.experiment}: {len(query_ids)} queries; {os.cpu_count()} cores; {_uptime()}")
 
     passes: dict[int, list[dict[str, float]]] = {1: [], 2: []}
     for _ in range(options.repeat):
@@ -221,6 +249,9 @@ def main(argv: Sequence[str]) -> None:
           f"(its main thread {two['main']:.2f} s, the pool's thread the rest)")  # fmt: skip
     print(f"  the workers', outside tasks    {two['outside']:.2f} s (sending results)")
     print(f"  the tail (one worker idle)     {two['tail']:.2f} s")
+    print(f"  sent a query (pickled)         {two['bytes'] / 1e3:.0f} kB: its rows "
+          f"{two['rows_bytes'] / 1e3:.0f} kB, its documents {two['documents_bytes'] / 1e3:.0f} kB; "
+          f"unpickling all {two['unpickle']:.2f} s")  # fmt: skip
     other = two["parent"] + two["outside"]
     bound = (two["tasks"] + other) / 2 + two["tail"]
     alone = one["tasks"] + one["parent"]
@@ -250,7 +281,7 @@ def main(argv: Sequence[str]) -> None:
               f"({100 * (together / apart - 1):+.0f} %)")  # fmt: skip
     gc.unfreeze()
     runner._forget_worker()
-    print(f"({_load()} afterwards)")
+    print(f"({_uptime()} afterwards)")
 
 
 if __name__ == "__main__":
