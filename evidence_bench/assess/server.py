@@ -97,13 +97,9 @@ class Assessment:
         return self.state(self.next_open(at))
 
     def undo(self) -> dict[str, Any]:
-        undone = self.judgments.undo()
-        if undone is None:
-            return self.state()
-        for number, item in enumerate(self.items):
-            if (item.query_id, item.doc_id) == undone:
-                return self.state(number)
-        return self.state()
+        undone = self.judgments.undo()  # its item is shown, else the first one not judged
+        pairs = ((item.query_id, item.doc_id) for item in self.items)
+        return self.state(next((n for n, pair in enumerate(pairs) if pair == undone), None))
 
 
 class _Refused(Exception):
