@@ -14,20 +14,16 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["PACKAGED", "distribution_version", "packaged", "packaged_root"]
+__all__ = ["PACKAGED", "distribution_version", "packaged"]
 
 #: How a config value names shipped data: ``pkg://collections/cranfield``.
 PACKAGED = "pkg://"
 
 
-def packaged_root() -> Path:
-    """The directory of the shipped data (a real directory: the package is never zipped)."""
-    return Path(str(files("evidence_bench").joinpath("_data")))
-
-
 def packaged(relative: str) -> Path:
-    """The shipped ``relative`` (``conf``, ``collections/cranfield``, ...), which may not exist."""
-    return (packaged_root() / relative.strip("/")).resolve()
+    """The shipped ``relative`` (``conf``, ``collections/cranfield``, ...), which may not exist
+    (``_data`` is a real directory: the package is never zipped)."""
+    return (Path(str(files("evidence_bench").joinpath("_data"))) / relative.strip("/")).resolve()
 
 
 def distribution_version(name: str = "evidence_bench") -> str:
