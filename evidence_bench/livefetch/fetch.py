@@ -1,9 +1,7 @@
 """LiveFetch's page fetches: the guarded GET (:func:`evidence_bench.web.fetch.fetch`),
 at most ``max_concurrency`` in flight and ``per_host`` to one host, every redirect hop also
 checked by ``admit`` (the intent's domain lists), and only HTML answers kept
-(:func:`~evidence_bench.web.fetch.html_failure`, checked before the body is read).
-:meth:`PageFetcher.fetch` never raises for one URL's trouble: it returns a
-:class:`FetchedPage` or a :class:`~evidence_bench.web.failure.FetchFailure`.
+(:func:`~evidence_bench.web.fetch.html_failure`, checked before the body is read too).
 """
 
 from __future__ import annotations
@@ -85,7 +83,7 @@ class PageFetcher:
         self._client.close()
 
     def fetch(self, url: str) -> FetchedPage | FetchFailure:
-        """The page at ``url``, or why not."""
+        """The page at ``url``, or why not: never raises for the URL's trouble."""
         with self._overall, self._hosts(url):
             answer = fetch(
                 self._client,
