@@ -1,7 +1,7 @@
 """Benchmark: where two workers lose time on the episodes (issue 30: ``episodes_time_s``
 >= 1.8x faster with ``workers=2`` than with ``workers=1``).
 
-    PYTHONPATH=. python benchmarks/bench_workers.py [--repeat N] [overrides...]
+    PYTHONPATH=. python benchmarks/bench_workers.py [--repeat N] [--cli] [overrides...]
     (+experiment=rocchio_sweep unless another is given)
 
 Each pass in a new process, from the state :func:`~evidence_bench.experiment.runner.execute`
@@ -16,6 +16,8 @@ merged):
    unpickles results), and the tail: how long one worker idles after its last task while
    the other finishes; what the workers send: the pickled bytes a query (its rows, its
    documents) and the CPU of unpickling them all again here, the pool thread's share;
+   ``--cli`` times the same inside ``python -m evidence_bench run`` (in-process, its run
+   directory in a temporary folder), whose parent holds more at the fork than the plan;
 2. the machine's cost of running two at once: the queries' halves (every other query) in
    two processes forked from that state, one after the other, then both at the same time,
    their tasks' CPU summed; beside it, as controls, the same for a lookup loop over a 2 MB
@@ -33,6 +35,7 @@ printed beside them: compare them within one call.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -42,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,44 +124,96 @@ def _timed_tasks(log: Path) -> Callable[[], None]:
     return undo
 
 
+def _observed(
+    outputs: Iterable[runner.QueryOutput], total: int, workers: int, figures: dict[str, float]
+) -> Iterator[runner.QueryOutput]:
+    """``outputs`` passed on, timed from the first asked for to the last: the wall, this
+    process's CPU (and its main thread's) and, with workers, theirs, into ``figures``."""
+    received: list[runner.QueryOutput] = []
+    pids: list[int] = []
+    worker_cpu = 0.0
+    start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
+    for count, out in enumerate(outputs, 1):
+        received.append(out)
+        yield out
+        if workers > 1 and not pids:
+            pids = _children()
+        if count == total:  # the workers are idle, not yet gone
+            worker_cpu = sum(_process_cpu(pid) for pid in pids)
+    wall = time.perf_counter() - start
+    cpu, main = time.process_time() - cpu, time.thread_time() - main
+    figures.update(wall=wall, cpu=cpu, main=main, workers_cpu=worker_cpu)
+    if workers > 1:
+        figures.update(_sent(received))
+
+
+def _figures(log: Path, workers: int, observed: dict[str, float]) -> dict[str, float]:
+    """A pass's figures from its tasks' log and what :func:`_observed` saw."""
+    # per process: its tasks as (query_id, start, end, thread CPU)
+    tasks = [[json.loads(line) for line in path.open()] for path in log.iterdir()]
+    task_cpu = sum(task[3] for own in tasks for task in own)
+    figures = {**observed, "tasks": task_cpu}
+    if workers > 1:
+        ends = [max(task[2] for task in own) for own in tasks]
+        figures["parent"] = observed["cpu"]
+        figures["outside"] = observed["workers_cpu"] - task_cpu
+        figures["tail"] = max(ends) - min(ends)
+    else:
+        figures["parent"] = observed["cpu"] - task_cpu  # the rest of the one process
+    return figures
+
+
 def episodes(plan: RunPlan, query_ids: Sequence[str], workers: int) -> dict[str, float]:
     """One pass of the episodes, taken as ``run`` takes them; its figures."""
+    observed: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder)
         undo = _timed_tasks(log)
         try:
             outputs = runner.execute(plan, query_ids, workers=workers)
             builder, documents = TableBuilder(), dict[str, Any]()
-            received: list[runner.QueryOutput] = []
-            pids: list[int] = []
-            worker_cpu = 0.0
-            start, cpu, main = time.perf_counter(), time.process_time(), time.thread_time()
-            for count, out in enumerate(outputs, 1):
-                received.append(out)
+            for out in _observed(outputs, len(query_ids), workers, observed):
                 builder.add(out.rows)
                 for key, item in out.documents.items():
                     documents.setdefault(key, item)
-                if workers > 1 and not pids:
-                    pids = _children()
-                if count == len(query_ids):  # the workers are idle, not yet gone
-                    worker_cpu = sum(_process_cpu(pid) for pid in pids)
-            wall = time.perf_counter() - start
-            cpu, main = time.process_time() - cpu, time.thread_time() - main
         finally:
             undo()
-        # per process: its tasks as (query_id, start, end, thread CPU)
-        tasks = [[json.loads(line) for line in path.open()] for path in log.iterdir()]
-    task_cpu = sum(task[3] for own in tasks for task in own)
-    figures = {"wall": wall, "tasks": task_cpu, "main": main}
-    if workers > 1:
-        ends = [max(task[2] for task in own) for own in tasks]
-        figures["parent"] = cpu
-        figures["outside"] = worker_cpu - task_cpu
-        figures["tail"] = max(ends) - min(ends)
-        figures.update(_sent(received))
-    else:
-        figures["parent"] = cpu - task_cpu  # the rest of the one process: taking the rows
-    return figures
+        return _figures(log, workers, observed)
+
+
+def cli_episodes(workers: int, overrides: Sequence[str]) -> dict[str, float]:
+    """One pass of ``python -m evidence_bench run OVERRIDES workers=N`` in this process, its
+    episodes observed as :func:`episodes` observes them: the run as a user starts it, the
+    parent's state at the fork included (its run directory in a temporary folder)."""
+    from evidence_bench.commands import main as cli
+    from evidence_bench.experiment import run
+
+    observed: dict[str, float] = {}
+    execute = run.execute  # type: ignore[attr-defined]
+
+    def observed_execute(
+        plan: RunPlan, query_ids: Sequence[str], *, workers: int = 0
+    ) -> Iterator[runner.QueryOutput]:
+        outputs = execute(plan, query_ids, workers=workers)
+        return _observed(outputs, len(query_ids), workers, observed)
+
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder, "tasks")
+        log.mkdir()
+        undo = _timed_tasks(log)
+        run.execute = observed_execute  # type: ignore[attr-defined]
+        argv = ["run", *overrides, f"workers={workers}", "progress=false",
+                f"runs_dir={folder}/runs"]  # fmt: skip
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                cli(argv)
+        except SystemExit as exc:  # the command's status: only a failure stops the pass
+            if exc.code:
+                raise
+        finally:
+            run.execute = execute  # type: ignore[attr-defined]
+            undo()
+        return _figures(log, workers, observed)
 
 
 def _in_child(work: Callable[[], Any]) -> tuple[int, int]:
@@ -210,10 +265,12 @@ def _arithmetic() -> int:
     return x
 
 
-def _fresh(workers: int, overrides: Sequence[str]) -> dict[str, float]:
-    """:func:`episodes` in a new process, as ``run`` starts it: a parent whose heap has held
-    another pass's episodes would hand its workers freed pages to copy as they write."""
+def _fresh(workers: int, overrides: Sequence[str], cli: bool) -> dict[str, float]:
+    """:func:`episodes` (or :func:`cli_episodes`) in a new process, as ``run`` starts it: a
+    parent whose heap has held another pass's episodes would hand its workers freed pages to
+    copy as they write."""
     command = [sys.executable, __file__, "--one-pass", str(workers), *overrides]
+    command += ["--cli"] if cli else []
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -221,10 +278,17 @@ def _fresh(workers: int, overrides: Sequence[str]) -> dict[str, float]:
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2, metavar="N")
+    parser.add_argument(
+        "--cli", action="store_true",
+        help="time the episodes of the run command itself (part 1), not of the plan alone",
+    )  # fmt: skip
     parser.add_argument("--one-pass", type=int, metavar="WORKERS", help=argparse.SUPPRESS)
     options, overrides = parser.parse_known_args(argv)
     if not any(o.startswith("+experiment=") for o in overrides):
         overrides = ["+experiment=rocchio_sweep", *overrides]
+    if options.one_pass and options.cli:
+        print(json.dumps(cli_episodes(options.one_pass, overrides)))
+        return
     cfg, _ = compose([*overrides, "progress=false"])
     plan = plan_run(cfg)
     query_ids = list(runner.replay_worker(plan).query_set.queries)
@@ -236,11 +300,12 @@ def main(argv: Sequence[str]) -> None:
     passes: dict[int, list[dict[str, float]]] = {1: [], 2: []}
     for _ in range(options.repeat):
         for workers in (1, 2):
-            passes[workers].append(_fresh(workers, overrides))
+            passes[workers].append(_fresh(workers, overrides, options.cli))
             print(f"  workers={workers}: {passes[workers][-1]['wall']:.2f} s ({_load()})")
     one, two = ({k: statistics.median(p[k] for p in passes[w]) for k in passes[w][0]}
                 for w in (1, 2))  # fmt: skip
-    print(f"\n1. the episodes (median of {options.repeat}; CPU seconds)")
+    within = "the run command" if options.cli else "the plan alone"
+    print(f"\n1. the episodes of {within} (median of {options.repeat}; CPU seconds)")
     print(f"  wall, workers=1 -> 2           {one['wall']:.2f} s -> {two['wall']:.2f} s "
           f"({one['wall'] / two['wall']:.2f}x)")  # fmt: skip
     print(f"  the tasks' CPU                 {one['tasks']:.2f} s -> {two['tasks']:.2f} s "
