@@ -281,10 +281,6 @@ def validity_sentence(group: ValidityGroup) -> str:
     return f"{where} best setting, {name}, {answer}: " + "; ".join(parts) + "."
 
 
-def _num(value: Any) -> float | None:
-    return None if missing(value) else value
-
-
 def _named(group: ValidityGroup, frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """``frame`` with each row's setting (config_id, stage) named in ``column``."""
     settings = zip(frame["config_id"], frame["stage"], strict=True)
@@ -304,7 +300,7 @@ def validity_view(panel: Validity) -> dict[str, Any]:
                 "measure": a.measure,
                 "mode": a.eval_mode,
                 "settings": a.items,
-                "tau": _num(a.tau),
+                "tau": None if missing(a.tau) else a.tau,
                 "best_a": setting_name(group, a.best_a),
                 "best_b": setting_name(group, a.best_b),
                 "flips": [
